@@ -1,0 +1,224 @@
+"""`matmul`: check the inputs, pick a kernel, allocate, launch, return.
+
+C = alpha * A @ B + beta * C, with BLAS naming: A is M x K, B is K x N, C is M x N.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import arrays
+from .kernels import KernelSpec, registry
+from .runtime import compiler, device, launch
+
+AUTO = "auto"
+INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class _Prepared:
+    """A loaded kernel instantiation, cached per (kernel, params, device) so repeat calls cost ~µs."""
+
+    spec: KernelSpec
+    params: dict[str, int]
+    kernel: launch.LoadedKernel
+    compile_seconds: float
+
+
+_prepared: dict[tuple, _Prepared] = {}
+
+
+def _cpu_baselines():
+    from .cpu import BASELINES
+
+    return BASELINES
+
+
+def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None) -> KernelSpec:
+    """The kernel `kernel="auto"` runs: the highest rung that supports the dtype and the device."""
+    candidates = [s for s in registry.all_specs() if dtype in s.dtypes and (cc is None or cc >= s.min_cc)]
+    if not candidates:
+        raise TypeError(f"no GPU kernel supports dtype {dtype}")
+    return candidates[-1]
+
+
+_validated: dict[tuple, dict[str, int]] = {}
+
+
+def validated_params(spec: KernelSpec, params: Mapping[str, Any] | None) -> tuple[tuple, dict[str, int]]:
+    """(cache key, full parameter set) for a rung; raises ValueError naming what is wrong. Memoised."""
+    key = (spec.name, tuple(sorted((params or {}).items())))
+    try:
+        hit = _validated.get(key)
+    except TypeError:  # an unhashable value: let validate() name it
+        spec.validate(params or {})
+        raise
+    if hit is None:
+        hit = spec.validate(params or {})
+        _validated[key] = hit
+    return key, hit
+
+
+def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> _Prepared:
+    """Validate, compile (or fetch from the cache) and load one instantiation on the current device."""
+    key, p = validated_params(spec, params)
+    cupy = device.require_cupy()
+    dev = cupy.cuda.Device().id
+    raw_key = (key, dev)
+    hit = _prepared.get(raw_key)
+    if hit is not None:
+        return hit
+    info = device.device_info(dev)
+    if info.compute_capability < spec.min_cc:
+        raise ValueError(f"kernel {spec.name} needs compute capability {spec.min_cc}, the device is {info.compute_capability}")
+    module = compiler.compile_file(spec.source_path, [spec.name_expression(p)], info.arch)
+    kern = launch.load(module, spec.name_expression(p))
+    prepared = _Prepared(spec, p, kern, module.compile_seconds)
+    _prepared[raw_key] = prepared
+    return prepared
+
+
+def _shape_error(a_shape, b_shape, c_shape=None) -> str:
+    text = f"A is {_fmt(a_shape)}, B is {_fmt(b_shape)}"
+    if c_shape is not None:
+        text += f", C is {_fmt(c_shape)}"
+    return text
+
+
+def _fmt(shape) -> str:
+    return " x ".join(str(s) for s in shape) if len(shape) else "a scalar"
+
+
+def _check_common(a, b, c, kinds, alpha, beta):
+    for name, x in (("A", a), ("B", b), ("C", c)):
+        if x is not None and len(x.shape) != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)} ({len(x.shape)}-D)")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: {_shape_error(a.shape, b.shape)} (A's columns must equal B's rows)")
+    if c is not None and tuple(c.shape) != (m, n):
+        raise ValueError(f"C must be {m} x {n} for {_shape_error(a.shape, b.shape)}, got {_fmt(c.shape)}")
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(v, (int, float, np.floating, np.integer)) or isinstance(v, bool):
+            raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+        if not math.isfinite(float(v)):
+            raise ValueError(f"{name} must be finite, got {v}")
+    dts = {nm: arrays.dtype_name(x, kd) for nm, x, kd in (("A", a, kinds[0]), ("B", b, kinds[1]), ("C", c, kinds[2])) if x is not None}
+    return m, n, k, dts
+
+
+def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str = AUTO, stream: Any = None, **params):
+    """C = alpha * A @ B + beta * C.
+
+    a: M x K, b: K x N, c: M x N or None. numpy arrays are copied to the GPU and back; CuPy and torch
+    arrays (anything with __cuda_array_interface__ or DLPack) are used in place. The result has the type
+    of `a`. When `c` is given it is overwritten with the result and returned (BLAS semantics); with
+    beta == 0 its old contents are never read. `kernel` is a rung name (`gemmlab.kernels()`), a CPU
+    baseline name (`cpu_naive`, ...; host arrays only) or "auto"; `params` are that rung's template
+    parameters (e.g. BLOCK_DIM=16).
+    """
+    kinds = [arrays.kind_of(a), arrays.kind_of(b), arrays.kind_of(c) if c is not None else None]
+    m, n, k, dts = _check_common(a, b, c, kinds, alpha, beta)
+    if beta != 0 and c is None:
+        raise ValueError(f"beta = {beta} needs a C to scale; pass c (an M x N = {m} x {n} array) or beta = 0")
+
+    if kernel in _cpu_baselines():
+        return _matmul_cpu(kernel, a, b, c, kinds, dts, alpha, beta, params)
+
+    host = [arrays.is_host(kd) for kd in kinds if kd is not None]
+    if any(host) and not all(host):
+        raise TypeError(f"A, B and C must all be host arrays or all device arrays, got {', '.join(kd for kd in kinds if kd)}")
+    for name, dt in dts.items():
+        if dt != "float32":
+            raise TypeError(f"the GPU kernels take float32; {name} is {dt} (convert with .astype('float32'))")
+
+    spec = choose_kernel("float32") if kernel == AUTO else registry.get(kernel)
+    if kernel == AUTO and params:
+        raise ValueError(f"parameters {sorted(params)} need a named kernel, not kernel='auto'")
+    for name, v in (("M", m), ("N", n), ("K", k)):
+        if v > INT32_MAX:
+            raise ValueError(f"{name} = {v} exceeds the kernels' 32-bit index range")
+    validated_params(spec, params)  # parameter errors are reported before any GPU is needed
+
+    cp = device.require_cupy()
+    dev_ctx = _device_of(a, kinds[0], cp)
+    with dev_ctx:
+        prepared = prepare(spec, params)
+        return _launch_gpu(prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp)
+
+
+def _device_of(a, kind: str, cp):
+    if kind == arrays.CUPY:
+        return a.device
+    if kind == arrays.TORCH_CUDA:
+        return cp.cuda.Device(a.device.index)
+    return cp.cuda.Device()  # host inputs (and foreign arrays) run on the current device
+
+
+def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp):
+    da = arrays.to_cupy(a, kinds[0])
+    db = arrays.to_cupy(b, kinds[1])
+    dev = cp.cuda.Device().id
+    for name, x in (("A", da), ("B", db)):
+        if x.device.id != dev:
+            raise ValueError(f"{name} is on device {x.device.id}, the kernel runs on device {dev}; move them to one device")
+    va, vb = arrays.row_major(da), arrays.row_major(db)
+
+    dc = None  # the caller's C on the device, when its old values are needed or it is written in place
+    if c is None or (arrays.is_host(kinds[2]) and beta == 0):
+        vc = arrays.RowMajorView(cp.empty((m, n), dtype=cp.float32), m, n, max(n, 1))
+    else:
+        dc = arrays.to_cupy(c, kinds[2])
+        if dc.device.id != dev:
+            raise ValueError(f"C is on device {dc.device.id}, A on device {dev}; move them to one device")
+        if arrays.overlaps(dc, da) or arrays.overlaps(dc, db):
+            raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
+        vc = arrays.row_major(dc)  # a row-major copy when C's layout is not; written back below
+    for name, v in (("lda", va.ld), ("ldb", vb.ld), ("ldc", vc.ld)):
+        if v > INT32_MAX:
+            raise ValueError(f"{name} = {v} exceeds the kernels' 32-bit index range")
+
+    if m > 0 and n > 0:
+        spec, p = prepared.spec, prepared.params
+        geo = spec.launch(m, n, k, p)
+        args = (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), va.array, np.int32(va.ld),
+                vb.array, np.int32(vb.ld), np.float32(beta), vc.array, np.int32(vc.ld))
+        prepared.kernel(geo.grid, geo.block, args, smem=geo.smem, stream=stream)
+
+    if c is None:
+        return arrays.from_cupy(vc.array, kinds[0])
+    if arrays.is_host(kinds[2]):
+        arrays.to_host_numpy(c, kinds[2])[...] = vc.array.get()
+    elif vc.array is not dc:
+        dc[...] = vc.array
+    return c
+
+
+def _matmul_cpu(name, a, b, c, kinds, dts, alpha, beta, params):
+    if not all(arrays.is_host(kd) for kd in kinds if kd is not None):
+        raise TypeError(f"CPU kernel {name} takes host (numpy) arrays, got {', '.join(kd for kd in kinds if kd)}")
+    an = np.ascontiguousarray(arrays.to_host_numpy(a, kinds[0]))
+    bn = np.ascontiguousarray(arrays.to_host_numpy(b, kinds[1]))
+    cn = None if c is None else np.ascontiguousarray(arrays.to_host_numpy(c, kinds[2]))
+    if len(set(dts.values())) != 1 or dts["A"] not in ("float32", "float64"):
+        raise TypeError(f"CPU kernels take float32 or float64 with one dtype for all; got {dts}")
+    baseline = _cpu_baselines()[name]
+    result = baseline.run(an, bn, cn if beta != 0 else None, float(alpha), float(beta), **params)
+    if c is not None:
+        host = arrays.to_host_numpy(c, kinds[2])
+        host[...] = result
+        return c
+    if kinds[0] == arrays.TORCH_CPU:
+        import torch
+
+        return torch.from_numpy(result)
+    return result
+
+
+def kernels() -> list[KernelSpec]:
+    """The GPU ladder, in rung order."""
+    return registry.all_specs()

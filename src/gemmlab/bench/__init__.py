@@ -1,0 +1,1 @@
+"""Measurement: timing discipline, peers, and the ladder benchmark."""

@@ -1,0 +1,31 @@
+// common.cuh: what every rung shares.
+//
+// All rungs compute C = alpha * A @ B + beta * C on row-major fp32 matrices with leading dimensions
+// (A is M x K with row stride lda, B is K x N with ldb, C is M x N with ldc) and take the same argument
+// list, in this order: M, N, K, alpha, A, lda, B, ldb, beta, C, ldc.
+#pragma once
+
+// BLAS rule: with beta == 0 the old C is never read, so NaN or garbage in C cannot leak into the result.
+__device__ __forceinline__ void store_c(float* C, size_t idx, float acc, float alpha, float beta) {
+    if (beta == 0.0f) {
+        C[idx] = alpha * acc;
+    } else {
+        C[idx] = alpha * acc + beta * C[idx];
+    }
+}
+
+// Copy a ROWS x COLS tile of a row-major matrix (row stride ld) into shared memory, row-major, with the
+// NT threads of the block striding over its elements so that consecutive threads read consecutive
+// addresses. Elements past rows_left / cols_left (the edge of the matrix) are written as 0, which is
+// what makes tiles that overhang M, N or K contribute nothing.
+template <int ROWS, int COLS, int NT>
+__device__ __forceinline__ void load_tile_zero_padded(float* __restrict__ dst, const float* __restrict__ src,
+                                                      int ld, int rows_left, int cols_left, int tid) {
+    static_assert((ROWS * COLS) % NT == 0, "tile elements must split evenly over the block's threads");
+#pragma unroll
+    for (int i = 0; i < (ROWS * COLS) / NT; ++i) {
+        const int e = tid + i * NT;
+        const int r = e / COLS, c = e % COLS;
+        dst[e] = (r < rows_left && c < cols_left) ? src[(size_t)r * ld + c] : 0.0f;
+    }
+}

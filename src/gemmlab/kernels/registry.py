@@ -1,0 +1,59 @@
+"""The registry: every rung of the GPU ladder, discovered from `kernels/rungs/*.py`.
+
+This is the one list of GPU kernels. The API, CLI, harness, tuner, tests and visualiser read it;
+adding a rung is one `.cu` file under `kernels/cuda/` and one module under `kernels/rungs/` with `SPEC`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Mapping
+
+from ..runtime import compiler
+from . import rungs as _rungs_pkg
+from .spec import CUDA_DIR, KernelSpec
+
+
+def _discover() -> dict[str, KernelSpec]:
+    specs: list[KernelSpec] = []
+    for info in pkgutil.iter_modules(_rungs_pkg.__path__):
+        mod = importlib.import_module(f"{_rungs_pkg.__name__}.{info.name}")
+        spec = getattr(mod, "SPEC", None)
+        if isinstance(spec, KernelSpec):
+            specs.append(spec)
+    specs.sort(key=lambda s: s.rung)
+    out: dict[str, KernelSpec] = {}
+    rungs_seen: dict[int, str] = {}
+    for s in specs:
+        if s.name in out:
+            raise RuntimeError(f"two kernel specs are named {s.name!r}")
+        if s.rung in rungs_seen:
+            raise RuntimeError(f"kernels {rungs_seen[s.rung]!r} and {s.name!r} share rung {s.rung}")
+        if not s.source.startswith(f"{s.rung:02d}_"):
+            raise RuntimeError(f"kernel {s.name!r} is rung {s.rung} but its source is {s.source!r}")
+        if not (CUDA_DIR / s.source).exists():
+            raise RuntimeError(f"kernel {s.name!r}: source {s.source} is missing from {CUDA_DIR}")
+        out[s.name] = s
+        rungs_seen[s.rung] = s.name
+    return out
+
+
+REGISTRY: dict[str, KernelSpec] = _discover()
+
+
+def all_specs() -> list[KernelSpec]:
+    return list(REGISTRY.values())
+
+
+def get(name: str) -> KernelSpec:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown GPU kernel {name!r}; known: {', '.join(REGISTRY)}") from None
+
+
+def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compiler.CompiledModule:
+    """Compile one instantiation of a rung for `arch` (works without a GPU)."""
+    p = spec.validate(params)
+    return compiler.compile_file(spec.source_path, [spec.name_expression(p)], arch)

@@ -1,0 +1,40 @@
+from ..spec import KernelSpec, Launch, Param, Traffic, cdiv
+
+
+def _constraints(p: dict[str, int]) -> list[str]:
+    bd = p["BLOCK_DIM"]
+    errs = []
+    if not 2 <= bd <= 32:
+        errs.append(f"BLOCK_DIM = {bd} must be 2..32 (BLOCK_DIM^2 = {bd * bd} threads, at most 1024)")
+    return errs
+
+
+def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
+    bd = p["BLOCK_DIM"]
+    return Launch((cdiv(n, bd), cdiv(m, bd), 1), (bd, bd, 1))
+
+
+def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
+    bd = p["BLOCK_DIM"]
+    # Each A tile is loaded once per block column, each B tile once per block row.
+    threads = cdiv(m, bd) * cdiv(n, bd) * bd * bd
+    return Traffic(
+        a_loads=m * k * cdiv(n, bd),
+        b_loads=k * n * cdiv(m, bd),
+        c_loads=0,
+        c_stores=m * n,
+        smem_loads=threads * cdiv(k, bd) * bd * 2,
+    )
+
+
+SPEC = KernelSpec(
+    name="smem_tiled",
+    rung=3,
+    source="03_smem_tiled.cu",
+    template="smem_tiled_gemm",
+    idea="BLOCK_DIM x BLOCK_DIM tiles of A and B staged in shared memory, two barriers per step",
+    params=(Param("BLOCK_DIM", 32, tuple(range(2, 33)), "tile edge; the block has BLOCK_DIM^2 threads"),),
+    constraints=_constraints,
+    geometry=_geometry,
+    traffic_model=_traffic,
+)

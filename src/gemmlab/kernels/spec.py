@@ -1,0 +1,178 @@
+"""What a rung of the ladder is, as data: `KernelSpec`.
+
+A spec names the CUDA source and template, declares the template parameters with their defaults and
+allowed values, checks a parameter set (`validate`: the tuner prunes with it, users get clear errors),
+gives the launch geometry, and carries the analytic model as plain functions of (M, N, K, params) that
+need no GPU: FLOPs, global-memory loads and stores, shared-memory loads, arithmetic intensity.
+
+Traffic is counted in elements *requested by the kernel as written* (global loads issued to the memory
+system, after zero padding: padded elements are not loaded). How much of it reaches DRAM depends on the
+caches; `analysis` models that separately.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+CUDA_DIR = Path(__file__).with_name("cuda")
+
+Params = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One template parameter: its default, the values a search may try, and what it means."""
+
+    name: str
+    default: int
+    choices: tuple[int, ...]
+    doc: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int = 0  # dynamic shared memory, bytes
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Element counts (not bytes) moved between the kernel and global memory, and from shared memory."""
+
+    a_loads: int
+    b_loads: int
+    c_loads: int
+    c_stores: int
+    smem_loads: int = 0
+
+    @property
+    def global_loads(self) -> int:
+        return self.a_loads + self.b_loads + self.c_loads
+
+    @property
+    def global_elements(self) -> int:
+        return self.global_loads + self.c_stores
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def gemm_flops(m: int, n: int, k: int) -> int:
+    """2*M*N*K: one multiply and one add per term of every dot product (the epilogue is not counted)."""
+    return 2 * m * n * k
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    rung: int
+    source: str                      # file name under kernels/cuda
+    template: str                    # C++ function template name
+    idea: str                        # one line for listings
+    params: tuple[Param, ...]
+    constraints: Callable[[dict[str, int]], list[str]]
+    geometry: Callable[[int, int, int, dict[str, int]], Launch]
+    traffic_model: Callable[[int, int, int, dict[str, int]], Traffic]
+    min_cc: tuple[int, int] = (7, 5)
+    dtypes: tuple[str, ...] = ("float32",)
+    extra: dict = field(default_factory=dict)
+
+    # -------------------------------------------------------------------------------- parameters
+
+    @property
+    def defaults(self) -> dict[str, int]:
+        return {p.name: p.default for p in self.params}
+
+    @property
+    def source_path(self) -> Path:
+        return CUDA_DIR / self.source
+
+    def problems(self, params: Mapping[str, object]) -> list[str]:
+        """Everything wrong with a parameter set (empty when it is runnable); never raises."""
+        known = {p.name for p in self.params}
+        errs = [f"{self.name} has no parameter {k!r} (it takes {', '.join(sorted(known)) or 'none'})"
+                for k in params if k not in known]
+        merged: dict[str, int] = self.defaults
+        for k, v in params.items():
+            if k not in known:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int,)) and not (hasattr(v, "__index__")):
+                errs.append(f"{self.name}: parameter {k} must be an integer, got {v!r}")
+                continue
+            merged[k] = int(v)
+            if int(v) < 1:
+                errs.append(f"{self.name}: parameter {k}={v} must be positive")
+        if errs:
+            return errs
+        return [f"{self.name}: {e}" for e in self.constraints(merged)]
+
+    def validate(self, params: Mapping[str, object] | None = None) -> dict[str, int]:
+        """Merge with defaults and check; raise ValueError naming each offending parameter."""
+        params = dict(params or {})
+        errs = self.problems(params)
+        if errs:
+            raise ValueError("; ".join(errs))
+        merged = self.defaults
+        merged.update({k: int(v) for k, v in params.items()})
+        return merged
+
+    def search_space(self) -> list[dict[str, int]]:
+        """Every combination of the declared choices that passes validate(): what a tuner may try."""
+        out: list[dict[str, int]] = [{}]
+        for p in self.params:
+            out = [dict(d, **{p.name: v}) for d in out for v in p.choices]
+        return [d for d in out if not self.constraints(d)]
+
+    def name_expression(self, params: Params) -> str:
+        args = ", ".join(str(int(params[p.name])) for p in self.params)
+        return f"{self.template}<{args}>" if self.params else self.template
+
+    # -------------------------------------------------------------------------------- model
+
+    def launch(self, m: int, n: int, k: int, params: Params) -> Launch:
+        return self.geometry(m, n, k, dict(params))
+
+    def flops(self, m: int, n: int, k: int) -> int:
+        return gemm_flops(m, n, k)
+
+    def traffic(self, m: int, n: int, k: int, params: Params, beta_nonzero: bool = False) -> Traffic:
+        t = self.traffic_model(m, n, k, dict(params))
+        if beta_nonzero:
+            t = Traffic(t.a_loads, t.b_loads, m * n, t.c_stores, t.smem_loads)
+        return t
+
+    def global_bytes(self, m: int, n: int, k: int, params: Params, beta_nonzero: bool = False) -> int:
+        return 4 * self.traffic(m, n, k, params, beta_nonzero).global_elements
+
+    def intensity(self, m: int, n: int, k: int, params: Params, beta_nonzero: bool = False) -> float:
+        """FLOPs per byte of global-memory traffic requested by the kernel (seed 000's measure)."""
+        b = self.global_bytes(m, n, k, params, beta_nonzero)
+        return self.flops(m, n, k) / b if b else math.inf
+
+    def loads_per_thread(self, m: int, n: int, k: int, params: Params) -> float:
+        """Average global loads of A and B per launched thread (seed 001's count)."""
+        launch = self.launch(m, n, k, params)
+        t = self.traffic(m, n, k, params)
+        threads = launch.blocks * launch.threads_per_block
+        return (t.a_loads + t.b_loads) / threads if threads else 0.0
+
+
+def pow2_choices(lo: int, hi: int) -> tuple[int, ...]:
+    out, v = [], lo
+    while v <= hi:
+        out.append(v)
+        v *= 2
+    return tuple(out)

@@ -1,0 +1,358 @@
+"""Compile CUDA C++ to a cubin with NVRTC, and cache it.
+
+This module knows nothing about particular kernels. It takes a source file, the template
+instantiations wanted (NVRTC "name expressions", e.g. ``naive_gemm<32, 32>``) and a target
+architecture, and returns a `CompiledModule`: the cubin on disk, the lowered (mangled) name of each
+instantiation and the ptxas resource report per kernel.
+
+It works with no GPU and no driver: NVRTC is a library, reached through cuda-bindings (CuPy's own
+compiler needs a driver, so it is not used here). CuPy only loads the cubin (see `launch`).
+
+Cache: an in-process dict in front of an on-disk directory. The disk key hashes the source, every
+header it includes with ``#include "..."`` (recursively), the name expressions, the options, the
+architecture and NVRTC's version, so a change to any of them compiles afresh. Files are written to a
+temporary name and renamed, so a reader never sees half a cubin and concurrent processes are safe.
+
+Environment switches:
+  GEMMLAB_CACHE_DIR   where the cache lives (default: $XDG_CACHE_HOME/gemmlab or ~/.cache/gemmlab)
+  GEMMLAB_NO_CACHE=1  ignore the disk cache (always compile; still writes)
+  GEMMLAB_DUMP_PTX=1  keep the PTX beside the cubin
+  GEMMLAB_VERBOSE=1   print the compiler log of every compile to stderr
+  GEMMLAB_FAIL_ON_LOCAL=1  raise if any kernel uses a stack frame or spills (local memory)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from .errors import CompileError, CompilerUnavailableError
+
+CACHE_FORMAT = 1
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """The ptxas resource report of one kernel."""
+
+    registers: int = 0
+    smem_static: int = 0
+    stack_frame: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    barriers: int = 0
+
+    @property
+    def uses_local_memory(self) -> bool:
+        return self.stack_frame > 0 or self.spill_stores > 0 or self.spill_loads > 0
+
+
+@dataclass
+class CompiledModule:
+    cubin_path: Path
+    arch: str
+    lowered_names: dict[str, str]          # name expression -> mangled name
+    resources: dict[str, Resources]        # name expression -> report
+    log: str
+    nvrtc_version: tuple[int, int]
+    compile_seconds: float = 0.0           # 0 when it came from the disk cache
+    from_disk_cache: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def cubin(self) -> bytes:
+        return self.cubin_path.read_bytes()
+
+
+# ----------------------------------------------------------------------------------------- NVRTC
+
+
+@functools.lru_cache(maxsize=1)
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        try:
+            from cuda import nvrtc  # cuda-python < 12.6 layout
+        except ImportError as exc:
+            raise CompilerUnavailableError(
+                "NVRTC unavailable: cuda-bindings is not installed (pip install 'gemmlab[nvrtc]')"
+            ) from exc
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as exc:  # the binding loads libnvrtc lazily; a missing library surfaces here
+        raise CompilerUnavailableError(
+            f"NVRTC unavailable: the NVRTC library could not be loaded ({exc}); "
+            "install nvidia-cuda-nvrtc matching cuda-bindings' major version"
+        ) from exc
+    _check(nvrtc, err, "nvrtcVersion")
+    return nvrtc
+
+
+def nvrtc_version() -> tuple[int, int]:
+    nvrtc = _nvrtc()
+    _, major, minor = nvrtc.nvrtcVersion()
+    return int(major), int(minor)
+
+
+def nvrtc_available() -> bool:
+    try:
+        _nvrtc()
+        return True
+    except CompilerUnavailableError:
+        return False
+
+
+def supported_archs() -> list[str]:
+    nvrtc = _nvrtc()
+    err, n = nvrtc.nvrtcGetNumSupportedArchs()
+    _check(nvrtc, err, "nvrtcGetNumSupportedArchs")
+    err, archs = nvrtc.nvrtcGetSupportedArchs()
+    _check(nvrtc, err, "nvrtcGetSupportedArchs")
+    return [f"sm_{a}" for a in archs]
+
+
+def _check(nvrtc, err, what: str, log: str = "") -> None:
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, msg = nvrtc.nvrtcGetErrorString(err)
+        text = msg.decode() if isinstance(msg, bytes) else str(msg)
+        raise CompileError(f"{what} failed: {text}" + (f"\n{log}" if log else ""))
+
+
+# ----------------------------------------------------------------------------------------- keys
+
+
+def _read_with_includes(source: Path) -> dict[str, str]:
+    """Return {name relative to the source's folder: text} for the source and every quoted include."""
+    root = source.parent
+    found: dict[str, str] = {}
+    pending = [source.name]
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        path = root / name
+        if not path.exists():
+            continue  # NVRTC will report the missing header with its own message
+        found[name] = path.read_text()
+        pending.extend(_INCLUDE_RE.findall(found[name]))
+    return found
+
+
+def normalise_arch(arch: str) -> str:
+    """Accept 'sm_90', '90', 'sm_90a', 'compute_90' and return 'sm_90' / 'sm_90a'."""
+    a = str(arch).strip().lower()
+    m = re.fullmatch(r"(?:sm_|compute_)?(\d{2,3})([a-z]?)", a)
+    if not m:
+        raise ValueError(f"architecture {arch!r} is not of the form sm_XY (e.g. sm_90, sm_90a)")
+    return f"sm_{m.group(1)}{m.group(2)}"
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("GEMMLAB_CACHE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "gemmlab"
+
+
+def cache_dir() -> Path:
+    return _cache_dir() / "kernels"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ----------------------------------------------------------------------------------------- parsing
+
+_ENTRY_RE = re.compile(r"(?:Compiling entry function|Function properties for) '?([A-Za-z0-9_$.]+)'?")
+_STACK_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED_RE = re.compile(r"Used (\d+) registers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+_BAR_RE = re.compile(r"used (\d+) barriers")
+
+
+def parse_ptxas_report(log: str) -> dict[str, Resources]:
+    """Parse ptxas -v output into {mangled name: Resources}."""
+    found: dict[str, dict[str, int]] = {}
+    current: str | None = None
+    for line in log.splitlines():
+        m = _ENTRY_RE.search(line)
+        if m:
+            current = m.group(1)
+            found.setdefault(current, {})
+            continue
+        if current is None:
+            continue
+        rec = found[current]
+        if m := _STACK_RE.search(line):
+            rec.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        if m := _USED_RE.search(line):
+            rec["registers"] = int(m.group(1))
+            if s := _SMEM_RE.search(line):
+                rec["smem_static"] = int(s.group(1))
+            if b := _BAR_RE.search(line):
+                rec["barriers"] = int(b.group(1))
+    return {name: Resources(**rec) for name, rec in found.items()}
+
+
+# ----------------------------------------------------------------------------------------- compile
+
+_memory: dict[tuple, CompiledModule] = {}
+_lock = threading.Lock()
+
+
+def compile_file(
+    source: str | Path,
+    name_expressions: Sequence[str],
+    arch: str,
+    options: Sequence[str] = (),
+) -> CompiledModule:
+    """Compile `source` for `arch`, instantiating `name_expressions`; served from cache when possible."""
+    source = Path(source)
+    arch = normalise_arch(arch)
+    exprs = tuple(name_expressions)
+    opts = tuple(options)
+    mem_key = (str(source), source.stat().st_mtime_ns, exprs, arch, opts)
+    hit = _memory.get(mem_key)
+    if hit is not None:
+        return hit
+    with _lock:
+        hit = _memory.get(mem_key)
+        if hit is None:
+            hit = _compile_uncached_in_memory(source, exprs, arch, opts)
+            _memory[mem_key] = hit
+    return hit
+
+
+def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str, opts: tuple[str, ...]) -> CompiledModule:
+    files = _read_with_includes(source)
+    version = nvrtc_version()
+    h = hashlib.sha256()
+    h.update(json.dumps([CACHE_FORMAT, sorted(files.items()), exprs, arch, opts, version]).encode())
+    key = h.hexdigest()[:32]
+    stem = f"{source.stem}-{arch}-{key}"
+    cubin_path = cache_dir() / f"{stem}.cubin"
+    meta_path = cache_dir() / f"{stem}.json"
+
+    if os.environ.get("GEMMLAB_NO_CACHE") != "1":
+        cached = _load_cached(cubin_path, meta_path, arch, version)
+        if cached is not None:
+            return cached
+
+    t0 = time.perf_counter()
+    cubin, ptx, lowered, log = _nvrtc_compile(files, source, exprs, arch, opts)
+    seconds = time.perf_counter() - t0
+    by_mangled = parse_ptxas_report(log)
+    resources = {e: by_mangled.get(lowered[e], Resources()) for e in exprs}
+    if os.environ.get("GEMMLAB_VERBOSE") == "1":
+        print(f"[gemmlab] compiled {source.name} for {arch} in {seconds * 1e3:.0f} ms\n{log}", file=sys.stderr)
+    if os.environ.get("GEMMLAB_FAIL_ON_LOCAL") == "1":
+        bad = {e: r for e, r in resources.items() if r.uses_local_memory}
+        if bad:
+            raise CompileError(f"{source.name}: kernels use local memory (stack or spills): {bad}")
+
+    _atomic_write(cubin_path, cubin)
+    if os.environ.get("GEMMLAB_DUMP_PTX") == "1" and ptx:
+        _atomic_write(cubin_path.with_suffix(".ptx"), ptx)
+    meta = {
+        "format": CACHE_FORMAT,
+        "source": source.name,
+        "arch": arch,
+        "nvrtc_version": list(version),
+        "lowered_names": lowered,
+        "resources": {e: asdict(r) for e, r in resources.items()},
+        "log": log,
+        "options": list(opts),
+    }
+    _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+    return CompiledModule(cubin_path, arch, lowered, resources, log, version, compile_seconds=seconds)
+
+
+def _load_cached(cubin_path: Path, meta_path: Path, arch: str, version: tuple[int, int]) -> CompiledModule | None:
+    try:
+        meta = json.loads(meta_path.read_text())
+        if meta.get("format") != CACHE_FORMAT or not cubin_path.exists() or cubin_path.stat().st_size == 0:
+            return None
+        resources = {e: Resources(**r) for e, r in meta["resources"].items()}
+        return CompiledModule(
+            cubin_path, arch, dict(meta["lowered_names"]), resources, meta.get("log", ""), version,
+            from_disk_cache=True,
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent or corrupt: compile afresh and overwrite
+
+
+def _nvrtc_compile(files: dict[str, str], source: Path, exprs: tuple[str, ...], arch: str, opts: tuple[str, ...]):
+    nvrtc = _nvrtc()
+    text = files[source.name]
+    # Headers are handed to NVRTC by content so the compile never depends on the working directory.
+    headers = {k: v for k, v in files.items() if k != source.name}
+    header_names = [k.encode() for k in headers]
+    header_srcs = [v.encode() for v in headers.values()]
+    err, prog = nvrtc.nvrtcCreateProgram(text.encode(), source.name.encode(), len(header_srcs), header_srcs, header_names)
+    _check(nvrtc, err, "nvrtcCreateProgram")
+    try:
+        for e in exprs:
+            (err,) = nvrtc.nvrtcAddNameExpression(prog, e.encode())
+            _check(nvrtc, err, f"nvrtcAddNameExpression({e})")
+        full_opts = [f"--gpu-architecture={arch}", "-std=c++17", "--ptxas-options=-v", *opts]
+        enc = [o.encode() for o in full_opts]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(enc), enc)
+        log = _program_log(nvrtc, prog)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"NVRTC could not compile {source.name} for {arch} ({', '.join(exprs)}):\n{log}")
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _check(nvrtc, err, "nvrtcGetCUBINSize")
+        cubin = b" " * size
+        (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
+        _check(nvrtc, err, "nvrtcGetCUBIN")
+        ptx = b""
+        if os.environ.get("GEMMLAB_DUMP_PTX") == "1":
+            err, psize = nvrtc.nvrtcGetPTXSize(prog)
+            ptx = b" " * psize
+            nvrtc.nvrtcGetPTX(prog, ptx)
+        lowered = {}
+        for e in exprs:
+            err, name = nvrtc.nvrtcGetLoweredName(prog, e.encode())
+            _check(nvrtc, err, f"nvrtcGetLoweredName({e})")
+            lowered[e] = name.decode() if isinstance(name, bytes) else str(name)
+        return cubin, ptx, lowered, log
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _program_log(nvrtc, prog) -> str:
+    err, n = nvrtc.nvrtcGetProgramLogSize(prog)
+    if n <= 1:
+        return ""
+    buf = b" " * n
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.rstrip(b"\x00").decode(errors="replace").strip()
+
+
+def clear_memory_cache() -> None:
+    _memory.clear()

@@ -1,0 +1,183 @@
+"""Device facts and the one gate every GPU feature goes through.
+
+CuPy is imported lazily, so `import gemmlab` works on a machine with no GPU, no driver and no CuPy;
+a GPU feature then raises `GPUUnavailableError` with one line naming the cause.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .errors import GPUUnavailableError
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> tuple[Any, str | None]:
+    """Import CuPy and touch the device once; return (cupy or None, reason it is unusable)."""
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a broken CUDA install raising something else
+        return None, f"CuPy is not importable ({type(exc).__name__}: {exc}); install gemmlab[cuda13] or gemmlab[cuda12]"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return None, f"no CUDA driver or device ({_one_line(exc)})"
+    if count == 0:
+        return None, "CuPy found no CUDA device"
+    return cupy, None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def gpu_available() -> bool:
+    return _probe()[0] is not None
+
+
+def gpu_unavailable_reason() -> str | None:
+    return _probe()[1]
+
+
+def require_cupy():
+    """Return the cupy module, or raise GPUUnavailableError with the reason on one line."""
+    cupy, reason = _probe()
+    if cupy is None:
+        raise GPUUnavailableError(f"GPU unavailable: {reason}")
+    return cupy
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the kernels, the models and the reports need to know about one GPU."""
+
+    index: int
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    l2_bytes: int
+    global_mem_bytes: int
+    smem_per_block: int          # without opt-in
+    smem_per_block_optin: int    # the most a block may ask for after raising its limit
+    smem_per_sm: int
+    regs_per_block: int
+    regs_per_sm: int
+    max_threads_per_block: int
+    max_threads_per_sm: int
+    warp_size: int
+    sm_clock_khz: int            # the device attribute: the boost (maximum) SM clock
+    mem_clock_khz: int
+    mem_bus_bits: int
+    driver_version: int
+    runtime_version: int
+
+    @property
+    def arch(self) -> str:
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+    @property
+    def fp32_lanes_per_sm(self) -> int:
+        return fp32_lanes_per_sm(self.compute_capability)
+
+    @property
+    def peak_fp32_tflops(self) -> float:
+        """SMs × FP32 lanes × 2 (an FMA is two FLOPs) × the boost clock."""
+        return self.sm_count * self.fp32_lanes_per_sm * 2 * self.sm_clock_khz * 1e3 / 1e12
+
+    @property
+    def peak_dram_gbps(self) -> float:
+        """Memory clock × 2 (double data rate) × bus width in bytes: the datasheet bandwidth."""
+        return self.mem_clock_khz * 1e3 * 2 * (self.mem_bus_bits / 8) / 1e9
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(arch=self.arch, peak_fp32_tflops=self.peak_fp32_tflops, peak_dram_gbps=self.peak_dram_gbps)
+        return d
+
+
+def fp32_lanes_per_sm(cc: tuple[int, int]) -> int:
+    """FP32 FMA lanes per SM by architecture (from NVIDIA's arithmetic-throughput table)."""
+    major, minor = cc
+    if major >= 9 or (major == 8 and minor in (6, 7, 9)):
+        return 128
+    if major == 8:  # sm_80: 64 FP32 lanes per SM
+        return 64
+    if major == 7:
+        return 64
+    if major == 6:
+        return 64 if minor == 0 else 128
+    return 128
+
+
+@functools.lru_cache(maxsize=None)
+def device_info(index: int | None = None) -> DeviceInfo:
+    cupy = require_cupy()
+    rt = cupy.cuda.runtime
+    if index is None:
+        index = cupy.cuda.Device().id
+    props = rt.getDeviceProperties(index)
+
+    def attr(code: int) -> int:
+        return int(rt.deviceGetAttribute(code, index))
+
+    # cudaDeviceAttr codes: 13 ClockRate, 36 MemoryClockRate, 37 GlobalMemoryBusWidth (CUDA 13 keeps the
+    # attributes but dropped the matching fields from cudaDeviceProp).
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return DeviceInfo(
+        index=index,
+        name=name,
+        compute_capability=(int(props["major"]), int(props["minor"])),
+        sm_count=int(props["multiProcessorCount"]),
+        l2_bytes=int(props["l2CacheSize"]),
+        global_mem_bytes=int(props["totalGlobalMem"]),
+        smem_per_block=int(props["sharedMemPerBlock"]),
+        smem_per_block_optin=int(props["sharedMemPerBlockOptin"]),
+        smem_per_sm=int(props["sharedMemPerMultiprocessor"]),
+        regs_per_block=int(props["regsPerBlock"]),
+        regs_per_sm=int(props["regsPerMultiprocessor"]),
+        max_threads_per_block=int(props["maxThreadsPerBlock"]),
+        max_threads_per_sm=int(props["maxThreadsPerMultiProcessor"]),
+        warp_size=int(props["warpSize"]),
+        sm_clock_khz=attr(13),
+        mem_clock_khz=attr(36),
+        mem_bus_bits=attr(37),
+        driver_version=int(rt.driverGetVersion()),
+        runtime_version=int(rt.runtimeGetVersion()),
+    )
+
+
+def current_arch() -> str:
+    return device_info().arch
+
+
+def clocks_now(index: int = 0) -> dict[str, Any]:
+    """Current SM and memory clocks and throttle reasons through NVML, or {} where NVML is absent."""
+    try:
+        import pynvml
+    except ImportError:
+        return {}
+    try:
+        pynvml.nvmlInit()
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            out = {
+                "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+                "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            }
+            try:
+                out["throttle_reasons"] = int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(h))
+            except Exception:
+                out["throttle_reasons"] = int(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+            return out
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return {}

@@ -1,0 +1,68 @@
+"""Load a compiled cubin into the current CUDA context through CuPy and launch its kernels.
+
+Kernel-agnostic: callers hand over a `CompiledModule`, a name expression, the launch geometry and
+already-typed arguments (``np.int32``, ``np.float32``, device arrays). A Python float would be passed
+as a double, so untyped scalars are rejected here rather than silently mis-read by the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .compiler import CompiledModule, Resources
+from .device import require_cupy
+
+_modules: dict[tuple[str, int], Any] = {}
+
+
+@dataclass
+class LoadedKernel:
+    """A kernel function ready to launch, with what the loader read back about it."""
+
+    name_expression: str
+    function: Any                 # cupy.RawKernel-like function object
+    resources: Resources
+    max_dynamic_smem: int = 0
+
+    def attributes(self) -> dict[str, int]:
+        f = self.function
+        return {
+            "num_regs": int(f.num_regs),
+            "local_size_bytes": int(f.local_size_bytes),
+            "shared_size_bytes": int(f.shared_size_bytes),
+            "max_threads_per_block": int(f.max_threads_per_block),
+        }
+
+    def ensure_dynamic_smem(self, nbytes: int) -> None:
+        """Raise the kernel's dynamic shared-memory limit when a launch asks for more than 48 KiB."""
+        if nbytes > 48 * 1024 and nbytes > self.max_dynamic_smem:
+            self.function.max_dynamic_shared_size_bytes = int(nbytes)
+            self.max_dynamic_smem = int(nbytes)
+
+    def __call__(self, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
+                 smem: int = 0, stream: Any = None) -> None:
+        if smem:
+            self.ensure_dynamic_smem(smem)
+        self.function(grid, block, tuple(args), shared_mem=smem, stream=stream)
+
+
+def load(module: CompiledModule, name_expression: str) -> LoadedKernel:
+    """Load `module` (once per device) and return the kernel for `name_expression`."""
+    cupy = require_cupy()
+    dev = cupy.cuda.Device().id
+    key = (str(module.cubin_path), dev)
+    raw = _modules.get(key)
+    if raw is None:
+        raw = cupy.RawModule(path=str(module.cubin_path))
+        _modules[key] = raw
+    fn = raw.get_function(module.lowered_names[name_expression])
+    return LoadedKernel(name_expression, fn, module.resources.get(name_expression, Resources()))
+
+
+def check_scalar_types(args: Sequence[Any]) -> None:
+    for i, a in enumerate(args):
+        if isinstance(a, (float, int)) and not isinstance(a, np.generic):
+            raise TypeError(f"kernel argument {i} is a Python {type(a).__name__}; pass np.int32/np.float32 explicitly")

@@ -1,0 +1,137 @@
+"""Every rung compiles through NVRTC for each target architecture, with no GPU, within resource limits."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gemmlab.kernels import all_specs, compile_spec
+from gemmlab.runtime import compiler
+from gemmlab.runtime.errors import CompileError
+
+pytestmark = pytest.mark.skipif(not compiler.nvrtc_available(), reason="NVRTC (cuda-bindings) not installed")
+
+ARCHS = ["sm_80", "sm_86", "sm_89", "sm_90"]
+
+
+def _param_sets(spec):
+    space = spec.search_space()
+    step = max(1, len(space) // 4)
+    sets = [spec.defaults] + space[::step]
+    unique = []
+    for p in sets:
+        if p not in unique:
+            unique.append(p)
+    return unique
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+def test_rung_compiles_within_resource_limits(spec, arch):
+    """The defaults (what the ladder runs) never touch local memory; sampled tuner candidates fit the SM."""
+    for p in _param_sets(spec) if arch == "sm_90" else [spec.defaults]:
+        mod = compile_spec(spec, p, arch)
+        r = mod.resources[spec.name_expression(p)]
+        assert r.registers > 0, f"no resource report parsed for {spec.name} {p}"
+        if p == spec.defaults:
+            assert not r.uses_local_memory, f"{spec.name} {p} on {arch}: {r}"
+        assert r.registers <= 255
+        threads = spec.launch(256, 256, 256, p).threads_per_block
+        assert r.registers * threads <= 65536, f"{spec.name} {p}: {r.registers} regs x {threads} threads"
+        assert r.smem_static <= 48 * 1024
+        assert mod.cubin[:4] == b"\x7fELF"
+
+
+def test_parse_ptxas_report():
+    log = textwrap.dedent("""\
+        ptxas info    : 0 bytes gmem
+        ptxas info    : Compiling entry function '_Z3fooILi4EEvPf' for 'sm_90'
+        ptxas info    : Function properties for _Z3fooILi4EEvPf
+        ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+        ptxas info    : Used 40 registers, used 1 barriers, 4096 bytes smem, 400 bytes cmem[0]
+        ptxas info    : Compiling entry function '_Z3barv' for 'sm_90'
+        ptxas info    : Function properties for _Z3barv
+        ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+        ptxas info    : Used 8 registers, 352 bytes cmem[0]
+        """)
+    got = compiler.parse_ptxas_report(log)
+    foo = got["_Z3fooILi4EEvPf"]
+    assert (foo.registers, foo.smem_static, foo.stack_frame, foo.spill_stores, foo.spill_loads, foo.barriers) == (40, 4096, 16, 8, 4, 1)
+    assert foo.uses_local_memory
+    bar = got["_Z3barv"]
+    assert (bar.registers, bar.smem_static, bar.barriers) == (8, 0, 0) and not bar.uses_local_memory
+
+
+def _write_kernel(dirpath: Path, body: str = "x[0] = V;", header: str = "#define V 1.0f") -> Path:
+    (dirpath / "inc.cuh").write_text(header + "\n")
+    src = dirpath / "k.cu"
+    src.write_text('#include "inc.cuh"\ntemplate <int N> __global__ void k(float* x) { ' + body + " }\n")
+    return src
+
+
+def test_disk_cache_hit_and_key_covers_included_headers(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    src = _write_kernel(tmp_path)
+    first = compiler.compile_file(src, ["k<1>"], "sm_90")
+    assert not first.from_disk_cache
+    compiler.clear_memory_cache()
+    second = compiler.compile_file(src, ["k<1>"], "sm_90")
+    assert second.from_disk_cache and second.cubin == first.cubin
+    # Changing only the header must compile afresh.
+    compiler.clear_memory_cache()
+    (tmp_path / "inc.cuh").write_text("#define V 2.0f\n")
+    third = compiler.compile_file(src, ["k<1>"], "sm_90")
+    assert not third.from_disk_cache
+    # So must another architecture or another instantiation.
+    assert not compiler.compile_file(src, ["k<1>"], "sm_80").from_disk_cache
+    assert not compiler.compile_file(src, ["k<2>"], "sm_90").from_disk_cache
+
+
+def test_corrupt_cache_entry_is_recompiled(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    src = _write_kernel(tmp_path)
+    mod = compiler.compile_file(src, ["k<3>"], "sm_90")
+    mod.cubin_path.with_suffix(".json").write_text("{not json")
+    compiler.clear_memory_cache()
+    again = compiler.compile_file(src, ["k<3>"], "sm_90")
+    assert not again.from_disk_cache
+    assert json.loads(again.cubin_path.with_suffix(".json").read_text())["lowered_names"]["k<3>"].startswith("_Z")
+
+
+def test_second_process_finds_the_cache(tmp_path):
+    env = dict(os.environ, GEMMLAB_CACHE_DIR=str(tmp_path / "cache"))
+    code = ("from gemmlab.kernels import get, compile_spec; "
+            "m = compile_spec(get('blocktile_2d'), {}, 'sm_90'); print(m.from_disk_cache)")
+    outs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
+            for _ in range(2)]
+    assert outs == ["False", "True"]
+
+
+def test_compile_error_shows_the_compiler_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    src = _write_kernel(tmp_path, body="x[0] = undefined_name;")
+    with pytest.raises(CompileError, match="undefined_name"):
+        compiler.compile_file(src, ["k<1>"], "sm_90")
+
+
+def test_fail_on_local_memory_switch(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GEMMLAB_FAIL_ON_LOCAL", "1")
+    # A run-time-indexed array larger than the register file lands in local memory (a stack frame).
+    src = _write_kernel(tmp_path, body="float a[512]; for (int i = 0; i < 512; ++i) a[i] = x[i]; a[(int)x[998]] = x[997]; x[0] = a[(int)x[999]];")
+    with pytest.raises(CompileError, match="local memory"):
+        compiler.compile_file(src, ["k<1>"], "sm_90")
+
+
+@pytest.mark.parametrize("arch,expected", [("90", "sm_90"), ("sm_90a", "sm_90a"), ("compute_86", "sm_86")])
+def test_normalise_arch(arch, expected):
+    assert compiler.normalise_arch(arch) == expected
+
+
+def test_normalise_arch_rejects_nonsense():
+    with pytest.raises(ValueError, match="sm_XY"):
+        compiler.normalise_arch("hopper")
