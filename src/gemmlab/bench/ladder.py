@@ -49,7 +49,7 @@ def rel_error(c, ref) -> float:
 
 def run_ladder(
     sizes: Iterable[int | tuple[int, int, int]],
-    kernels: Sequence[str] | None = None,
+    kernels: Sequence[str | tuple[str, dict]] | None = None,
     *,
     budget_ms: float = 300.0,
     include_cublas: bool = True,
@@ -57,7 +57,7 @@ def run_ladder(
     on_result: Callable[[LadderResult], None] | None = None,
 ) -> list[LadderResult]:
     cp = require_cupy()
-    names = list(kernels) if kernels else [s.name for s in registry.all_specs()]
+    entries = [(k, {}) if isinstance(k, str) else (k[0], dict(k[1])) for k in (kernels or [s.name for s in registry.all_specs()])]
     out: list[LadderResult] = []
     rng = cp.random.default_rng(seed)
     for size in sizes:
@@ -69,10 +69,10 @@ def run_ladder(
         runners: list[tuple[str, dict, Callable[[], object]]] = []
         if include_cublas:
             runners.append(("cublas", {}, lambda: peers.cublas_sgemm(a, b, c)))
-        for name in names:
-            spec = registry.get(name)
-            prepared = api.prepare(spec, {})
-            runners.append((name, prepared.params, lambda name=name: api.matmul(a, b, c, kernel=name)))
+        for name, given in entries:
+            prepared = api.prepare(registry.get(name), given)
+            runners.append((name, prepared.params,
+                            lambda name=name, given=given: api.matmul(a, b, c, kernel=name, **given)))
         for name, params, fn in runners:
             c.fill(float("nan"))  # poison: an element the kernel does not write fails the check
             fn()

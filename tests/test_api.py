@@ -1,0 +1,112 @@
+"""Input checking in matmul (no GPU needed: every one of these is refused before a GPU is touched)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab.runtime import device
+
+F32 = np.float32
+
+
+def _m(r, c, dtype=F32):
+    return np.ones((r, c), dtype=dtype)
+
+
+def test_inner_dimensions_must_agree():
+    with pytest.raises(ValueError, match=r"A is 3 x 4, B is 5 x 6"):
+        gemmlab.matmul(_m(3, 4), _m(5, 6))
+
+
+def test_c_shape_is_checked():
+    with pytest.raises(ValueError, match=r"C must be 3 x 6 .* got 6 x 3"):
+        gemmlab.matmul(_m(3, 4), _m(4, 6), _m(6, 3), beta=1.0)
+
+
+@pytest.mark.parametrize("shape", [(4,), (2, 2, 2)])
+def test_operands_must_be_2d(shape):
+    with pytest.raises(ValueError, match="A must be 2-D"):
+        gemmlab.matmul(np.ones(shape, F32), _m(4, 4))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])
+def test_gpu_kernels_name_the_unsupported_dtype(dtype):
+    with pytest.raises(TypeError, match=f"B is {np.dtype(dtype).name}"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4, dtype))
+
+
+def test_beta_without_c():
+    with pytest.raises(ValueError, match="beta = 2.0 needs a C"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), beta=2.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_scalars(bad):
+    with pytest.raises(ValueError, match="alpha must be finite"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), alpha=bad)
+
+
+def test_non_numeric_scalar():
+    with pytest.raises(TypeError, match="beta must be a real number"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), beta="1")
+
+
+def test_unknown_kernel_lists_known_ones():
+    with pytest.raises(ValueError, match="unknown GPU kernel 'fastest'.*naive"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), kernel="fastest")
+
+
+def test_bad_parameters_are_named_before_any_gpu_is_needed():
+    with pytest.raises(ValueError, match="BLOCK_DIM = 40 must be 2..32"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), kernel="smem_tiled", BLOCK_DIM=40)
+    with pytest.raises(ValueError, match="has no parameter 'TILE'"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), kernel="naive", TILE=4)
+    with pytest.raises(ValueError, match="need a named kernel"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), BLOCK_DIM=8)
+
+
+def test_not_an_array():
+    with pytest.raises(TypeError, match="expected a numpy, CuPy or torch array"):
+        gemmlab.matmul([[1.0]], _m(1, 1))
+
+
+def test_cpu_kernels_run_through_matmul(rng):
+    a = rng.standard_normal((33, 17))
+    b = rng.standard_normal((17, 9))
+    c = rng.standard_normal((33, 9))
+    for name in ("cpu_naive", "cpu_reordered", "cpu_blocked", "cpu_threaded", "cpu_blas"):
+        out = gemmlab.matmul(a, b, c.copy(), alpha=0.5, beta=-1.0, kernel=name)
+        np.testing.assert_allclose(out, 0.5 * a @ b - c, rtol=1e-10, atol=1e-12)
+
+
+def test_cpu_kernel_with_nan_c_and_beta_zero(rng):
+    a = rng.standard_normal((8, 8)).astype(F32)
+    c = np.full((8, 8), np.nan, F32)
+    out = gemmlab.matmul(a, a, c, kernel="cpu_blocked", TILE=8)
+    assert np.isfinite(out).all() and out is c
+
+
+def test_cpu_kernel_rejects_mixed_dtypes():
+    with pytest.raises(TypeError, match="one dtype"):
+        gemmlab.matmul(_m(2, 2), _m(2, 2, np.float64), kernel="cpu_naive")
+
+
+@pytest.mark.skipif(device.gpu_available(), reason="checks the message shown where there is no GPU")
+def test_without_a_gpu_the_error_is_one_clear_line():
+    with pytest.raises(gemmlab.GPUUnavailableError) as info:
+        gemmlab.matmul(_m(4, 4), _m(4, 4))
+    msg = str(info.value)
+    assert msg.startswith("GPU unavailable:") and "\n" not in msg
+
+
+def test_import_needs_no_cupy():
+    code = ("import sys; sys.modules['cupy'] = None\n"
+            "import gemmlab, numpy as np\n"
+            "print(len(gemmlab.kernels()))\n"
+            "try:\n    gemmlab.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))\n"
+            "except gemmlab.GPUUnavailableError as e:\n    print('refused:', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "refused: GPU unavailable: CuPy is not importable" in out

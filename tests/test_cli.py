@@ -1,0 +1,53 @@
+"""CLI smoke tests (CPU): the commands parse, print, and fail with one clear line where there is no GPU."""
+
+import pytest
+from typer.testing import CliRunner
+
+from gemmlab.cli import app
+from gemmlab.kernels import all_specs
+from gemmlab.runtime import compiler, device
+
+runner = CliRunner()
+
+
+def test_help_lists_the_commands():
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    for cmd in ("info", "kernels", "run", "bench"):
+        assert cmd in r.output
+
+
+@pytest.mark.skipif(not compiler.nvrtc_available(), reason="NVRTC not installed")
+def test_kernels_lists_every_rung_with_resources():
+    r = runner.invoke(app, ["kernels", "--arch", "sm_80"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    for spec in all_specs():
+        assert spec.name in r.output
+    assert "resources for sm_80" in r.output
+    assert "cpu_blas" in r.output
+
+
+def test_kernels_rejects_a_bad_arch():
+    r = runner.invoke(app, ["kernels", "--arch", "hopper"])
+    assert r.exit_code != 0
+
+
+def test_run_a_cpu_kernel():
+    r = runner.invoke(app, ["run", "cpu_blocked", "--size", "48", "--param", "TILE=16", "--beta", "0.5"])
+    assert r.exit_code == 0, r.output
+    assert "GFLOP/s" in r.output and "rel. error" in r.output
+
+
+def test_run_rejects_bad_parameters_with_the_name():
+    r = runner.invoke(app, ["run", "smem_tiled", "--param", "BLOCK_DIM=64"])
+    assert r.exit_code != 0
+    assert "BLOCK_DIM" in r.output
+
+
+@pytest.mark.skipif(device.gpu_available(), reason="checks the no-GPU path")
+@pytest.mark.parametrize("args", [["info"], ["bench", "--sizes", "64"], ["run", "naive", "--size", "32"]])
+def test_gpu_commands_fail_in_one_line_without_a_gpu(args):
+    r = runner.invoke(app, args)
+    assert r.exit_code != 0
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "GPU unavailable" in lines[0]

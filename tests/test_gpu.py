@@ -1,0 +1,223 @@
+"""GPU correctness: every rung x the shape suite x (alpha, beta), against a float64 reference.
+
+Fresh random inputs for every case; C is poisoned with NaN before each run so an element the kernel
+does not write fails; the whole output is checked (a NaN anywhere fails), and the error must be
+||C - ref|| / ||ref|| < 1e-5.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab import api
+from gemmlab.kernels import all_specs, get
+from shapes import ALPHA_BETA, DEGENERATE, gpu_suite
+
+pytestmark = pytest.mark.gpu
+TOL = 1e-5
+
+
+def _cp():
+    import cupy
+
+    return cupy
+
+
+def _rel(c, ref):
+    c = np.asarray(c, dtype=np.float64)
+    assert np.isfinite(c).all(), f"{np.count_nonzero(~np.isfinite(c))} non-finite elements"
+    den = np.linalg.norm(ref)
+    return np.linalg.norm(c - ref) / den if den else np.linalg.norm(c)
+
+
+def _case(rng, m, n, k):
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    c = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    return a, b, c
+
+
+def _check(kernel, params, m, n, k, alpha, beta, rng):
+    cp = _cp()
+    a, b, c0 = _case(rng, m, n, k)
+    ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
+    da, db = cp.asarray(a), cp.asarray(b)
+    dc = cp.asarray(c0) if beta != 0 else cp.full((m, n), cp.nan, dtype=cp.float32)
+    out = gemmlab.matmul(da, db, dc, alpha=alpha, beta=beta, kernel=kernel, **params)
+    assert out is dc
+    err = _rel(dc.get(), ref)
+    assert err < TOL, f"{kernel} {params} {m}x{n}x{k} alpha={alpha} beta={beta}: rel. error {err:.2e}"
+
+
+def _variants(spec):
+    """Defaults plus a few other valid parameter sets, so non-default tiles are exercised too."""
+    space = spec.search_space()
+    picks = [spec.defaults] + space[:: max(1, len(space) // 3)][:3]
+    out = []
+    for p in picks:
+        if p not in out:
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+@pytest.mark.parametrize("mnk", gpu_suite(), ids=lambda t: "x".join(map(str, t)))
+def test_rung_shape_suite(spec, mnk, rng):
+    m, n, k = mnk
+    for alpha, beta in ALPHA_BETA:
+        _check(spec.name, {}, m, n, k, alpha, beta, rng)
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+def test_rung_parameter_variants(spec, rng):
+    for p in _variants(spec):
+        for m, n, k in [(129, 67, 33), (64, 64, 64), (1, 300, 17)]:
+            _check(spec.name, p, m, n, k, 1.25, 0.5, rng)
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+@pytest.mark.parametrize("mnk", DEGENERATE)
+def test_degenerate_sizes(spec, mnk, rng):
+    cp = _cp()
+    m, n, k = mnk
+    c = cp.asarray(rng.uniform(-1, 1, (m, n)).astype(np.float32))
+    want = 0.5 * c.get()
+    out = gemmlab.matmul(cp.ones((m, k), cp.float32), cp.ones((k, n), cp.float32), c, beta=0.5, kernel=spec.name)
+    if k == 0:
+        np.testing.assert_allclose(out.get(), want)
+    assert out.shape == (m, n)
+
+
+def test_numpy_in_numpy_out(rng):
+    a, b, _ = _case(rng, 70, 50, 30)
+    out = gemmlab.matmul(a, b)
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32
+    assert _rel(out, a.astype(np.float64) @ b) < TOL
+
+
+def test_numpy_c_is_updated_in_place(rng):
+    a, b, c = _case(rng, 33, 65, 17)
+    ref = 2 * (a.astype(np.float64) @ b) - c
+    out = gemmlab.matmul(a, b, c, alpha=2.0, beta=-1.0)
+    assert out is c and _rel(c, ref) < TOL
+
+
+def test_cupy_in_cupy_out_without_copies(rng):
+    cp = _cp()
+    a, b, _ = _case(rng, 100, 80, 60)
+    out = gemmlab.matmul(cp.asarray(a), cp.asarray(b))
+    assert isinstance(out, cp.ndarray)
+    assert _rel(out.get(), a.astype(np.float64) @ b) < TOL
+
+
+def test_torch_in_torch_out(rng):
+    torch = pytest.importorskip("torch")
+    a, b, c = _case(rng, 65, 33, 129)
+    ta, tb, tc = (torch.from_numpy(x).cuda() for x in (a, b, c))
+    out = gemmlab.matmul(ta, tb)
+    assert isinstance(out, torch.Tensor) and out.is_cuda
+    assert _rel(out.cpu().numpy(), a.astype(np.float64) @ b) < TOL
+    out2 = gemmlab.matmul(ta, tb, tc, beta=1.0)
+    assert out2 is tc
+    assert _rel(tc.cpu().numpy(), a.astype(np.float64) @ b + c) < TOL
+
+
+def test_strided_and_transposed_views(rng):
+    cp = _cp()
+    big = cp.asarray(rng.uniform(-1, 1, (200, 300)).astype(np.float32))
+    a = big[10:110, 5:70]          # rows spaced by 300: used in place with lda = 300
+    b = big[:65, 100:180]
+    bt = cp.asarray(rng.uniform(-1, 1, (80, 65)).astype(np.float32)).T  # column-major: copied
+    for bb in (b, bt):
+        out = gemmlab.matmul(a, bb, kernel="blocktile_2d")
+        assert _rel(out.get(), a.get().astype(np.float64) @ bb.get()) < TOL
+    # C as a strided view is written in place, leaving the rest of its base untouched.
+    base = cp.full((120, 120), 7.0, dtype=cp.float32)
+    cv = base[::2, 10:90]
+    gemmlab.matmul(a[:60], b, cv, kernel="smem_tiled")
+    assert _rel(cv.get(), a[:60].get().astype(np.float64) @ b.get()) < TOL
+    assert float(base[1::2].sum()) == 7.0 * base[1::2].size
+
+
+def test_beta_zero_never_reads_c(rng):
+    cp = _cp()
+    a, b, _ = _case(rng, 40, 40, 40)
+    c = cp.full((40, 40), cp.nan, dtype=cp.float32)
+    for spec in all_specs():
+        gemmlab.matmul(cp.asarray(a), cp.asarray(b), c, beta=0.0, kernel=spec.name)
+        assert bool(cp.isfinite(c).all()), spec.name
+
+
+def test_overlapping_c_is_refused(rng):
+    cp = _cp()
+    x = cp.asarray(rng.uniform(-1, 1, (64, 64)).astype(np.float32))
+    with pytest.raises(ValueError, match="shares memory"):
+        gemmlab.matmul(x, x, x)
+
+
+def test_host_and_device_mixed_is_refused(rng):
+    cp = _cp()
+    a, b, _ = _case(rng, 8, 8, 8)
+    with pytest.raises(TypeError, match="all be host arrays or all device arrays"):
+        gemmlab.matmul(a, cp.asarray(b))
+
+
+def test_host_overhead_under_20us(rng):
+    """Once compiled, a call on device arrays costs the host < 20 µs (small problems are not Python-bound)."""
+    cp = _cp()
+    a = cp.asarray(rng.uniform(-1, 1, (64, 64)).astype(np.float32))
+    b = cp.asarray(rng.uniform(-1, 1, (64, 64)).astype(np.float32))
+    c = cp.empty((64, 64), dtype=cp.float32)
+    for _ in range(50):
+        gemmlab.matmul(a, b, c, kernel="smem_tiled")
+    cp.cuda.Device().synchronize()
+    per_call = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(200):
+            gemmlab.matmul(a, b, c, kernel="smem_tiled")
+        per_call.append((time.perf_counter() - t0) / 200)
+        cp.cuda.Device().synchronize()
+    best = min(per_call) * 1e6
+    print(f"host cost per matmul call: {best:.1f} us")
+    assert best < 20, f"{best:.1f} us per call"
+
+
+def test_first_compile_and_launch_under_a_second_and_cached_for_the_next_process(tmp_path):
+    env = dict(os.environ, GEMMLAB_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=os.pathsep.join(sys.path))
+    code = (
+        "import time, cupy as cp, gemmlab\n"
+        "from gemmlab import api\n"
+        "a = cp.ones((256, 256), cp.float32); cp.cuda.Device().synchronize()\n"
+        "t = time.perf_counter(); gemmlab.matmul(a, a, kernel='blocktile_2d'); cp.cuda.Device().synchronize()\n"
+        "dt = time.perf_counter() - t\n"
+        "p = api.prepare(gemmlab.kernels()[-1])\n"
+        "print(f'{dt:.3f}', p.compile_seconds > 0)\n"
+    )
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+    print(f"first compile + launch {first[0]} s, from the cache {second[0]} s")
+    assert float(first[0]) < 1.0 and first[1] == "True"
+    assert second[1] == "False", "the second process compiled again instead of using the disk cache"
+
+
+def test_auto_runs_the_top_rung(rng):
+    a, b, _ = _case(rng, 50, 50, 50)
+    assert api.choose_kernel().name == all_specs()[-1].name
+    assert _rel(gemmlab.matmul(a, b, kernel="auto"), a.astype(np.float64) @ b) < TOL
+
+
+def test_cublas_peer_is_strict_fp32(rng):
+    cp = _cp()
+    from gemmlab.bench.peers import cublas_sgemm
+
+    a, b, c = _case(rng, 513, 257, 1031)
+    da, db, dc = cp.asarray(a), cp.asarray(b), cp.asarray(c)
+    cublas_sgemm(da, db, dc, alpha=0.5, beta=2.0)
+    ref = 0.5 * (a.astype(np.float64) @ b) + 2.0 * c
+    assert _rel(dc.get(), ref) < TOL  # TF32 would give ~1e-3
