@@ -57,7 +57,7 @@ def test_smem_tiled_rejects_more_than_1024_threads():
 
 
 def test_blocktile_constraints_are_explained():
-    with pytest.raises(ValueError, match="TM = 3 must divide BM = 64"):
+    with pytest.raises(ValueError, match="TM = 3 must divide BM = 128"):
         get("blocktile_1d").validate({"TM": 3})
     with pytest.raises(ValueError, match="48 KiB"):
         get("blocktile_2d").validate({"BM": 256, "BN": 256, "BK": 64, "TM": 16, "TN": 16})

@@ -121,6 +121,10 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     baseline name (`cpu_naive`, ...; host arrays only) or "auto"; `params` are that rung's template
     parameters (e.g. BLOCK_DIM=16).
     """
+    plan = _fast_plans.get(_fast_key(a, b, c, kernel, params)) if type(a) is _fast_type[0] else None
+    if plan is not None and plan.accepts(a, b, c, alpha, beta):
+        return plan.launch(a, b, c, alpha, beta, stream)
+
     kinds = [arrays.kind_of(a), arrays.kind_of(b), arrays.kind_of(c) if c is not None else None]
     m, n, k, dts = _check_common(a, b, c, kinds, alpha, beta)
     if beta != 0 and c is None:
@@ -148,7 +152,80 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     dev_ctx = _device_of(a, kinds[0], cp)
     with dev_ctx:
         prepared = prepare(spec, params)
-        return _launch_gpu(prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp)
+        out = _launch_gpu(prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp)
+    if kinds[0] == arrays.CUPY and all(kd in (None, arrays.CUPY) for kd in kinds) and m and n:
+        _remember_fast_plan(prepared, a, b, c, kernel, params, m, n, k, cp)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- fast path
+# A repeat call with CuPy arrays of the same shapes skips the general checks above: everything that
+# does not depend on the arrays' contents was checked once and is kept in a plan; what can change
+# between calls (dtype, layout, device, aliasing, the scalars) is re-checked in `accepts`, cheaply.
+
+_fast_type: list = [None]  # cupy.ndarray once a plan exists; None keeps the fast path off
+_fast_plans: dict[tuple, "_FastPlan"] = {}
+
+
+def _fast_key(a, b, c, kernel, params) -> tuple:
+    return (kernel, a.shape, b.shape, c is None, tuple(params.items()) if params else ())
+
+
+@dataclass
+class _FastPlan:
+    function: Any
+    grid: tuple
+    block: tuple
+    smem: int
+    device: int
+    m: Any
+    n: Any
+    k: Any
+    empty: Any  # cupy.empty
+    getdevice: Any
+
+    def accepts(self, a, b, c, alpha, beta) -> bool:
+        ta = type(a)
+        if type(b) is not ta or (c is not None and type(c) is not ta):
+            return False
+        if type(alpha) is not float and type(alpha) is not int or type(beta) is not float and type(beta) is not int:
+            return False
+        if not (math.isfinite(alpha) and math.isfinite(beta)) or (beta != 0 and c is None):
+            return False
+        for x in (a, b) if c is None else (a, b, c):
+            if x.dtype.char != "f" or not x.flags.c_contiguous or x.data.device_id != self.device:
+                return False
+        if self.getdevice() != self.device:
+            return False
+        if c is not None:
+            c0 = c.data.ptr
+            c1 = c0 + c.nbytes
+            for x in (a, b):
+                x0 = x.data.ptr
+                if x0 < c1 and c0 < x0 + x.nbytes:
+                    return False
+        return True
+
+    def launch(self, a, b, c, alpha, beta, stream):
+        out = self.empty((int(self.m), int(self.n)), dtype=np.float32) if c is None else c
+        self.function(self.grid, self.block,
+                      (self.m, self.n, self.k, np.float32(alpha), a, self.k, b, self.n, np.float32(beta), out, self.n),
+                      shared_mem=self.smem, stream=stream)
+        return out
+
+
+def _remember_fast_plan(prepared: _Prepared, a, b, c, kernel, params, m, n, k, cp) -> None:
+    if not (a.flags.c_contiguous and b.flags.c_contiguous and (c is None or c.flags.c_contiguous)):
+        return
+    if len(_fast_plans) > 4096:
+        _fast_plans.clear()
+    geo = prepared.spec.launch(m, n, k, prepared.params)
+    prepared.kernel.ensure_dynamic_smem(geo.smem)
+    _fast_plans[_fast_key(a, b, c, kernel, params)] = _FastPlan(
+        prepared.kernel.function, geo.grid, geo.block, geo.smem, a.data.device_id,
+        np.int32(m), np.int32(n), np.int32(k), cp.empty, cp.cuda.runtime.getDevice,
+    )
+    _fast_type[0] = cp.ndarray
 
 
 def _device_of(a, kind: str, cp):

@@ -3,9 +3,10 @@
 // Idea: thread (x, y) computes C[row, col] as a K-long dot product of a row of A and a column of B,
 // straight from global memory.
 // Changed from the previous rung: nothing; this is the starting point.
-// Bottleneck: memory access pattern. threadIdx.x walks *rows* of C, so the 32 threads of a warp read 32
-// different rows of A: each load instruction touches 32 separate 32-byte sectors to use 4 bytes of each
-// (1/8 of the fetched bytes are used), while they all read the same element of B (a broadcast).
+// Bottleneck: memory access pattern. threadIdx.x walks *rows* of C, so a warp (16 rows x 2 columns at
+// the default 16 x 16 block) reads 16 different rows of A per load: 16 separate 32-byte sectors to use
+// 4 bytes of each, while its B reads touch only 2 words. At BX = 32 the warp reads 32 rows: half again
+// as fast; at BX = 8 it reads 8: twice as fast (see docs/performance.md).
 // Global loads: 2*M*N*K elements (every thread reads K of A and K of B); intensity 2 FLOP per 8 bytes.
 // Predicted: limited by L1/L2 transactions, about 1% of cuBLAS. Measured: see docs/performance.md.
 #include "common.cuh"

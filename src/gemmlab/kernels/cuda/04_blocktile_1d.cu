@@ -6,13 +6,16 @@
 // Changed from rung 03: TM results per thread instead of one; tiles are no longer square (BK << BM).
 // Traffic: global loads M*K*ceil(N/BN) + K*N*ceil(M/BM) elements (fewer than rung 03 for BN, BM > 32);
 // shared loads per FMA drop from 2 to (1 + 1/TM).
-// Bottleneck: shared-memory loads of A (one per FMA) and the latency of the single-buffered loop.
-// Predicted: about 2x rung 03 at (BM, BN, BK, TM) = (64, 64, 8, 8). Measured: docs/performance.md.
+// Bottleneck: the latency of the single-buffered loop (load, barrier, compute, barrier), hidden only by
+// other resident blocks; hence MIN_BLOCKS, which trades registers per thread for blocks per SM.
+// Predicted: about 2x rung 03 at (BM, BN, BK, TM) = (128, 64, 8, 16). Measured: docs/performance.md.
 #include "common.cuh"
 
-// BM, BN: block tile of C; BK: depth of one shared-memory step; TM: results per thread (a column).
-template <int BM, int BN, int BK, int TM>
-__global__ void __launch_bounds__(BM * BN / TM)
+// BM, BN: block tile of C; BK: depth of one shared-memory step; TM: results per thread (a column);
+// MIN_BLOCKS: resident blocks per SM the register allocation must allow (caps registers at
+// 65536 / (threads * MIN_BLOCKS)): more blocks hide the single-buffered loop's load latency.
+template <int BM, int BN, int BK, int TM, int MIN_BLOCKS>
+__global__ void __launch_bounds__(BM * BN / TM, MIN_BLOCKS)
 blocktile_1d_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
                   const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
     constexpr int NT = BM * BN / TM;

@@ -18,17 +18,16 @@ def _constraints(p: dict[str, int]) -> list[str]:
     smem = 4 * (bm * bk + bk * bn)
     if smem > STATIC_SMEM_LIMIT:
         errs.append(f"shared memory 4*(BM*BK + BK*BN) = {smem} bytes exceeds the 48 KiB static limit")
-    need, cap = register_estimate(p), min(255, 65536 // nt)
+    mb = p["MIN_BLOCKS"]
+    if nt * mb > 2048 or mb > 32:
+        errs.append(f"MIN_BLOCKS = {mb} blocks of {nt} threads exceed an SM (2048 threads, 32 blocks)")
+    elif smem * mb > 227 * 1024:
+        errs.append(f"MIN_BLOCKS = {mb} blocks of {smem} bytes of shared memory exceed an SM's 227 KiB")
+    need, cap = p["TM"] + 24, min(255, 65536 // (nt * mb))
     if need > cap:
-        errs.append(f"about {need} registers per thread needed (TM accumulators, hoisted operands), "
-                    f"but {nt} threads leave {cap}: it would spill")
+        errs.append(f"TM = {p['TM']} accumulators plus addressing need about {need} registers, but "
+                    f"{mb} blocks of {nt} threads leave {cap} per thread: it would spill")
     return errs
-
-
-def register_estimate(p: dict[str, int]) -> int:
-    """Registers ptxas needs without spilling: TM accumulators, TM hoisted A values, and the unrolled
-    BK loop's addresses and B values, plus fixed overhead (checked against ptxas over the search space)."""
-    return 2 * p["TM"] + p["BK"] + 24
 
 
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
@@ -54,10 +53,11 @@ SPEC = KernelSpec(
     template="blocktile_1d_gemm",
     idea="each thread computes a column of TM results in registers, reusing one B value TM times",
     params=(
-        Param("BM", 64, pow2_choices(16, 256), "rows of C per block"),
+        Param("BM", 128, pow2_choices(16, 256), "rows of C per block"),
         Param("BN", 64, pow2_choices(16, 256), "columns of C per block"),
         Param("BK", 8, pow2_choices(4, 32), "depth of one shared-memory step"),
-        Param("TM", 8, pow2_choices(1, 16), "results per thread (a column of TM rows)"),
+        Param("TM", 16, pow2_choices(1, 16), "results per thread (a column of TM rows)"),
+        Param("MIN_BLOCKS", 3, (1, 2, 3, 4, 6, 8), "resident blocks per SM the register budget must allow"),
     ),
     constraints=_constraints,
     geometry=_geometry,

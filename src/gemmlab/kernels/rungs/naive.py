@@ -22,8 +22,8 @@ SPEC = KernelSpec(
     template="naive_gemm",
     idea="one thread per element of C; threadIdx.x walks rows, so warps read A uncoalesced",
     params=(
-        Param("BX", 32, pow2_choices(1, 1024), "threads per block along rows of C (threadIdx.x)"),
-        Param("BY", 32, pow2_choices(1, 1024), "threads per block along columns of C (threadIdx.y)"),
+        Param("BX", 16, pow2_choices(1, 1024), "threads per block along rows of C (threadIdx.x)"),
+        Param("BY", 16, pow2_choices(1, 1024), "threads per block along columns of C (threadIdx.y)"),
     ),
     constraints=_constraints,
     geometry=_geometry,
