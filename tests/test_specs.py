@@ -71,13 +71,9 @@ def test_launch_covers_every_element_of_c(spec, mnk):
     m, n, k = mnk
     for p in [spec.defaults] + spec.search_space()[:: max(1, len(spec.search_space()) // 5)]:
         g = spec.launch(m, n, k, p)
-        covered = g.blocks * g.threads_per_block * _results_per_thread(spec.name, p)
+        covered = g.blocks * g.threads_per_block * spec.outputs_per_thread(p)
         assert covered >= m * n
         assert g.grid[1] <= 65535 and g.grid[2] <= 65535
-
-
-def _results_per_thread(name, p):
-    return {"blocktile_1d": p.get("TM", 1), "blocktile_2d": p.get("TM", 1) * p.get("TN", 1)}.get(name, 1)
 
 
 # ---- seed 001: a 4 x 4 product by 2 x 2 blocks: 8 global reads per thread without tiling, 4 with.

@@ -38,3 +38,95 @@ def cublas_sgemm(a, b, c=None, alpha: float = 1.0, beta: float = 0.0):
                  al.ctypes.data, b.data.ptr, max(n, 1), a.data.ptr, max(k, 1),
                  be.ctypes.data, c.data.ptr, max(n, 1))
     return c
+
+
+# ------------------------------------------------------------------------------------------ torch
+
+
+def torch_unavailable_reason() -> str | None:
+    """Why the torch peer cannot run here, or None when it can."""
+    try:
+        import torch
+    except Exception as exc:
+        return f"torch is not installed ({type(exc).__name__})"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    return None
+
+
+def triton_unavailable_reason() -> str | None:
+    """Why the Triton peer cannot run here (it needs torch for streams and tensors), or None."""
+    reason = torch_unavailable_reason()
+    if reason:
+        return f"the Triton peer needs torch: {reason}"
+    try:
+        import triton  # noqa: F401
+    except Exception as exc:
+        return f"triton is not installed ({type(exc).__name__})"
+    return None
+
+
+class StrictTorch:
+    """Turns TF32 off for torch's matmuls (allow_tf32 = False, precision 'highest'); `restore` undoes it."""
+
+    def __init__(self):
+        import torch
+
+        self._torch = torch
+        self._saved = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+
+    def restore(self) -> None:
+        self._torch.backends.cuda.matmul.allow_tf32 = self._saved[0]
+        self._torch.set_float32_matmul_precision(self._saved[1])
+
+
+def _torch_views(a, b, c):
+    """Zero-copy torch views of CuPy arrays, and a function giving torch the current CuPy stream."""
+    import torch
+
+    cp = require_cupy()
+    ta, tb, tc = (torch.from_dlpack(x) for x in (a, b, c))
+    streams: dict[int, object] = {}
+
+    def on_current_stream():
+        ptr = cp.cuda.get_current_stream().ptr
+        s = streams.get(ptr)
+        if s is None:
+            s = streams[ptr] = torch.cuda.ExternalStream(ptr, device=tc.device)
+        return torch.cuda.stream(s)
+
+    return ta, tb, tc, on_current_stream
+
+
+def bind_torch(a, b, c, alpha: float = 1.0, beta: float = 0.0):
+    """A call computing C = alpha*A@B + beta*C with torch (cuBLAS underneath) on the current CuPy stream.
+
+    The caller keeps TF32 off (`StrictTorch`). C is written in place, so no allocation happens in the
+    call and it can be captured in a CUDA graph.
+    """
+    ta, tb, tc, on_stream = _torch_views(a, b, c)
+    import torch
+
+    if alpha == 1.0 and beta == 0.0:
+        def call():
+            with on_stream():
+                torch.matmul(ta, tb, out=tc)
+    else:
+        def call():
+            with on_stream():
+                tc.addmm_(ta, tb, beta=beta, alpha=alpha)  # beta = 0: C is not read
+    return call
+
+
+def bind_triton(a, b, c, alpha: float = 1.0, beta: float = 0.0):
+    """A call to gemmlab's Triton matmul (strict fp32, `input_precision="ieee"`) on the current CuPy stream."""
+    from . import triton_matmul
+
+    ta, tb, tc, on_stream = _torch_views(a, b, c)
+
+    def call():
+        with on_stream():
+            triton_matmul.gemm(ta, tb, tc, alpha, beta)
+    return call

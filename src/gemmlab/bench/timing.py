@@ -1,37 +1,72 @@
-"""Timing discipline for GPU work, in one place.
+"""Timing discipline for GPU (and CPU) work, in one place.
 
-Method (after NVIDIA's nvbench, on CuPy streams):
-- CUDA events around each launch: one event pair per sample, all recorded on the same stream, read
-  only after the final synchronisation, so the host never stalls the queue between samples.
-- Warm-up first (module load, first-touch and clock ramp stay out of the samples).
-- A cold-L2 sample is preceded by a memset of a buffer twice the L2 size (allocated once), enqueued
-  *before* the start event, so the flush is not timed and the kernel finds none of its operands in L2.
-- `reset` (e.g. restoring C when beta != 0) is likewise enqueued before the start event.
-- Samples are taken until the budget in milliseconds is spent or the relative noise of the median
-  (IQR / median over the samples so far) falls under `noise_target`, with a floor and a ceiling on
-  the count.
-- The result is the median with its spread (min, max, quartiles), never a mean of one burst.
+The method follows NVIDIA's nvbench, on CuPy streams (docs/harness.md says why not another tool):
+
+- **Warm-up first.** Module load, first touch and the clock ramp stay out of the samples. The first
+  call is timed on its own to size everything that follows.
+- **One CUDA event pair per sample**, recorded on the measuring stream and read only after the batch
+  has finished, so the host never stalls the queue between samples.
+- **Cold L2**: a memset of a buffer twice the L2 size (allocated once per device) is enqueued *before*
+  the start event, so the flush is never timed and the kernel finds none of its operands in L2. It also
+  keeps the GPU busy while the host enqueues the timed call, so no launch gap falls between the events.
+- **`reset`** (restoring C when beta != 0) is likewise enqueued before the start event, and before
+  the flush, so C is as cold as A and B.
+- **CUDA-graph replay for small problems.** When one call takes less than `graph_below_ms`, launch
+  gaps would dominate an event pair, so the calls are captured into a CUDA graph and one sample is one
+  replay divided by the number of calls in it. Cold L2 is then kept by *rotating operands*: the graph
+  cycles through enough copies of A, B and C (more than twice the L2 in all) that every call finds its
+  operands evicted by the calls before it. Without rotations a cold request stays on event pairs.
+- **Stop rule on noise**, not a fixed count: sampling stops once the relative standard error of the
+  median falls under `noise_target` (after `min_samples`), or the budget of GPU time is spent, or
+  `max_samples` is reached.
+- **Clock guard**: after each batch the SM clock is read through NVML (where nvidia-ml-py is present);
+  if it has dropped under `clock_drop` x the maximum SM clock, the batch is thrown away and the GPU is
+  given a moment to recover, as nvbench does.
+- **Interleaving**: `time_interleaved` samples several calls (a kernel and its peers) in alternating
+  rounds, so drift in clocks or temperature falls on all of them alike and their ratios stay fair.
+- The result is the **median with its spread** (min, max, quartiles), labelled cold or warm L2.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
-from typing import Callable
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Callable, Mapping, Sequence
 
 from ..runtime.device import device_info, require_cupy
+
+COLD, WARM = "cold", "warm"
+EVENTS, GRAPH, WALL = "events", "graph", "wall"
+
+# A normal distribution's IQR is 1.349 sigma, and the standard error of a sample median is
+# sqrt(pi/2) = 1.2533 times that of the mean. Used to turn the quartiles into an error of the median.
+_IQR_PER_SIGMA = 1.349
+_MEDIAN_SE_FACTOR = 1.2533
+# After this many batches thrown away for a low clock, keep sampling anyway (the record shows the clock).
+MAX_DISCARDED_BATCHES = 10
+
+
+# ------------------------------------------------------------------------------------------ results
 
 
 @dataclass(frozen=True)
 class Timing:
+    """One measurement: the median time of one call with its spread, and how it was taken."""
+
     median_ms: float
     min_ms: float
     max_ms: float
     q1_ms: float
     q3_ms: float
     samples: int
-    l2: str  # "cold" (flushed before every sample) or "warm"
+    l2: str                        # "cold": L2 flushed or operands rotated before every call; "warm"
+    method: str = EVENTS           # "events" (a pair per call), "graph" (per replay / calls), "wall" (host clock)
+    calls_per_sample: int = 1      # calls inside one sample (graph replays)
+    discarded: int = 0             # samples thrown away because the SM clock had dropped
+    sm_mhz_min: float | None = None  # SM clock read after the batches that were kept
+    sm_mhz_max: float | None = None
 
     @property
     def iqr_ms(self) -> float:
@@ -39,13 +74,20 @@ class Timing:
 
     @property
     def rel_noise(self) -> float:
+        """Spread of the samples: IQR / median."""
         return self.iqr_ms / self.median_ms if self.median_ms > 0 else math.inf
+
+    @property
+    def rel_se(self) -> float:
+        """Relative standard error of the median (what the stop rule watches)."""
+        return median_rel_se_from(self.iqr_ms, self.median_ms, self.samples)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def summarize(samples_ms: list[float], l2: str) -> Timing:
+def summarize(samples_ms: Sequence[float], l2: str, **extra) -> Timing:
+    """Median, extremes and quartiles of the samples (inclusive quartiles; both extremes for n < 4)."""
     if not samples_ms:
         raise ValueError("no samples to summarize")
     s = sorted(samples_ms)
@@ -53,7 +95,149 @@ def summarize(samples_ms: list[float], l2: str) -> Timing:
         q1, _, q3 = statistics.quantiles(s, n=4, method="inclusive")
     else:
         q1, q3 = s[0], s[-1]
-    return Timing(statistics.median(s), s[0], s[-1], q1, q3, len(s), l2)
+    return Timing(statistics.median(s), s[0], s[-1], q1, q3, len(s), l2, **extra)
+
+
+def median_rel_se_from(iqr: float, median: float, n: int) -> float:
+    if n < 2 or median <= 0:
+        return math.inf
+    sigma = iqr / _IQR_PER_SIGMA
+    return _MEDIAN_SE_FACTOR * sigma / math.sqrt(n) / median
+
+
+def median_rel_se(samples_ms: Sequence[float]) -> float:
+    """Relative standard error of the median, from the quartiles (robust to the odd slow sample)."""
+    if len(samples_ms) < 2:
+        return math.inf
+    t = summarize(samples_ms, "")
+    return median_rel_se_from(t.iqr_ms, t.median_ms, t.samples)
+
+
+def enough(samples_ms: Sequence[float], spent_ms: float, opts: "TimingOptions") -> bool:
+    """The stop rule: a fixed count if one was asked for; else the noise target, the budget or the cap."""
+    n = len(samples_ms)
+    if opts.fixed_samples:
+        return n >= opts.fixed_samples
+    if n >= opts.max_samples:
+        return True
+    if n < opts.min_samples:
+        return False
+    return spent_ms >= opts.budget_ms or median_rel_se(samples_ms) <= opts.noise_target
+
+
+def tflops(m: int, n: int, k: int, ms: float) -> float:
+    return 2.0 * m * n * k / (ms * 1e-3) / 1e12 if ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How long and how carefully to measure one call."""
+
+    budget_ms: float = 300.0        # most GPU (or wall) time spent in samples
+    warmup_ms: float = 30.0         # least time spent warming up (at least one call)
+    min_samples: int = 10
+    max_samples: int = 2000
+    noise_target: float = 0.005     # stop when the median's relative standard error is under this
+    fixed_samples: int | None = None  # exactly this many samples, no stop rule (e.g. `--reps`)
+    graph_below_ms: float = 0.1     # replay a CUDA graph when one call is shorter than this
+    graph_span_ms: float = 0.5      # length a replay aims at when calls repeat (warm L2)
+    clock_drop: float = 0.75        # throw a batch away if the SM clock < clock_drop * its maximum
+    batch_ms: float = 25.0          # GPU time per batch: the granularity of clock checks and stop rule
+    rounds: int = 4                 # rounds when several calls are interleaved
+
+    def with_(self, **changes) -> "TimingOptions":
+        return replace(self, **changes)
+
+
+# ------------------------------------------------------------------------------------------ clocks
+
+# NVML's clocks-event (throttle) reason bits, nvmlClocksEventReason*.
+THROTTLE_REASONS = {
+    0x1: "idle",
+    0x2: "application clocks setting",
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+    0x100: "display clock setting",
+}
+
+
+def throttle_names(mask: int | None) -> list[str]:
+    """Decode NVML's throttle-reason bit mask into words ('idle', 'software power cap', ...)."""
+    if not mask:
+        return []
+    names = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+    rest = mask & ~sum(THROTTLE_REASONS)
+    return names + ([f"other (0x{rest:x})"] if rest else [])
+
+
+def clock_dropped(sm_mhz: float | None, max_mhz: float | None, threshold: float) -> bool:
+    """True when a clock reading shows the SM clock under `threshold` x its maximum (unknown: False)."""
+    if not sm_mhz or not max_mhz:
+        return False
+    return sm_mhz < threshold * max_mhz
+
+
+class ClockMonitor:
+    """Reads one GPU's SM clock through NVML, cheaply: NVML is initialised once per process.
+
+    The GPU is found by PCI bus id, so CUDA_VISIBLE_DEVICES reordering cannot make it read another GPU.
+    Without nvidia-ml-py (or NVML) it reads nothing and the clock guard is off.
+    """
+
+    _by_device: dict[int, "ClockMonitor"] = {}
+
+    def __init__(self, nvml=None, handle=None):
+        self._nvml = nvml
+        self._handle = handle
+        self.max_mhz: float | None = None
+        if handle is not None:
+            try:
+                self.max_mhz = float(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
+            except Exception:
+                self._handle = None
+
+    @property
+    def available(self) -> bool:
+        return self._handle is not None
+
+    @classmethod
+    def for_device(cls, index: int) -> "ClockMonitor":
+        hit = cls._by_device.get(index)
+        if hit is None:
+            hit = cls._by_device[index] = cls._open(index)
+        return hit
+
+    @classmethod
+    def _open(cls, index: int) -> "ClockMonitor":
+        try:
+            import pynvml
+        except ImportError:
+            return cls()
+        try:
+            pynvml.nvmlInit()
+            cp = require_cupy()
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByPciBusId(cp.cuda.Device(index).pci_bus_id)
+            except Exception:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            return cls(pynvml, handle)
+        except Exception:
+            return cls()
+
+    def sm_mhz(self) -> float | None:
+        if self._handle is None:
+            return None
+        try:
+            return float(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
+        except Exception:
+            return None
+
+
+# ------------------------------------------------------------------------------------------ L2
 
 
 class L2Flusher:
@@ -70,9 +254,201 @@ class L2Flusher:
             buf = cp.empty(nbytes // 4, dtype=cp.int32)
             self._buffers[dev] = buf
         self.buf = buf
+        self.nbytes = buf.nbytes
 
     def __call__(self) -> None:
-        self.buf.fill(0)
+        self.buf.data.memset_async(0, self.nbytes)  # on the current stream
+
+
+def rotation_count(working_set_bytes: int, l2_bytes: int, limit: int = 1024) -> int:
+    """How many operand copies a cold-L2 graph must cycle through: together more than twice the L2."""
+    if working_set_bytes <= 0:
+        return 1
+    if working_set_bytes >= l2_bytes:
+        return 1  # one call already streams more than the L2 holds; a flush per sample does the job
+    return max(2, min(limit, math.ceil(2 * l2_bytes / working_set_bytes) + 1))
+
+
+# ------------------------------------------------------------------------------------------ GPU sampling
+
+
+@dataclass
+class TimedCall:
+    """What to time: `fn` enqueues the work on the current stream.
+
+    rotations: calls doing the same work on other copies of the operands; a cold-L2 graph cycles
+    through `[fn, *rotations]`. reset: enqueued before each sample (e.g. restore C when beta != 0).
+    graph: True / False forces graph replay on or off; None decides from the first call's time.
+    """
+
+    fn: Callable[[], object]
+    reset: Callable[[], object] | None = None
+    rotations: Sequence[Callable[[], object]] = ()
+    flush_l2: bool = True
+    graph: bool | None = None
+
+
+class _GpuSampler:
+    def __init__(self, call: TimedCall, opts: TimingOptions, stream, monitor: ClockMonitor | None):
+        self.cp = require_cupy()
+        self.call = call
+        self.opts = opts
+        self.stream = stream
+        self.monitor = monitor
+        self.flush = L2Flusher() if call.flush_l2 else None
+        self.samples: list[float] = []
+        self.spent_ms = 0.0
+        self.discarded = 0
+        self.discarded_batches = 0
+        self.clocks: list[float] = []
+        self.method = EVENTS
+        self.graph = None
+        self.calls_per_sample = 1
+        self.l2 = COLD if call.flush_l2 else WARM
+        self.sample_ms = 0.0  # estimated time of one sample (GPU side)
+
+    # -------------------------------------------------------------------- warm-up and method
+
+    def warm_up(self) -> None:
+        cp = self.cp
+        call = self.call
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        if call.reset:
+            call.reset()
+        s.record(self.stream)
+        call.fn()
+        e.record(self.stream)
+        e.synchronize()
+        first_ms = max(cp.cuda.get_elapsed_time(s, e), 1e-4)
+        for _ in range(max(1, min(100, int(self.opts.warmup_ms / first_ms)))):
+            if call.reset:
+                call.reset()
+            call.fn()
+        self.stream.synchronize()
+        self.sample_ms = first_ms
+
+        want_graph = call.graph if call.graph is not None else first_ms < self.opts.graph_below_ms
+        if want_graph and call.flush_l2 and not call.rotations:
+            want_graph = False  # cold was asked for and only rotations keep a graph cold
+        if want_graph:
+            self._capture(first_ms)
+
+    def _capture(self, call_ms: float) -> None:
+        cp = self.cp
+        call = self.call
+        if call.flush_l2:
+            calls = [call.fn, *call.rotations]
+        else:
+            calls = [call.fn] * max(1, min(1000, math.ceil(self.opts.graph_span_ms / call_ms)))
+        # The legacy and per-thread default streams (handles 0, 1, 2) cannot be captured: use a side stream.
+        capture_stream = self.stream if self.stream.ptr not in (0, 1, 2) else cp.cuda.Stream(non_blocking=True)
+        graph = None
+        with capture_stream:
+            capture_stream.begin_capture()
+            try:
+                for c in calls:
+                    c()
+            finally:
+                try:
+                    graph = capture_stream.end_capture()
+                except Exception:
+                    graph = None
+        if graph is None:
+            return  # the work could not be captured: stay on event pairs
+        graph.launch(self.stream)  # first replay uploads the graph; not timed
+        self.stream.synchronize()
+        self.graph = graph
+        self.method = GRAPH
+        self.calls_per_sample = len(calls)
+        self.sample_ms = call_ms * len(calls)
+
+    # -------------------------------------------------------------------- sampling
+
+    def done(self) -> bool:
+        return enough(self.samples, self.spent_ms, self.opts)
+
+    def run(self, ms: float) -> None:
+        """Take samples for about `ms` of GPU time (at least one batch), or until done."""
+        target = self.spent_ms + ms
+        while not self.done():
+            self._batch()
+            if self.spent_ms >= target:
+                break
+
+    def _batch(self) -> None:
+        cp = self.cp
+        opts = self.opts
+        remaining = (opts.fixed_samples or opts.max_samples) - len(self.samples)
+        count = max(1, min(remaining, 512, int(opts.batch_ms / max(self.sample_ms, 1e-4))))
+        pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(count)]
+        call = self.call
+        for s, e in pairs:
+            if call.reset:  # first, so that the flush evicts what the reset wrote
+                call.reset()
+            if self.flush is not None:
+                self.flush()
+            s.record(self.stream)
+            if self.graph is not None:
+                self.graph.launch(self.stream)
+            else:
+                call.fn()
+            e.record(self.stream)
+        pairs[-1][1].synchronize()
+        per = self.calls_per_sample
+        new = [cp.cuda.get_elapsed_time(s, e) / per for s, e in pairs]
+        mhz = self.monitor.sm_mhz() if self.monitor else None
+        if (self.monitor and clock_dropped(mhz, self.monitor.max_mhz, opts.clock_drop)
+                and self.discarded_batches < MAX_DISCARDED_BATCHES):
+            self.discarded += count
+            self.discarded_batches += 1
+            time.sleep(0.05)  # let the clock recover before the next batch
+            return
+        if mhz:
+            self.clocks.append(mhz)
+        self.samples.extend(new)
+        self.spent_ms += sum(new) * per
+        self.sample_ms = max(statistics.median(new) * per, 1e-4)
+
+    def timing(self) -> Timing:
+        return summarize(
+            self.samples, self.l2, method=self.method, calls_per_sample=self.calls_per_sample,
+            discarded=self.discarded, sm_mhz_min=min(self.clocks) if self.clocks else None,
+            sm_mhz_max=max(self.clocks) if self.clocks else None,
+        )
+
+
+def _stream_and_monitor(cp):
+    stream = cp.cuda.get_current_stream()
+    return stream, ClockMonitor.for_device(cp.cuda.Device().id)
+
+
+def time_interleaved(
+    calls: Mapping[str, TimedCall],
+    opts: TimingOptions = TimingOptions(),
+    on_round: Callable[[str], None] | None = None,
+) -> dict[str, Timing]:
+    """Time several calls in alternating rounds on the current stream; {name: Timing}.
+
+    Every call is warmed up first; then each round gives every call that has not met its stop rule
+    `budget_ms / rounds` of GPU time. A kernel and its peers measured this way share the clock and
+    thermal history of the run, so their ratio is fair. `on_round(name)` is called after each turn.
+    """
+    cp = require_cupy()
+    stream, monitor = _stream_and_monitor(cp)
+    samplers = {name: _GpuSampler(c, opts, stream, monitor) for name, c in calls.items()}
+    for sm in samplers.values():
+        sm.warm_up()
+    rounds = max(1, opts.rounds)
+    for _ in range(rounds):
+        for name, sm in samplers.items():
+            if not sm.done():
+                sm.run(opts.budget_ms / rounds)
+            if on_round:
+                on_round(name)
+    for sm in samplers.values():  # a call the budget cut short still gets its minimum
+        while not sm.done() and len(sm.samples) < (opts.fixed_samples or opts.min_samples):
+            sm.run(0.0)
+    return {name: sm.timing() for name, sm in samplers.items()}
 
 
 def time_gpu(
@@ -82,55 +458,42 @@ def time_gpu(
     warmup_ms: float = 30.0,
     min_samples: int = 10,
     max_samples: int = 2000,
-    noise_target: float = 0.01,
+    noise_target: float = 0.005,
     flush_l2: bool = True,
     reset: Callable[[], object] | None = None,
+    rotations: Sequence[Callable[[], object]] = (),
+    graph: bool | None = None,
+    options: TimingOptions | None = None,
 ) -> Timing:
-    """Time `fn` (which enqueues GPU work on the current stream) and return the median with spread."""
-    cp = require_cupy()
-    stream = cp.cuda.get_current_stream()
-    flush = L2Flusher() if flush_l2 else None
+    """Time `fn` (which enqueues GPU work on the current stream): the median of one call, with spread."""
+    opts = options or TimingOptions(budget_ms=budget_ms, warmup_ms=warmup_ms, min_samples=min_samples,
+                                    max_samples=max_samples, noise_target=noise_target)
+    call = TimedCall(fn, reset=reset, rotations=rotations, flush_l2=flush_l2, graph=graph)
+    return time_interleaved({"call": call}, opts.with_(rounds=1))["call"]
 
-    # Warm-up, also used to size the sampling: estimate one call's time.
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    if reset:
-        reset()
-    start.record(stream)
-    fn()
-    end.record(stream)
-    end.synchronize()
-    first_ms = max(cp.cuda.get_elapsed_time(start, end), 1e-3)
-    n_warm = max(1, min(100, int(warmup_ms / first_ms)))
-    for _ in range(n_warm):
-        if reset:
-            reset()
-        fn()
-    stream.synchronize()
 
-    per_batch = max(min_samples, min(max_samples, int(budget_ms / max(first_ms, 1e-3) / 4) or 1))
+# ------------------------------------------------------------------------------------------ CPU
+
+
+def time_cpu(fn: Callable[[], object], opts: TimingOptions = TimingOptions()) -> Timing:
+    """Time a host function with the host's monotonic clock: one warm-up call (JIT), then samples.
+
+    CPU caches are not flushed (the label is "warm"); the budget counts wall time.
+    """
+    fn()  # compile (numba) and first touch
     samples: list[float] = []
     spent = 0.0
-    while True:
-        batch = min(per_batch, max_samples - len(samples))
-        pairs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(batch)]
-        for s, e in pairs:
-            if flush:
-                flush()
-            if reset:
-                reset()
-            s.record(stream)
-            fn()
-            e.record(stream)
-        pairs[-1][1].synchronize()
-        new = [cp.cuda.get_elapsed_time(s, e) for s, e in pairs]
-        samples.extend(new)
-        spent += sum(new)
-        if len(samples) >= max_samples or spent >= budget_ms:
-            break
-        if len(samples) >= min_samples and summarize(samples, "").rel_noise <= noise_target:
-            break
-    return summarize(samples, "cold" if flush_l2 else "warm")
+    while not enough(samples, spent, opts):
+        t0 = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - t0) * 1e3
+        samples.append(ms)
+        spent += ms
+    return summarize(samples, WARM, method=WALL)
 
 
-def tflops(m: int, n: int, k: int, ms: float) -> float:
-    return 2.0 * m * n * k / (ms * 1e-3) / 1e12 if ms > 0 else 0.0
+__all__ = [
+    "COLD", "WARM", "EVENTS", "GRAPH", "WALL", "ClockMonitor", "L2Flusher", "THROTTLE_REASONS", "TimedCall",
+    "Timing", "TimingOptions", "clock_dropped", "enough", "median_rel_se", "rotation_count", "summarize",
+    "throttle_names", "tflops", "time_cpu", "time_gpu", "time_interleaved",
+]

@@ -86,6 +86,7 @@ class KernelSpec:
     constraints: Callable[[dict[str, int]], list[str]]
     geometry: Callable[[int, int, int, dict[str, int]], Launch]
     traffic_model: Callable[[int, int, int, dict[str, int]], Traffic]
+    outputs_per_thread: Callable[[dict[str, int]], int] = lambda p: 1
     min_cc: tuple[int, int] = (7, 5)
     dtypes: tuple[str, ...] = ("float32",)
     extra: dict = field(default_factory=dict)

@@ -61,5 +61,6 @@ SPEC = KernelSpec(
     ),
     constraints=_constraints,
     geometry=_geometry,
+    outputs_per_thread=lambda p: p["TM"],
     traffic_model=_traffic,
 )

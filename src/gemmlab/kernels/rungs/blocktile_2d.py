@@ -54,5 +54,6 @@ SPEC = KernelSpec(
     ),
     constraints=_constraints,
     geometry=_geometry,
+    outputs_per_thread=lambda p: p["TM"] * p["TN"],
     traffic_model=_traffic,
 )

@@ -1,0 +1,69 @@
+"""Shared rules of the register-tiled rungs (06 onwards): constraints, geometry and traffic.
+
+Not a rung itself (no SPEC): the registry skips it.
+"""
+
+from __future__ import annotations
+
+from ..spec import Launch, Traffic, cdiv
+
+STATIC_SMEM_LIMIT = 48 * 1024
+REGISTERS_PER_SM = 65536
+# Registers a thread needs besides its accumulators and fragments (indices, pointers, loop state);
+# calibrated against ptxas for the default tiles, used only to prune hopeless candidates early.
+REGISTER_OVERHEAD = 40
+
+
+def block_threads(p: dict[str, int]) -> int:
+    if "WM" in p:
+        return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"]) * 32
+    return (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
+
+
+def tile_constraints(p: dict[str, int], smem_floats: int, fragment_sets: int = 1) -> list[str]:
+    bm, bn, bk, tm, tn = p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]
+    errs = []
+    if tm % 4 or tn % 4 or bk % 4:
+        errs.append(f"TM = {tm}, TN = {tn} and BK = {bk} must be multiples of 4 (float4 accesses)")
+    if "WM" in p:
+        wm, wn = p["WM"], p["WN"]
+        if bm % wm or bn % wn:
+            errs.append(f"warp tile WM x WN = {wm} x {wn} must divide the block tile {bm} x {bn}")
+        if wm % tm or wn % tn:
+            errs.append(f"thread tile TM x TN = {tm} x {tn} must divide the warp tile {wm} x {wn}")
+        elif (wm // tm) * (wn // tn) != 32:
+            errs.append(f"(WM/TM) x (WN/TN) = {wm // tm} x {wn // tn} lanes, must be 32")
+    elif bm % tm or bn % tn:
+        errs.append(f"thread tile TM x TN = {tm} x {tn} must divide the block tile {bm} x {bn}")
+    if errs:
+        return errs
+    nt = block_threads(p)
+    if not 32 <= nt <= 1024:
+        return [f"{nt} threads per block, must be 32..1024"]
+    if (bm * bk // 4) % nt or (bk * bn // 4) % nt:
+        errs.append(f"the A tile ({bm}x{bk}) and B tile ({bk}x{bn}) must split evenly into float4s over {nt} threads")
+    if 4 * smem_floats > STATIC_SMEM_LIMIT:
+        errs.append(f"shared memory {4 * smem_floats} bytes exceeds the 48 KiB static limit")
+    loads = (bm * bk + bk * bn) // 4 // nt if nt else 0
+    need = tm * tn + fragment_sets * (tm + tn) + 4 * loads + REGISTER_OVERHEAD
+    if need > 255:
+        errs.append(f"TM x TN = {tm} x {tn} needs about {need} registers per thread (at most 255): it would spill")
+    elif need * nt > REGISTERS_PER_SM:
+        errs.append(f"{nt} threads x about {need} registers exceed the SM's {REGISTERS_PER_SM}")
+    return errs
+
+
+def tile_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
+    return Launch((cdiv(n, p["BN"]), cdiv(m, p["BM"]), 1), (block_threads(p), 1, 1))
+
+
+def tile_traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
+    bm, bn, bk, tm, tn = p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]
+    threads = cdiv(m, bm) * cdiv(n, bn) * block_threads(p)
+    return Traffic(
+        a_loads=m * k * cdiv(n, bn),
+        b_loads=k * n * cdiv(m, bm),
+        c_loads=0,
+        c_stores=m * n,
+        smem_loads=threads * cdiv(k, bk) * bk * (tm + tn),
+    )

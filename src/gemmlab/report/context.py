@@ -1,0 +1,129 @@
+"""What every section builder is handed: the records, grouped and selected, and the size to report at.
+
+Selection rules, in one place:
+- Only records that were timed (status ok) are drawn; failures are listed by the overview.
+- When merged results hold the same measurement from several runs (same GPU, kernel, parameters,
+  shape, mode, L2 state), the latest one is drawn.
+- "% of cuBLAS" divides by the cuBLAS record of the *same run*, shape and mode where there is one
+  (measured interleaved, so the ratio is fair), else by the latest cuBLAS record for that GPU.
+- The size the tables report at: the one asked for, else the largest square size where cuBLAS was
+  timed, else the largest square size with any GPU result.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..bench.records import COMPUTE, CPU, GPU, GPU_PEER, Record, Results
+
+REFERENCE = "cublas"
+_PEER_ORDER = {"cublas": 0, "torch": 1, "triton": 2}
+
+
+def ladder_key(rec: Record) -> tuple:
+    """Rungs in ladder order, then peers (cuBLAS first), then the CPU ladder."""
+    if rec.family == GPU:
+        return (0, rec.rung or 0, rec.label)
+    if rec.family == GPU_PEER:
+        return (1, _PEER_ORDER.get(rec.kernel, 9), rec.label)
+    return (2, rec.rung or 0, rec.label)
+
+
+def _identity(r: Record) -> tuple:
+    key = r.key()
+    return key[1:]  # without the run id
+
+
+@dataclass
+class ReportContext:
+    results: Results
+    at: int | None = None
+    title: str = "gemmlab benchmark report"
+    _latest: list[Record] = field(init=False, repr=False)
+
+    def __post_init__(self):
+        latest: dict[tuple, Record] = {}
+        for r in self.results.ok():
+            k = _identity(r)
+            if k not in latest or r.measured_at >= latest[k].measured_at:
+                latest[k] = r
+        self._latest = sorted(latest.values(), key=lambda r: (ladder_key(r), r.m, r.n, r.k))
+
+    # ---------------------------------------------------------------- selection
+
+    @property
+    def records(self) -> list[Record]:
+        return self._latest
+
+    def failures(self) -> list[Record]:
+        return [r for r in self.results.records if not r.ok]
+
+    def gpus(self) -> list[str]:
+        seen: list[str] = []
+        for r in self._latest:
+            if r.is_gpu and r.gpu not in seen:
+                seen.append(r.gpu)
+        return seen
+
+    def gpu_records(self, gpu: str, mode: str = COMPUTE, square: bool | None = None) -> list[Record]:
+        return [r for r in self._latest if r.is_gpu and r.gpu == gpu and r.mode == mode
+                and (square is None or r.square == square)]
+
+    def cpu_records(self, square: bool | None = None) -> list[Record]:
+        return [r for r in self._latest if r.family == CPU and (square is None or r.square == square)]
+
+    def labels(self, recs: list[Record]) -> list[str]:
+        out: list[str] = []
+        for r in sorted(recs, key=ladder_key):
+            if r.label not in out:
+                out.append(r.label)
+        return out
+
+    @staticmethod
+    def series(recs: list[Record], value=lambda r: r.tflops) -> dict[str, list[tuple[int, float]]]:
+        """{label: [(N, value), ...]} over square shapes, sorted by N, in ladder order."""
+        out: dict[str, list[tuple[int, float]]] = defaultdict(list)
+        for r in sorted(recs, key=lambda r: (ladder_key(r), r.m)):
+            if r.square:
+                out[r.label].append((r.m, value(r)))
+        return dict(out)
+
+    # ---------------------------------------------------------------- sizes and ratios
+
+    def size_at(self, gpu: str | None) -> int | None:
+        recs = self.gpu_records(gpu, square=True) if gpu is not None else self.cpu_records(square=True)
+        sizes = {r.m for r in recs}
+        if not sizes:
+            return None
+        if self.at is not None:
+            return self.at if self.at in sizes else min(sizes, key=lambda s: (abs(s - self.at), -s))
+        ref = {r.m for r in recs if r.kernel == REFERENCE}
+        if ref:
+            return max(ref)
+        if gpu is None:  # the CPU: the largest size most baselines reached
+            count = defaultdict(int)
+            for r in recs:
+                count[r.m] += 1
+            best = max(count.values())
+            return max(s for s, c in count.items() if c == best)
+        return max(sizes)
+
+    def at_size(self, recs: list[Record], n: int) -> list[Record]:
+        return sorted((r for r in recs if r.square and r.m == n), key=ladder_key)
+
+    def reference_for(self, rec: Record) -> Record | None:
+        same = [r for r in self.results.ok() if r.kernel == REFERENCE and r.gpu == rec.gpu
+                and r.shape == rec.shape and r.mode == rec.mode and r.l2 == rec.l2 and r.beta == rec.beta]
+        in_run = [r for r in same if r.run_id == rec.run_id]
+        pool = in_run or same
+        return max(pool, key=lambda r: r.measured_at) if pool else None
+
+    def pct_of_reference(self, rec: Record) -> float | None:
+        ref = self.reference_for(rec)
+        if ref is None or not rec.median_ms:
+            return None
+        return 100.0 * ref.median_ms / rec.median_ms
+
+    def runs(self) -> list[dict]:
+        return list(self.results.runs)

@@ -1,0 +1,121 @@
+"""The report's pictures, drawn with matplotlib's object API (no pyplot, no global state, no display).
+
+Each function takes plain series ({label: [(N, value), ...]}) and returns a Figure, so a test can read
+back exactly what was plotted: the lines' labels and data, the axes' labels and scales.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullLocator
+
+Series = dict[str, list[tuple[int, float]]]
+
+REFERENCE_STYLE = {"color": "black", "linewidth": 2.6, "marker": "o", "markersize": 4, "zorder": 5}
+
+
+def _colours(labels: list[str]) -> dict[str, tuple]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(labels) <= 10 else "tab20"]
+    return {label: cmap(i % cmap.N) for i, label in enumerate(labels)}
+
+
+def _size_axis(ax, sizes: list[int]) -> None:
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(sizes))
+    if len(ticks) > 12:  # keep the labels readable: powers of two only
+        ticks = [t for t in ticks if t & (t - 1) == 0] or ticks[:: max(1, len(ticks) // 10)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(t) for t in ticks], rotation=45 if len(ticks) > 8 else 0)
+
+
+def throughput_vs_size(series: Series, reference: str | None, title: str, ylabel: str = "TFLOP/s") -> Figure:
+    """One line per kernel; the reference (cuBLAS) drawn as a heavy black line."""
+    fig = Figure(figsize=(8.5, 5.2))
+    ax = fig.subplots()
+    colours = _colours([k for k in series if k != reference])
+    sizes: list[int] = []
+    for label, pts in series.items():
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        sizes += xs
+        style = REFERENCE_STYLE if label == reference else {"color": colours[label], "marker": "o", "markersize": 3.5}
+        ax.plot(xs, ys, label=label, **style)
+    _size_axis(ax, sizes)
+    ax.set_xlabel("N (M = N = K)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def compute_vs_end_to_end(compute: Series, end_to_end: Series, title: str) -> Figure:
+    """Solid: kernel only; dashed: with host<->device copies. One colour per kernel."""
+    fig = Figure(figsize=(8.5, 5.2))
+    ax = fig.subplots()
+    labels = list(dict.fromkeys([*compute, *end_to_end]))
+    colours = _colours(labels)
+    sizes: list[int] = []
+    for label in labels:
+        for data, style, suffix in ((compute, "-", "compute only"), (end_to_end, "--", "end to end")):
+            pts = data.get(label)
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            sizes += xs
+            ax.plot(xs, ys, style, color=colours[label], marker="o", markersize=3, label=f"{label} ({suffix})")
+    _size_axis(ax, sizes)
+    ax.set_xlabel("N (M = N = K)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    return fig
+
+
+def percent_of_reference(items: list[tuple[str, float]], title: str, reference: str = "cuBLAS") -> Figure:
+    """Horizontal bars: each kernel's throughput as a percentage of the reference's, with the value."""
+    fig = Figure(figsize=(8.5, 0.45 * len(items) + 1.6))
+    ax = fig.subplots()
+    labels = [k for k, _ in items]
+    values = [v for _, v in items]
+    bars = ax.barh(range(len(items)), values, color=[_colours(labels)[k] for k in labels])
+    ax.set_yticks(range(len(items)), labels)
+    ax.invert_yaxis()
+    ax.axvline(100, color="black", linewidth=1.2)
+    for bar, v in zip(bars, values):
+        ax.text(bar.get_width() + 1, bar.get_y() + bar.get_height() / 2, f"{v:.1f}%", va="center", fontsize=8)
+    ax.set_xlabel(f"% of {reference} (higher is better)")
+    ax.set_xlim(0, max([110.0, *[v * 1.15 for v in values]]))
+    ax.set_title(title)
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+def cpu_vs_gpu(gpu: Series, cpu: Series, title: str) -> Figure:
+    """GFLOP/s on a log scale: GPU kernels solid, CPU baselines dashed."""
+    fig = Figure(figsize=(8.5, 5.2))
+    ax = fig.subplots()
+    colours = _colours([*gpu, *cpu])
+    sizes: list[int] = []
+    for data, style in ((gpu, "-"), (cpu, "--")):
+        for label, pts in data.items():
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            sizes += xs
+            ax.plot(xs, ys, style, color=colours[label], marker="o", markersize=3, label=label)
+    _size_axis(ax, sizes)
+    ax.set_yscale("log")
+    ax.set_xlabel("N (M = N = K)")
+    ax.set_ylabel("GFLOP/s (log scale)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    return fig
