@@ -45,7 +45,7 @@ def test_run_rejects_bad_parameters_with_the_name():
 
 
 @pytest.mark.skipif(device.gpu_available(), reason="checks the no-GPU path")
-@pytest.mark.parametrize("args", [["info"], ["bench", "--sizes", "64"], ["run", "naive", "--size", "32"]])
+@pytest.mark.parametrize("args", [["info"], ["run", "naive", "--size", "32"]])
 def test_gpu_commands_fail_in_one_line_without_a_gpu(args):
     r = runner.invoke(app, args)
     assert r.exit_code != 0

@@ -151,7 +151,10 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     cp = device.require_cupy()
     dev_ctx = _device_of(a, kinds[0], cp)
     with dev_ctx:
-        prepared = prepare(spec, params)
+        chosen = params
+        if not params and spec.heuristic is not None:
+            chosen = spec.heuristic(m, n, k, device.device_info(cp.cuda.Device().id).sm_count)
+        prepared = prepare(spec, chosen)
         out = _launch_gpu(prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp)
     if kinds[0] == arrays.CUPY and all(kd in (None, arrays.CUPY) for kd in kinds) and m and n:
         _remember_fast_plan(prepared, a, b, c, kernel, params, m, n, k, cp)
@@ -262,6 +265,10 @@ def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, strea
     if m > 0 and n > 0:
         spec, p = prepared.spec, prepared.params
         geo = spec.launch(m, n, k, p)
+        limit = device.device_info(dev).smem_per_block_optin
+        if geo.smem > limit:
+            raise ValueError(f"{spec.name} {p} needs {geo.smem} bytes of shared memory per block; "
+                             f"this device allows {limit}")
         args = (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), va.array, np.int32(va.ld),
                 vb.array, np.int32(vb.ld), np.float32(beta), vc.array, np.int32(vc.ld))
         prepared.kernel(geo.grid, geo.block, args, smem=geo.smem, stream=stream)

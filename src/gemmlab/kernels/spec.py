@@ -87,6 +87,9 @@ class KernelSpec:
     geometry: Callable[[int, int, int, dict[str, int]], Launch]
     traffic_model: Callable[[int, int, int, dict[str, int]], Traffic]
     outputs_per_thread: Callable[[dict[str, int]], int] = lambda p: 1
+    # For rungs whose best parameters depend on the problem: (M, N, K, SM count) -> parameters, used when
+    # the caller names none (a tuned entry for the device takes precedence; see gemmlab.tune).
+    heuristic: Callable[[int, int, int, int], dict[str, int]] | None = None
     min_cc: tuple[int, int] = (7, 5)
     dtypes: tuple[str, ...] = ("float32",)
     extra: dict = field(default_factory=dict)

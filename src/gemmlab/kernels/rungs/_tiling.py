@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..spec import Launch, Traffic, cdiv
 
 STATIC_SMEM_LIMIT = 48 * 1024
+DYNAMIC_SMEM_LIMIT = 227 * 1024  # per block with opt-in on sm_80 and sm_90 (checked against the device at launch)
 REGISTERS_PER_SM = 65536
 # Registers a thread needs besides its accumulators and fragments (indices, pointers, loop state);
 # calibrated against ptxas for the default tiles, used only to prune hopeless candidates early.
@@ -20,7 +21,8 @@ def block_threads(p: dict[str, int]) -> int:
     return (p["BM"] // p["TM"]) * (p["BN"] // p["TN"])
 
 
-def tile_constraints(p: dict[str, int], smem_floats: int, fragment_sets: int = 1) -> list[str]:
+def tile_constraints(p: dict[str, int], smem_floats: int, fragment_sets: int = 1,
+                     smem_limit: int = STATIC_SMEM_LIMIT) -> list[str]:
     bm, bn, bk, tm, tn = p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]
     errs = []
     if tm % 4 or tn % 4 or bk % 4:
@@ -42,8 +44,8 @@ def tile_constraints(p: dict[str, int], smem_floats: int, fragment_sets: int = 1
         return [f"{nt} threads per block, must be 32..1024"]
     if (bm * bk // 4) % nt or (bk * bn // 4) % nt:
         errs.append(f"the A tile ({bm}x{bk}) and B tile ({bk}x{bn}) must split evenly into float4s over {nt} threads")
-    if 4 * smem_floats > STATIC_SMEM_LIMIT:
-        errs.append(f"shared memory {4 * smem_floats} bytes exceeds the 48 KiB static limit")
+    if 4 * smem_floats > smem_limit:
+        errs.append(f"shared memory {4 * smem_floats} bytes exceeds the {smem_limit // 1024} KiB limit")
     loads = (bm * bk + bk * bn) // 4 // nt if nt else 0
     need = tm * tn + fragment_sets * (tm + tn) + 4 * loads + REGISTER_OVERHEAD
     if need > 255:
