@@ -22,6 +22,7 @@ def main() -> int:
     ap.add_argument("--no-tests", action="store_true")
     ap.add_argument("--variants", default="", help="extra kernel:K=V,K=V;... entries to time beside the defaults")
     ap.add_argument("--pytest-args", default="")
+    ap.add_argument("--only", default="", help="comma-separated rungs to run (default: all)")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
@@ -55,7 +56,8 @@ def main() -> int:
     from gemmlab.bench.ladder import run_ladder
     from gemmlab.kernels import all_specs
 
-    entries: list = [s.name for s in all_specs()]
+    only = [x for x in args.only.split(",") if x]
+    entries: list = [s.name for s in all_specs() if not only or s.name in only]
     for v in filter(None, args.variants.split(";")):
         name, _, kv = v.partition(":")
         entries.append((name, {k: int(x) for k, x in (p.split("=") for p in kv.split(",") if p)}))

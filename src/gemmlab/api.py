@@ -63,6 +63,32 @@ def validated_params(spec: KernelSpec, params: Mapping[str, Any] | None) -> tupl
     return key, hit
 
 
+_tuned: dict[str, Any] = {}
+
+
+def tuned_cache(info: device.DeviceInfo):
+    """The device's tuned-parameter store, read once per process."""
+    from .tune.cache import TunedCache
+
+    key = f"{info.name}/{info.compute_capability}/{info.sm_count}"
+    cache = _tuned.get(key)
+    if cache is None:
+        cache = TunedCache.for_device(info.name, info.compute_capability, info.sm_count)
+        _tuned[key] = cache
+    return cache
+
+
+def default_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo) -> dict[str, int]:
+    """What a call that names no parameters runs: this device's tuned entry for the problem's shape
+    class, else the spec's heuristic, else its defaults."""
+    tuned = tuned_cache(info).lookup(spec.name, m, n, k)
+    if tuned is not None:
+        return tuned
+    if spec.heuristic is not None:
+        return spec.heuristic(m, n, k, info.sm_count)
+    return {}
+
+
 def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> _Prepared:
     """Validate, compile (or fetch from the cache) and load one instantiation on the current device."""
     key, p = validated_params(spec, params)
@@ -151,9 +177,7 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     cp = device.require_cupy()
     dev_ctx = _device_of(a, kinds[0], cp)
     with dev_ctx:
-        chosen = params
-        if not params and spec.heuristic is not None:
-            chosen = spec.heuristic(m, n, k, device.device_info(cp.cuda.Device().id).sm_count)
+        chosen = params or default_params(spec, m, n, k, device.device_info(cp.cuda.Device().id))
         prepared = prepare(spec, chosen)
         out = _launch_gpu(prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp)
     if kinds[0] == arrays.CUPY and all(kd in (None, arrays.CUPY) for kd in kinds) and m and n:

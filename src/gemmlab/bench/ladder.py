@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Sequence
 
 from .. import api
 from ..kernels import registry
-from ..runtime.device import require_cupy
+from ..runtime.device import device_info, require_cupy
 from . import peers
 from .timing import Timing, time_gpu, tflops
 
@@ -70,9 +70,11 @@ def run_ladder(
         if include_cublas:
             runners.append(("cublas", {}, lambda: peers.cublas_sgemm(a, b, c)))
         for name, given in entries:
-            prepared = api.prepare(registry.get(name), given)
+            spec = registry.get(name)
+            chosen = given or api.default_params(spec, m, n, k, device_info())  # what matmul will run
+            prepared = api.prepare(spec, chosen)
             runners.append((name, prepared.params,
-                            lambda name=name, given=given: api.matmul(a, b, c, kernel=name, **given)))
+                            lambda name=name, chosen=chosen: api.matmul(a, b, c, kernel=name, **chosen)))
         for name, params, fn in runners:
             c.fill(float("nan"))  # poison: an element the kernel does not write fails the check
             fn()

@@ -167,6 +167,11 @@ def _cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "gemmlab"
 
 
+def cache_root() -> Path:
+    """The root of gemmlab's on-disk caches (compiled kernels, tuned parameters)."""
+    return _cache_dir()
+
+
 def cache_dir() -> Path:
     return _cache_dir() / "kernels"
 

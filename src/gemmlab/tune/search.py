@@ -1,0 +1,165 @@
+"""The search: every valid parameter set that compiles cleanly, timed on this GPU within a budget.
+
+Pruning happens before anything is launched: the spec's validate() (threads, tile divisibility, shared
+memory, a register estimate), then the compiler's own report for this architecture (no stack frame or
+spills, registers x threads within the SM's file, shared memory within the device's opt-in limit). So
+no candidate that reaches the GPU can fail to launch; every one is still verified against a float64
+product before it is timed, and one that fails verification is reported, never chosen.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from ..kernels import KernelSpec, registry
+from ..runtime import compiler
+from ..runtime.compiler import Resources
+
+REGISTERS_PER_SM = 65536
+
+
+@dataclass
+class Candidate:
+    params: dict[str, int]
+    resources: Resources | None = None
+    rejected: str | None = None  # why it was pruned, or None
+
+
+@dataclass
+class TuneResult:
+    kernel: str
+    shape_class: str
+    shape: tuple[int, int, int]
+    best: dict[str, int] | None
+    best_tflops: float
+    default_tflops: float | None
+    tried: list[tuple[dict[str, int], float | None, str]] = field(default_factory=list)  # params, TFLOP/s, note
+
+
+def _prune_by_compiler(spec: KernelSpec, p: dict[str, int], arch: str, smem_limit: int) -> Candidate:
+    try:
+        mod = registry.compile_spec(spec, p, arch)
+    except compiler.CompileError as exc:
+        return Candidate(p, None, f"does not compile: {str(exc).splitlines()[0]}")
+    r = mod.resources[spec.name_expression(p)]
+    threads = spec.launch(1024, 1024, 1024, p).threads_per_block
+    smem = spec.launch(1024, 1024, 1024, p).smem + r.smem_static
+    if r.uses_local_memory:
+        return Candidate(p, r, f"uses local memory ({r.stack_frame} B stack, {r.spill_stores} B spilled)")
+    if r.registers * threads > REGISTERS_PER_SM:
+        return Candidate(p, r, f"{r.registers} registers x {threads} threads exceed the register file")
+    if smem > smem_limit:
+        return Candidate(p, r, f"{smem} bytes of shared memory exceed the device's {smem_limit}")
+    return Candidate(p, r)
+
+
+def search_order(spec: KernelSpec, first: Iterable[dict[str, int]] = (), seed: int = 0) -> list[dict[str, int]]:
+    """Every valid parameter set once: the `first` ones (e.g. defaults, heuristic), then a seeded shuffle."""
+    space = spec.search_space()
+    random.Random(seed).shuffle(space)
+    ordered: list[dict[str, int]] = []
+    for p in [*first, *space]:
+        full = spec.validate(p)
+        if full not in ordered:
+            ordered.append(full)
+    return ordered
+
+
+def _compile_one(args: tuple[str, dict[str, int], str]) -> None:
+    name, p, arch = args
+    try:
+        registry.compile_spec(registry.get(name), p, arch)
+    except compiler.CompileError:
+        pass  # reported by the pruning pass, which compiles again from the cache or fails the same way
+
+
+def precompile(spec: KernelSpec, params: list[dict[str, int]], arch: str, workers: int | None = None) -> None:
+    """Fill the disk cache for many parameter sets in parallel processes (NVRTC is CPU-bound)."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import os
+
+    workers = workers or max(1, min(16, (os.cpu_count() or 2)))
+    if workers == 1 or len(params) < 2:
+        for p in params:
+            _compile_one((spec.name, p, arch))
+        return
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        list(pool.map(_compile_one, [(spec.name, p, arch) for p in params]))
+
+
+def candidates(spec: KernelSpec, arch: str, smem_limit: int = 227 * 1024, limit: int | None = None,
+               seed: int = 0, first: Iterable[dict[str, int]] = (), workers: int | None = 1) -> list[Candidate]:
+    """Valid parameter sets in search order, each with the compiler's verdict; `limit` caps how many."""
+    ordered = search_order(spec, first, seed)[:limit]
+    precompile(spec, ordered, arch, workers)
+    return [_prune_by_compiler(spec, p, arch, smem_limit) for p in ordered]
+
+
+def tune(
+    spec: KernelSpec,
+    shape: tuple[int, int, int],
+    *,
+    budget_s: float = 60.0,
+    per_candidate_ms: float = 60.0,
+    seed: int = 0,
+    workers: int | None = None,
+    on_step: Callable[[Candidate, float | None, str], None] | None = None,
+) -> TuneResult:
+    """Search `spec`'s parameters for problems like `shape` on the current GPU, within `budget_s`."""
+    import cupy as cp
+
+    from .. import api
+    from ..bench.ladder import VERIFY_TOL, rel_error
+    from ..bench.timing import time_gpu, tflops
+    from ..runtime import device
+    from .cache import shape_class
+
+    m, n, k = shape
+    info = device.device_info()
+    start = time.perf_counter()
+    rng = cp.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (m, k), dtype=cp.float32)
+    b = rng.uniform(-1, 1, (k, n), dtype=cp.float32)
+    c = cp.empty((m, n), dtype=cp.float32)
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+
+    first = [spec.defaults]
+    if spec.heuristic is not None:
+        first.insert(0, spec.heuristic(m, n, k, info.sm_count))
+    order = search_order(spec, first, seed)
+    # Compile in parallel up front, about as many as the budget can time, into the disk cache.
+    precompile(spec, order[: max(8, int(budget_s / 0.25))], info.arch, workers)
+
+    result = TuneResult(spec.name, shape_class(m, n, k), shape, None, 0.0, None)
+    for p in order:
+        if time.perf_counter() - start > budget_s and result.best is not None:
+            break
+        cand = _prune_by_compiler(spec, p, info.arch, info.smem_per_block_optin)
+        if cand.rejected:
+            result.tried.append((p, None, cand.rejected))
+            if on_step:
+                on_step(cand, None, cand.rejected)
+            continue
+        c.fill(float("nan"))
+        api.matmul(a, b, c, kernel=spec.name, **p)
+        err = rel_error(c, ref)
+        if not err < VERIFY_TOL:
+            note = f"FAILED verification (rel. error {err:.1e})"
+            result.tried.append((p, None, note))
+            if on_step:
+                on_step(cand, None, note)
+            continue
+        t = time_gpu(lambda p=p: api.matmul(a, b, c, kernel=spec.name, **p), budget_ms=per_candidate_ms)
+        rate = tflops(m, n, k, t.median_ms)
+        result.tried.append((p, rate, "ok"))
+        if p == spec.validate(spec.defaults):
+            result.default_tflops = rate
+        if rate > result.best_tflops:
+            result.best, result.best_tflops = p, rate
+        if on_step:
+            on_step(cand, rate, "ok")
+    return result

@@ -1,0 +1,89 @@
+"""The tuner's store and its pruning (no GPU needed)."""
+
+import json
+import warnings
+
+import pytest
+
+from gemmlab.kernels import get
+from gemmlab.runtime import compiler
+from gemmlab.tune.cache import TunedCache, representative_shape, shape_class
+from gemmlab.tune.search import candidates, search_order
+
+DEV = ("NVIDIA H100 80GB HBM3", (9, 0), 132)
+
+
+def test_shape_classes_bucket_each_dimension():
+    assert shape_class(4096, 4096, 4096) == "m-le4096.n-le4096.k-le4096"
+    assert shape_class(4097, 10, 100000) == "m-le16384.n-le64.k-gt16384"
+    assert shape_class(4000, 4096, 3000) == shape_class(4096, 2049, 4095)
+    assert representative_shape("m-le4096.n-le64.k-gt16384") == (4096, 64, 32768)
+    with pytest.raises(ValueError):
+        representative_shape("4096")
+
+
+def test_store_save_and_reload(tmp_path):
+    cache = TunedCache.for_device(*DEV, root=tmp_path)
+    params = get("blocktile_2d").validate({"BK": 16})
+    cache.store("blocktile_2d", shape_class(4096, 4096, 4096), params, 30.1)
+    cache.save()
+    again = TunedCache.for_device(*DEV, root=tmp_path)
+    assert again.lookup("blocktile_2d", 4000, 4000, 4000) == params
+    assert again.lookup("blocktile_2d", 100, 100, 100) is None
+    assert again.lookup("vectorized", 4000, 4000, 4000) is None
+    assert not list(tmp_path.glob("*.tmp")), "atomic write leaves no temporary file"
+
+
+def test_other_devices_do_not_share_entries(tmp_path):
+    cache = TunedCache.for_device(*DEV, root=tmp_path)
+    cache.store("blocktile_2d", shape_class(64, 64, 64), get("blocktile_2d").defaults, 1.0)
+    cache.save()
+    other = TunedCache.for_device("NVIDIA A100-SXM4-80GB", (8, 0), 108, root=tmp_path)
+    assert other.entries == {}
+
+
+def test_corrupt_file_is_ignored_with_a_warning(tmp_path):
+    cache = TunedCache.for_device(*DEV, root=tmp_path)
+    cache.path.parent.mkdir(parents=True, exist_ok=True)
+    cache.path.write_text("{ this is not json")
+    with pytest.warns(UserWarning, match="does not parse"):
+        again = TunedCache.for_device(*DEV, root=tmp_path)
+    assert again.entries == {}
+
+
+def test_foreign_and_invalid_entries_are_ignored(tmp_path):
+    cache = TunedCache.for_device(*DEV, root=tmp_path)
+    good = get("smem_tiled").validate({"BLOCK_DIM": 16})
+    cache.store("smem_tiled", "m-le64.n-le64.k-le64", good, 1.0)
+    cache.save()
+    data = json.loads(cache.path.read_text())
+    data["entries"]["no_such_kernel/float32/m-le64.n-le64.k-le64"] = {"params": {}}
+    data["entries"]["smem_tiled/float32/m-le256.n-le64.k-le64"] = {"params": {"BLOCK_DIM": 64}}
+    cache.path.write_text(json.dumps(data))
+    with pytest.warns(UserWarning) as record:
+        again = TunedCache.for_device(*DEV, root=tmp_path)
+    messages = " ".join(str(w.message) for w in record)
+    assert "no_such_kernel" in messages and "BLOCK_DIM = 64" in messages
+    assert list(again.entries) == ["smem_tiled/float32/m-le64.n-le64.k-le64"]
+    # A file written for another device under this device's name is refused as a whole.
+    data["device"] = "someone-else"
+    cache.path.write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match="not a format-1 file"):
+        assert TunedCache.for_device(*DEV, root=tmp_path).entries == {}
+
+
+def test_search_order_starts_with_the_given_sets_and_covers_the_space():
+    spec = get("smem_tiled")
+    order = search_order(spec, first=[{"BLOCK_DIM": 7}, spec.defaults])
+    assert order[0] == {"BLOCK_DIM": 7} and order[1] == spec.defaults
+    assert sorted(p["BLOCK_DIM"] for p in order) == list(range(2, 33))
+
+
+@pytest.mark.skipif(not compiler.nvrtc_available(), reason="NVRTC not installed")
+def test_candidates_are_pruned_by_the_compiler_report():
+    spec = get("blocktile_2d")
+    spilling = {"BM": 64, "BN": 16, "BK": 32, "TM": 8, "TN": 4}  # valid by the spec, spills in ptxas
+    assert spec.problems(spilling) == []
+    cands = candidates(spec, "sm_90", first=[spilling, spec.defaults], limit=2)
+    assert cands[0].rejected and "local memory" in cands[0].rejected
+    assert cands[1].rejected is None and cands[1].resources.registers > 0
