@@ -185,6 +185,32 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     return out
 
 
+# ----------------------------------------------------------------------------------------- workspace
+# Scratch memory for kernels that declare it (split-K partial sums and per-tile counters). One grow-only
+# pair per (device, stream): launches on one stream run in order, so they may share it; the counters
+# start at zero and every kernel that uses them leaves them at zero.
+
+_scratch: dict[tuple[int, int], dict[str, Any]] = {}
+_NULL = np.uint64(0)
+
+
+def _workspace_args(spec: KernelSpec, p: dict[str, int], m: int, n: int, k: int, stream, cp) -> tuple:
+    if spec.workspace is None:
+        return ()
+    floats, ints = spec.workspace(m, n, k, p)
+    if floats == 0 and ints == 0:
+        return (_NULL, _NULL)
+    s = stream if stream is not None else cp.cuda.get_current_stream()
+    key = (cp.cuda.Device().id, int(s.ptr))
+    slot = _scratch.setdefault(key, {"floats": cp.empty(0, cp.float32), "ints": cp.zeros(0, cp.int32)})
+    if slot["floats"].size < floats:
+        slot["floats"] = cp.empty(floats, cp.float32)
+    if slot["ints"].size < ints:
+        with s:
+            slot["ints"] = cp.zeros(ints, cp.int32)
+    return (slot["floats"], slot["ints"])
+
+
 # ----------------------------------------------------------------------------------------- fast path
 # A repeat call with CuPy arrays of the same shapes skips the general checks above: everything that
 # does not depend on the arrays' contents was checked once and is kept in a plan; what can change
@@ -210,6 +236,7 @@ class _FastPlan:
     k: Any
     empty: Any  # cupy.empty
     getdevice: Any
+    scratch: Any = None  # stream -> the workspace arguments, for kernels that take them
 
     def accepts(self, a, b, c, alpha, beta) -> bool:
         ta = type(a)
@@ -235,8 +262,10 @@ class _FastPlan:
 
     def launch(self, a, b, c, alpha, beta, stream):
         out = self.empty((int(self.m), int(self.n)), dtype=np.float32) if c is None else c
+        extra = self.scratch(stream) if self.scratch is not None else ()
         self.function(self.grid, self.block,
-                      (self.m, self.n, self.k, np.float32(alpha), a, self.k, b, self.n, np.float32(beta), out, self.n),
+                      (self.m, self.n, self.k, np.float32(alpha), a, self.k, b, self.n, np.float32(beta), out, self.n,
+                       *extra),
                       shared_mem=self.smem, stream=stream)
         return out
 
@@ -248,9 +277,13 @@ def _remember_fast_plan(prepared: _Prepared, a, b, c, kernel, params, m, n, k, c
         _fast_plans.clear()
     geo = prepared.spec.launch(m, n, k, prepared.params)
     prepared.kernel.ensure_dynamic_smem(geo.smem)
+    spec, p = prepared.spec, prepared.params
+    scratch = None
+    if spec.workspace is not None:
+        scratch = lambda stream: _workspace_args(spec, p, m, n, k, stream, cp)  # noqa: E731
     _fast_plans[_fast_key(a, b, c, kernel, params)] = _FastPlan(
         prepared.kernel.function, geo.grid, geo.block, geo.smem, a.data.device_id,
-        np.int32(m), np.int32(n), np.int32(k), cp.empty, cp.cuda.runtime.getDevice,
+        np.int32(m), np.int32(n), np.int32(k), cp.empty, cp.cuda.runtime.getDevice, scratch,
     )
     _fast_type[0] = cp.ndarray
 
@@ -294,7 +327,8 @@ def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, strea
             raise ValueError(f"{spec.name} {p} needs {geo.smem} bytes of shared memory per block; "
                              f"this device allows {limit}")
         args = (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), va.array, np.int32(va.ld),
-                vb.array, np.int32(vb.ld), np.float32(beta), vc.array, np.int32(vc.ld))
+                vb.array, np.int32(vb.ld), np.float32(beta), vc.array, np.int32(vc.ld),
+                *_workspace_args(spec, p, m, n, k, stream, cp))
         prepared.kernel(geo.grid, geo.block, args, smem=geo.smem, stream=stream)
 
     if c is None:

@@ -90,6 +90,10 @@ class KernelSpec:
     # For rungs whose best parameters depend on the problem: (M, N, K, SM count) -> parameters, used when
     # the caller names none (a tuned entry for the device takes precedence; see gemmlab.tune).
     heuristic: Callable[[int, int, int, int], dict[str, int]] | None = None
+    # For rungs that need scratch memory: (M, N, K, params) -> (floats, ints). Such kernels take two more
+    # arguments after ldc: a float workspace and an int array that must be zero at launch and that the
+    # kernel leaves zero. None: the kernel takes the standard eleven arguments only.
+    workspace: Callable[[int, int, int, dict[str, int]], tuple[int, int]] | None = None
     min_cc: tuple[int, int] = (7, 5)
     dtypes: tuple[str, ...] = ("float32",)
     extra: dict = field(default_factory=dict)

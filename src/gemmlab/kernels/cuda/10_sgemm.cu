@@ -8,18 +8,25 @@
 // tiles across a group and A tiles within it, so a wave of blocks touches about sqrt(blocks) row and
 // column stripes instead of one row stripe and every column stripe. The double-buffered tiles live in
 // dynamic shared memory, so deeper steps (BK = 16) fit with large tiles.
-// Changed from rung 09: per-shape tiles, grouped block order, dynamic shared memory.
+// Split-K: when a problem has too few tiles of C to fill the GPU but a long K (K >> M*N), SPLIT_K blocks
+// share each tile, each summing one slice of K into a workspace slab. The block that finishes a tile last
+// (a per-tile counter tells it) adds the slabs in the fixed order 0, 1, ..., SPLIT_K - 1, so the result
+// does not depend on which block came last, applies alpha and beta, writes C and resets the counter.
+// No block waits for another, so any scheduling order is safe.
+// Changed from rung 09: per-shape tiles, grouped block order, dynamic shared memory, split-K.
 // Traffic: as rung 09 per block; DRAM traffic drops where the grouped order keeps operands in L2.
 // Predicted: rung 09's 46 TFLOP/s at 4096^3 plus 5-10% from BK = 16 at 256 x 128 and from more warps
 // per SM; toward cuBLAS. Measured: docs/performance.md.
 #include "tile_io.cuh"
 
 // BM, BN: block tile; BK: depth per step; WM, WN: warp tile; TM, TN: thread tile (multiples of 4),
-// with (WM / TM) * (WN / TN) == 32 lanes; GROUP_M: block rows per group of the block order.
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M>
+// with (WM / TM) * (WN / TN) == 32 lanes; GROUP_M: block rows per group of the block order;
+// SPLIT_K: blocks per tile of C along K (1: no split; then workspace and tile_counters are unused).
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M, int SPLIT_K>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-               const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+           const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
+           float* __restrict__ workspace, int* __restrict__ tile_counters) {
     constexpr int WARPS_N = BN / WN, NT = (BM / WM) * WARPS_N * 32;
     constexpr int LROWS = WM / TM, LCOLS = WN / TN;
     constexpr int A_PER = BM * BK / 4 / NT, B_PER = BK * BN / 4 / NT;  // float4 loads per thread and step
@@ -42,6 +49,10 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     const int rows_in_group = min(tiles_m - first_m, GROUP_M);
     const int in_group = blockIdx.x % per_group;
     const int row0 = (first_m + in_group % rows_in_group) * BM, col0 = (in_group / rows_in_group) * BN;
+    // This block's slice of K: whole BK steps, split as evenly as they go (a slice may be empty).
+    const int steps_per_split = ((K + BK - 1) / BK + SPLIT_K - 1) / SPLIT_K;
+    const int k_begin = min(K, (int)blockIdx.y * steps_per_split * BK);
+    const int k_end = min(K, k_begin + steps_per_split * BK);
     const bool vec_a = rows_are_16B_aligned(A, lda), vec_b = rows_are_16B_aligned(B, ldb);
     const bool vec_c = rows_are_16B_aligned(C, ldc);
 
@@ -64,12 +75,12 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
 #pragma unroll
         for (int i = 0; i < A_PER; ++i) {
             const int row = row0 + a_r[i];
-            ra[i] = load4_zero_padded(A + (size_t)row * lda + k0 + a_kq[i], row < M ? K - k0 - a_kq[i] : 0, vec_a);
+            ra[i] = load4_zero_padded(A + (size_t)row * lda + k0 + a_kq[i], row < M ? k_end - k0 - a_kq[i] : 0, vec_a);
         }
 #pragma unroll
         for (int i = 0; i < B_PER; ++i) {
             const int krow = k0 + b_r[i];
-            rb[i] = load4_zero_padded(B + (size_t)krow * ldb + col0 + b_c[i], krow < K ? N - col0 - b_c[i] : 0, vec_b);
+            rb[i] = load4_zero_padded(B + (size_t)krow * ldb + col0 + b_c[i], krow < k_end ? N - col0 - b_c[i] : 0, vec_b);
         }
     };
     auto store_shared = [&](int buf) {
@@ -97,12 +108,12 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                 *reinterpret_cast<const float4*>(&Bs[buf][k * BN + wn + g * 4 * LCOLS + tc * 4]);
     };
 
-    load_global(0);
+    load_global(k_begin);
     store_shared(0);
     __syncthreads();
     int buf = 0;
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        const bool has_next = k0 + BK < K;
+    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+        const bool has_next = k0 + BK < k_end;
         if (has_next) load_global(k0 + BK);  // in flight during the math below
         load_fragments(buf, 0, 0);
 #pragma unroll
@@ -116,6 +127,46 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         if (has_next) store_shared(buf ^ 1);  // the other buffer was last read before the previous barrier
         __syncthreads();
         buf ^= 1;
+    }
+    if constexpr (SPLIT_K > 1) {
+        // Publish this slice's partial tile, then count: the last block of the tile does the sum.
+        const size_t slab = (size_t)M * N;
+        const bool vec_w = (N & 3) == 0;
+        float* mine = workspace + blockIdx.y * slab;
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const int row = row0 + wm + (i / 4) * 4 * LROWS + tr * 4 + i % 4;
+#pragma unroll
+            for (int g = 0; g < TN / 4; ++g) {
+                const int col = col0 + wn + g * 4 * LCOLS + tc * 4;
+                store4_c(mine + (size_t)row * N + col,
+                         make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]),
+                         row < M ? N - col : 0, vec_w, 1.0f, 0.0f);
+            }
+        }
+        __threadfence();  // the partial is visible device-wide before the counter says so
+        __syncthreads();
+        __shared__ int arrived_last;
+        int* counter = tile_counters + blockIdx.x;
+        if (tid == 0) arrived_last = atomicAdd(counter, 1) == SPLIT_K - 1;
+        __syncthreads();
+        if (!arrived_last) return;
+        __threadfence();
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const int row = row0 + wm + (i / 4) * 4 * LROWS + tr * 4 + i % 4;
+#pragma unroll
+            for (int j = 0; j < TN; ++j) {
+                const int col = col0 + wn + (j / 4) * 4 * LCOLS + tc * 4 + j % 4;
+                if (row >= M || col >= N) continue;
+                const size_t at = (size_t)row * N + col;
+                float sum = 0.0f;
+                for (int s = 0; s < SPLIT_K; ++s)  // fixed order: the same bits whichever block is last
+                    sum += s == (int)blockIdx.y ? acc[i][j] : __ldcg(workspace + s * slab + at);
+                acc[i][j] = sum;
+            }
+        }
+        if (tid == 0) *counter = 0;  // ready for the next launch
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
