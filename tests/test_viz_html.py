@@ -68,13 +68,19 @@ class Browser:
         self._inbox: queue.Queue = queue.Queue()
         self.events: list[dict] = []
         threading.Thread(target=self._reader, daemon=True).start()
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()   # drain, so it never blocks
+        self._stderr = bytearray()
+        threading.Thread(target=self._drain, daemon=True).start()
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=True)
         self.send("Emulation.setDeviceMetricsOverride",
                   {"width": 1500, "height": 1100, "deviceScaleFactor": 1, "mobile": False}, session=True)
+
+    def _drain(self) -> None:   # keep reading Chromium's log, so it never blocks, and keep its end for errors
+        for line in self.proc.stderr:
+            self._stderr += line
+            del self._stderr[:-4000]
 
     def _reader(self) -> None:
         buf = b""
@@ -92,11 +98,13 @@ class Browser:
         deadline = time.monotonic() + TIMEOUT_S
         while not until():
             left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("Chromium did not answer in time")
-            msg = self._inbox.get(timeout=left)
+            try:
+                msg = self._inbox.get(timeout=max(left, 0.001))
+            except queue.Empty:
+                raise TimeoutError(f"Chromium did not answer in {TIMEOUT_S} s: "
+                                   f"{self._stderr.decode(errors='replace')}") from None
             if msg is None:
-                raise RuntimeError(f"Chromium exited (code {self.proc.poll()})")
+                raise RuntimeError(f"Chromium exited (code {self.proc.poll()}): {self._stderr.decode(errors='replace')}")
             if "id" in msg:
                 self._answers[msg["id"]] = msg
             else:
@@ -279,3 +287,15 @@ def test_clicking_a_cell_of_c_follows_its_thread(browser, tmp_path):
     browser.js(f"document.getElementById('cell-C-{r}-{c}').dispatchEvent(new MouseEvent('click', {{bubbles: true}}))")
     assert browser.js("document.getElementById('thread').value") == "77"
     assert browser.js("document.getElementById('who').textContent").startswith("thread 77 = block (1, 0) thread 13")
+
+
+def test_a_page_too_large_is_refused(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+    from gemmlab.viz import html as viz_html
+
+    monkeypatch.setattr(viz_html, "MAX_HTML_EVENTS", 100)
+    r = CliRunner().invoke(app, ["visualize", "smem_tiled", "--n", "4", "--block", "2", "-f", "html", "-o", str(tmp_path)])
+    assert r.exit_code != 0 and "too many for one page" in r.output
+    assert not list(tmp_path.iterdir())

@@ -17,9 +17,11 @@ Then the CPU baselines whose `max_cube` (scaled by `cpu_scale`) allows the shape
 
 from __future__ import annotations
 
+import ctypes
 import math
 import secrets
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
@@ -38,10 +40,10 @@ VERIFY_TOL = 1e-4  # ||C - ref|| / ||ref|| for fp32 accumulation up to K ~ 16k
 
 Shape = tuple[int, int, int]
 
-# The default GPU sweep: powers of two, their neighbours 2^k - 1 and 2^k + 1 (tile edges), and sizes
-# that are powers of neither. On an H100 it takes about a minute and a half (naive at 4096 is ~0.3 s a
-# call, so it gets its minimum of samples and no more).
-DEFAULT_GPU_SIZES = (128, 255, 256, 257, 512, 768, 1023, 1024, 1025, 1536, 2048, 3072, 4096)
+# The default GPU sweep: powers of two, the neighbours 1023 and 1025 (partial tiles), and sizes that
+# are powers of neither. Sized for under 3 minutes on an H100 with every rung and peer, both modes (naive
+# at 4096 is ~0.3 s a call, so it gets its minimum of samples and no more).
+DEFAULT_GPU_SIZES = (128, 256, 512, 768, 1023, 1024, 1025, 1536, 2048, 3072, 4096)
 # Without a GPU: the CPU ladder at small sizes (each baseline further bounded by its max_cube).
 DEFAULT_CPU_SIZES = (64, 128, 256, 512)
 
@@ -114,6 +116,10 @@ class Plan:
     cpu: list[tuple[str, dict]] = field(default_factory=list)      # CPU baselines
     cpu_shapes: list[Shape] | None = None                          # None: the GPU shapes
     cpu_scale: float = 0.25    # a baseline runs where (M*N*K)^(1/3) <= max_cube * cpu_scale
+    # Pause before each CPU measurement: worker threads of the previous library (numba's OpenMP pool,
+    # the BLAS pool) spin for a while after their last call and would steal cores (on 2 cores we saw a
+    # 100x slowdown of the next baseline without it, none after a 50 ms pause).
+    cpu_settle_s: float = 0.1
     modes: tuple[str, ...] = (COMPUTE, END_TO_END)
     l2: str = COLD
     pinned: bool = False
@@ -121,8 +127,8 @@ class Plan:
     beta: float = 0.0
     seed: int = 0
     verify_tol: float = VERIFY_TOL
-    timing: TimingOptions = field(default_factory=lambda: TimingOptions(budget_ms=200, min_samples=5))
-    e2e_timing: TimingOptions = field(default_factory=lambda: TimingOptions(budget_ms=100, min_samples=5))
+    timing: TimingOptions = field(default_factory=lambda: TimingOptions(budget_ms=150, warmup_ms=20, min_samples=5))
+    e2e_timing: TimingOptions = field(default_factory=lambda: TimingOptions(budget_ms=60, warmup_ms=10, min_samples=5))
     cpu_timing: TimingOptions = field(default_factory=lambda: TimingOptions(budget_ms=200, min_samples=3,
                                                                               noise_target=0.01))
 
@@ -268,9 +274,10 @@ class Sweep:
         for shape, weight in self._gpu_units():
             if gpu_runners:
                 yield from self._gpu_shape(shape, gpu_runners, weight)
-        cpu_runners = [cpu_runner(name, params) for name, params in self.plan.cpu]
-        for shape in self._cpu_shapes():
-            for r in cpu_runners:
+        # One baseline over all its shapes, then the next: each switch between thread pools (numba's,
+        # the BLAS library's) costs a settling pause, so switches are kept few.
+        for r in (cpu_runner(name, params) for name, params in self.plan.cpu):
+            for shape in self._cpu_shapes():
                 if self.plan.cpu_fits(r, shape):
                     yield self._emit(self._cpu_one(r, shape))
                 self.on_progress(self._weight(shape), f"{r.label} {_fmt(shape)}")
@@ -381,9 +388,9 @@ class Sweep:
             def run():
                 s = cp.cuda.get_current_stream()
                 for dev_x, host_x in ((a, ha), (b, hb), (c, hc)):
-                    dev_x.data.copy_from_host_async(host_x.ctypes.data, host_x.nbytes, s)
+                    dev_x.data.copy_from_host_async(ctypes.c_void_p(host_x.ctypes.data), host_x.nbytes, s)
                 call()
-                c.data.copy_to_host_async(out.ctypes.data, out.nbytes, s)
+                c.data.copy_to_host_async(ctypes.c_void_p(out.ctypes.data), out.nbytes, s)
             return run
 
         e2e = {label: TimedCall(end_to_end(tc.fn), flush_l2=plan.l2 == COLD, graph=False)
@@ -425,6 +432,7 @@ class Sweep:
         ref = plan.alpha * (a.astype(np.float64) @ b.astype(np.float64))
         if c is not None:
             ref += plan.beta * c.astype(np.float64)
+        time.sleep(plan.cpu_settle_s)
         try:
             err = host_rel_error(r.run(a, b, c, plan.alpha, plan.beta), ref)
         except Exception as exc:

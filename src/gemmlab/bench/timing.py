@@ -348,13 +348,17 @@ class _GpuSampler:
             try:
                 for c in calls:
                     c()
-            finally:
-                try:
-                    graph = capture_stream.end_capture()
-                except Exception:
-                    graph = None
+            except Exception:
+                pass  # e.g. a library that allocates or synchronises inside the call: not capturable
+            else:
+                graph = True
+            try:
+                captured = capture_stream.end_capture()
+            except Exception:
+                captured = None
+            graph = captured if graph else None
         if graph is None:
-            return  # the work could not be captured: stay on event pairs
+            return  # the work could not be captured: stay on event pairs (the Timing says "events")
         graph.launch(self.stream)  # first replay uploads the graph; not timed
         self.stream.synchronize()
         self.graph = graph

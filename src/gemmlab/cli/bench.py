@@ -1,64 +1,46 @@
-"""gemmlab bench: the ladder and its peers, timed side by side."""
+"""gemmlab bench: the main job. The whole ladder, its peers and the CPU baselines, timed and reported."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
-from ..kernels import registry
-from ..runtime import device
-from ._app import app, console, fail
-from .core import _gpu_or_fail
-
-
-# ------------------------------------------------------------------------------------------- bench
+from ._app import app, console
+from . import _measure
 
 
 @app.command()
 def bench(
-    sizes: str = typer.Option("1024,2048,4096", help="comma-separated square sizes"),
-    kernel: Optional[list[str]] = typer.Option(None, "--kernel", "-k", help="rungs to run (default: all)"),
-    budget_ms: float = typer.Option(300.0, help="timing budget per kernel and size, ms"),
+    sizes: Optional[str] = typer.Option(None, help="square sizes, e.g. 512,1000 or 256..4096 (powers of two); "
+                                                   "default: the standard sweep, 128 to 4096"),
+    shape: Optional[list[str]] = typer.Option(None, "--shape", help="an M x N x K problem, e.g. 4096x1024x512 (repeatable)"),
+    kernel: Optional[list[str]] = typer.Option(None, "--kernel", "-k",
+                                               help="rungs, peers (cublas, torch, triton) or CPU baselines; default: all"),
+    neighbours: bool = typer.Option(False, help="add 2^k-1 and 2^k+1 beside every power of two in --sizes"),
+    budget_ms: Optional[float] = typer.Option(None, help="time budget per kernel and size, ms (default 150)"),
+    pinned: bool = typer.Option(False, help="pinned host memory for the end-to-end timings"),
+    no_peers: bool = typer.Option(False, "--no-peers", help="leave out cuBLAS, torch and Triton"),
+    no_cpu: bool = typer.Option(False, "--no-cpu", help="leave out the CPU baselines"),
+    cpu_scale: Optional[float] = typer.Option(None, help="CPU baselines run up to max_cube x this (default 0.25)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="results and report directory "
+                                                                 "(default gemmlab-results/<run id>)"),
+    at: Optional[int] = typer.Option(None, help="the size the report's tables use (default: the largest with cuBLAS)"),
 ) -> None:
-    """The ladder and cuBLAS (strict fp32) at a few sizes: ms, TFLOP/s, % of cuBLAS, error."""
-    _gpu_or_fail()
-    from rich.progress import Progress
-
-    from ..bench.ladder import run_ladder
-
-    try:
-        size_list = [int(s) for s in sizes.split(",") if s.strip()]
-    except ValueError:
-        fail(f"--sizes must be comma-separated integers, got {sizes!r}")
-    names = kernel or [s.name for s in registry.all_specs()]
-    for nm in names:
-        try:
-            registry.get(nm)
-        except ValueError as exc:
-            fail(str(exc))
-    total = len(size_list) * (len(names) + 1)
-    results = []
-    with Progress(console=console, transient=True) as prog:
-        task = prog.add_task("benchmarking", total=total)
-        try:
-            for r in run_ladder(size_list, names, budget_ms=budget_ms,
-                                on_result=lambda r: prog.update(task, advance=1, description=f"{r.kernel} {r.m}")):
-                results.append(r)
-        except KeyboardInterrupt:
-            console.print("[yellow]interrupted: showing what was measured[/yellow]")
-    cublas = {r.m: r for r in results if r.kernel == "cublas" and r.timing}
-    t = Table(title=f"gemmlab bench on {device.device_info().name} (fp32, L2 flushed, medians)")
-    for col in ("kernel", "size", "ms", "TFLOP/s", "% cuBLAS", "rel. error"):
-        t.add_column(col, justify="right" if col != "kernel" else "left")
-    for r in results:
-        if not r.ok:
-            t.add_row(r.kernel, str(r.m), "-", "-", "-", f"[red]FAILED {r.rel_error:.1e}[/red]")
-            continue
-        ref = cublas.get(r.m)
-        pct = f"{100 * r.tflops / ref.tflops:.0f}%" if ref else "-"
-        t.add_row(r.kernel, str(r.m), f"{r.timing.median_ms:.3f}", f"{r.tflops:.2f}", pct, f"{r.rel_error:.1e}")
-    console.print(t)
-    if any(not r.ok for r in results):
+    """Benchmark the ladder (compute only and end to end) against cuBLAS, torch, Triton and the CPU;
+    write results (JSON, CSV) and the report (Markdown, HTML). Without a GPU: the CPU ladder only."""
+    plan = _measure.build_plan(sizes=sizes, shapes=shape, kernels=kernel, neighbours=neighbours, no_peers=no_peers,
+                               no_cpu=no_cpu, budget_ms=budget_ms, pinned=pinned, cpu_scale=cpu_scale)
+    results, interrupted, sweep = _measure.run(plan, command=" ".join(["gemmlab", *sys.argv[1:]]))
+    target = out or _measure.default_out(sweep)
+    paths = _measure.write_outputs(results, target, report=True, at=at)
+    _measure.summary(results, at)
+    console.print(f"results: {paths['json']} and {paths['csv']}", highlight=False)
+    console.print(f"report:  {paths['html']} (self-contained) and {paths['markdown']}", highlight=False)
+    if interrupted:
+        console.print(f"[yellow]interrupted: kept {len(results)} measurements[/yellow]")
+        raise typer.Exit(130)
+    if any(not r.ok for r in results.records):
         raise typer.Exit(1)

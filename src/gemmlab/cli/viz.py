@@ -31,10 +31,11 @@ def visualize(
     fps: float = typer.Option(1.5, "--fps", help="GIF frames per second"),
     seed: int = typer.Option(0, "--seed", help="seed for the small integers in A and B"),
 ) -> None:
-    """Simulate a rung thread by thread and show it: a terminal summary, an animated GIF, an HTML page to step through.
+    """Simulate a rung thread by thread and show it: terminal summary, animated GIF, HTML page to step through.
 
-    Every global load, shared-memory access and multiply-add of every thread is recorded; the counts are
-    checked against the kernel spec's analytic model. Seed 001's example: gemmlab visualize smem_tiled --n 4 --block 2
+    Every global load, shared-memory access and multiply-add is recorded and checked against the spec's model.
+
+    Seed 001's example: gemmlab visualize smem_tiled --n 4 --block 2
     """
     from .. import viz
     from ..viz import html as viz_html
@@ -48,10 +49,13 @@ def visualize(
         fail(f"--format takes a comma-separated list of {', '.join(FORMATS)}; got {formats!r}")
     if focus not in FOCUS_MODES:
         fail(f"--focus must be one of {', '.join(FOCUS_MODES)}, got {focus!r}")
+    if not fps > 0:
+        fail(f"--fps must be positive, got {fps}")
     params = parse_params(param)
     try:
-        size = n or m or k or viz.default_size(kernel, params, block)
-        M, N, K = m or size, n or size, k or size
+        given = [v for v in (n, m, k) if v is not None]
+        size = given[0] if given else viz.default_size(kernel, params, block)
+        M, N, K = (v if v is not None else size for v in (m, n, k))
         trace = viz.run(kernel, M, N, K, params=params, block=block, seed=seed)
     except (ValueError, viz.NoModelError, viz.ModelError) as exc:
         fail(str(exc))
@@ -63,6 +67,14 @@ def visualize(
     if "terminal" in wanted:
         console.print(view(trace, thread))
     files = [f for f in wanted if f != "terminal"]
+    page = None
+    if "html" in files:     # before writing anything: a page can be refused for its size
+        try:
+            page = viz_html.render_html(trace, thread, focus)
+        except ValueError as exc:
+            fail(str(exc))
+    if "png" in files and frame is not None and not 1 <= frame <= len(trace.frames):
+        fail(f"--frame {frame}: there are {len(trace.frames)} frames, numbered from 1")
     if files:
         out.mkdir(parents=True, exist_ok=True)
         stem = f"{trace.spec.name}_{M}x{N}x{K}_" + "_".join(f"{p}{v}" for p, v in trace.params.items())
@@ -70,14 +82,11 @@ def visualize(
         if "gif" in files:
             console.print(f"wrote {picture.save_gif(out / f'{stem}.gif', fps=fps)} ({len(trace.frames)} frames)")
         if "png" in files:
-            f = (frame if frame is not None else (len(trace.frames) + 1) // 2)
-            if not 1 <= f <= len(trace.frames):
-                fail(f"--frame {f}: there are {len(trace.frames)} frames, numbered from 1")
+            f = frame if frame is not None else (len(trace.frames) + 1) // 2
             console.print(f"wrote {picture.save_png(f - 1, out / f'{stem}_frame{f}.png')}")
-        if "html" in files:
-            try:
-                console.print(f"wrote {viz_html.write_html(trace, out / f'{stem}.html', thread, focus)}")
-            except ValueError as exc:
-                fail(str(exc))
+        if page is not None:
+            path = out / f"{stem}.html"
+            path.write_text(page, encoding="utf-8")
+            console.print(f"wrote {path}")
     if problems:
         fail("the model disagrees with the spec's analytic model: " + "; ".join(problems))

@@ -166,7 +166,7 @@ def ladder_story(ctx: ReportContext) -> list[Section]:
                         f"{', ' + pct(ctx.pct_of_reference(lo)) + ' of cuBLAS' if ref else ''}) to "
                         f"{num(hi.tflops)} TFLOP/s ({hi.label}"
                         f"{', ' + pct(ctx.pct_of_reference(hi)) + ' of cuBLAS' if ref else ''}), "
-                        f"{num(lo.median_ms / hi.median_ms)}x faster overall. Each rung changes one thing, "
+                        f"{num(lo.median_ms / hi.median_ms)}x the throughput of the first rung. Each rung changes one thing, "
                         "named in the table; the step column says what that one change bought.")
             steps = [(rungs[i - 1].median_ms / rungs[i].median_ms, rungs[i]) for i in range(1, len(rungs))]
             if steps:
@@ -200,8 +200,9 @@ def ladder_story(ctx: ReportContext) -> list[Section]:
         gpu_at = [r for g in ctx.gpus() for r in ctx.at_size(ctx.gpu_records(g), n) if r.family == GPU]
         if gpu_at:
             best = min(gpu_at, key=lambda r: r.median_ms)
-            text += (f" At the same size the fastest GPU rung ({best.label}) takes {num(best.median_ms)} ms, "
-                     f"{num(hi.median_ms / best.median_ms)}x less than {hi.label}.")
+            text += (f" At the same size the fastest GPU rung ({best.label}) takes {num(best.median_ms)} ms against "
+                     f"{num(hi.median_ms)} ms for {hi.label}: a ratio of {num(hi.median_ms / best.median_ms)} "
+                     "(kernel time only; copies to the GPU not counted).")
         s.blocks.append(Paragraph(text))
         t = _ladder_table(ctx, recs, False)
         t.headers[4] = "GFLOP/s"

@@ -164,7 +164,10 @@ def clocks_now(index: int = 0) -> dict[str, Any]:
     try:
         pynvml.nvmlInit()
         try:
-            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            try:  # CUDA and NVML number GPUs differently when CUDA_VISIBLE_DEVICES reorders them
+                h = pynvml.nvmlDeviceGetHandleByPciBusId(require_cupy().cuda.Device(index).pci_bus_id)
+            except Exception:
+                h = pynvml.nvmlDeviceGetHandleByIndex(index)
             out = {
                 "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
                 "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),

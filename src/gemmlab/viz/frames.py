@@ -20,8 +20,7 @@ from .model import Trace
 from .state import CODE, DARK, SMEM_STATES, STATES, Frames, layout, palette_rgb
 
 TEXT_PX = 520          # width of the text panel
-MIN_H_PX = 600
-SHOW_VALUES_PX = 22    # cells at least this large show their numbers
+MIN_H_PX = 680        # the caption (about 22 lines) and the legend (up to 17) need this much
 
 
 def _fmt(v: float) -> str:
@@ -98,7 +97,7 @@ class Picture:
         self.ax.axis("off")
         self.palette = palette_rgb()
         self.images, self.texts = {}, {}
-        show_values = self.cell_px >= SHOW_VALUES_PX
+        show_values = lay.shows_values
         for name, (rows, cols) in self.shapes.items():
             ox, oy = self.origin[name]
             self.images[name] = self.ax.imshow(np.zeros((rows, cols, 3), dtype=np.uint8), extent=(ox, ox + cols, oy + rows, oy),
@@ -181,6 +180,12 @@ class Picture:
         return "\n".join(lines)
 
     def draw(self, f: int) -> np.ndarray:
+        self._update(f)
+        self.canvas.draw()
+        return np.asarray(self.canvas.buffer_rgba()).copy()
+
+    def _update(self, f: int) -> None:
+        """Set every artist to frame f (drawing is left to the caller: canvas.draw or a writer's grab)."""
         st = self.fr.state(f)
         for name, img in self.images.items():
             img.set_data(self.palette[st.panels[name]])
@@ -198,19 +203,22 @@ class Picture:
                 ox, oy = self.origin[name]
                 rect.set_bounds(ox + c0, oy + r0, cols, rows)
         self.text.set_text(self.caption(f))
-        self.canvas.draw()
-        return np.asarray(self.canvas.buffer_rgba()).copy()
 
-    def cell_pixel(self, panel: str, r: int, c: int) -> tuple[int, int]:
-        """(x, y) of the centre of cell (r, c) of `panel` in the image `draw` returns (y from the top)."""
+    @property
+    def shows_values(self) -> bool:
+        return bool(self.texts)
+
+    def cell_pixel(self, panel: str, r: int, c: int, fx: float = 0.5, fy: float = 0.5) -> tuple[int, int]:
+        """(x, y) of the point (fx, fy) of cell (r, c) of `panel` (0.5, 0.5: its centre) in the image `draw`
+        returns, y counted from the top."""
         ox, oy = self.origin[panel]
-        x, y = self.ax.transData.transform((ox + c + 0.5, oy + r + 0.5))
+        x, y = self.ax.transData.transform((ox + c + fx, oy + r + fy))
         height = self.canvas.get_width_height()[1]
         return int(round(x)), int(round(height - y))
 
     # ------------------------------------------------------------------ files
     def save_png(self, f: int, path: Path) -> Path:
-        self.draw(f)
+        self._update(f)
         self.fig.savefig(path, dpi=self.fig.dpi, facecolor="white")
         return path
 
@@ -218,6 +226,6 @@ class Picture:
         writer = PillowWriter(fps=fps)
         with writer.saving(self.fig, str(path), dpi=self.fig.dpi):
             for f in range(len(self.trace.frames)):
-                self.draw(f)
+                self._update(f)
                 writer.grab_frame(facecolor="white")
         return path

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .frames import describe_thread, launch_text, params_text, size_text
+from .frames import launch_text, params_text, size_text
 from .model import A_LOAD, AS_READ, AS_WRITE, B_LOAD, BS_READ, BS_WRITE, C_STORE, FMA, OWN, Trace
-from .state import DARK, SMEM_STATES, STATES, layout
 from .rungs import model_for
+from .state import DARK, SMEM_STATES, STATES, layout
 
-# Events beyond which the page would be too heavy to open comfortably (about 10 MB of JSON).
+# Events beyond which the page gets heavy to open (about 6 MB of JSON; naive at 50^3 has 380,000).
 MAX_HTML_EVENTS = 400_000
-SHOW_VALUES_PX = 22
 
 
 def page_data(trace: Trace, thread: int = 0, mode: str = "thread") -> dict:
@@ -29,8 +28,7 @@ def page_data(trace: Trace, thread: int = 0, mode: str = "thread") -> dict:
     e = trace.events
     nf = len(trace.frames)
     off = np.searchsorted(e["frame"], np.arange(nf + 1), side="left")
-    show_values = lay.cell_px >= SHOW_VALUES_PX
-    states = [s for s in STATES]
+    show_values = lay.shows_values
     return {
         "kernel": trace.spec.name,
         "rung": trace.spec.rung,
@@ -63,13 +61,12 @@ def page_data(trace: Trace, thread: int = 0, mode: str = "thread") -> dict:
         },
         "kinds": {"OWN": OWN, "A_LOAD": A_LOAD, "B_LOAD": B_LOAD, "AS_WRITE": AS_WRITE, "BS_WRITE": BS_WRITE,
                   "AS_READ": AS_READ, "BS_READ": BS_READ, "FMA": FMA, "C_STORE": C_STORE},
-        "states": states,
+        "states": [list(s) for s in STATES],
         "dark": sorted(DARK),
         "smemStates": sorted(SMEM_STATES),
         "agreement": [[q, a, b] for q, a, b in trace.agreement()],
         "thread": thread,
         "mode": mode,
-        "describe0": describe_thread(trace, thread),
     }
 
 

@@ -55,6 +55,7 @@ class Mark:
     step: int = -1      # the K step (tile) this frame belongs to, -1 outside the main loop
     k_done: int = 0     # how many of the K terms every result holds at the end of this frame
     sync: bool = False  # the frame ends with __syncthreads()
+    k: int = -1         # in a compute frame, the term of the inner product it adds (K or more: a padded term)
 
 
 class Thread:
@@ -170,7 +171,9 @@ class _Simulation:
         s = self._cell(t, name, r, c)
         v = float(s.values[r, c])
         if np.isnan(v):
-            raise ModelError(f"block {t.block}, thread {t.tid} reads {name}[{r}][{c}] before any thread wrote it")
+            raise ModelError(f"race or missing load in block {t.block}: thread {t.tid} reads {name}[{r}][{c}] "
+                             f"before any thread wrote it (threads of a frame run one after another here, so a "
+                             f"missing __syncthreads shows as a read of nothing)")
         w = int(s.writer[r, c])
         if w not in (-1, t.tid):
             raise ModelError(f"race in block {t.block}: thread {t.tid} reads {name}[{r}][{c}] that thread {w} "
@@ -226,9 +229,10 @@ class _Simulation:
                     raise ModelError(f"threads of block {block} disagree at frame {self.frame}: "
                                      f"{first.label!r} against {odd.label!r}")
                 if first.sync:
-                    if len(alive) != len(threads):
-                        raise ModelError(f"barrier divergence in block {block}: {len(threads) - len(alive)} "
-                                         f"threads returned before __syncthreads() at frame {self.frame}")
+                    if len(alive) != self.threads_per_block:   # counting threads that returned in earlier frames
+                        raise ModelError(f"barrier divergence in block {block}: {self.threads_per_block - len(alive)} "
+                                         f"threads returned before __syncthreads() at frame {self.frame} (every "
+                                         f"thread of a block must reach each barrier)")
                     for s in self.shared[block].values():
                         s.barrier()
                 if mark is None:

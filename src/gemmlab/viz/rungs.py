@@ -42,7 +42,7 @@ def naive(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator[Mark
     for k in range(K):
         acc = t.fma(row, col, k, acc, t.load_a(row, k), t.load_b(k, col))
         yield Mark("compute", f"k = {k}: each thread reads A[row, {k}] and B[{k}, col] from global memory "
-                              f"and adds their product to its sum", step=k, k_done=k + 1)
+                              f"and adds their product to its sum", step=k, k_done=k + 1, k=k)
     t.store_c(row, col, acc)
     yield Mark("store", "each thread writes its sum to C[row, col]", k_done=K)
 
@@ -59,7 +59,7 @@ def coalesced(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator[
     for k in range(K):
         acc = t.fma(row, col, k, acc, t.load_a(row, k), t.load_b(k, col))
         yield Mark("compute", f"k = {k}: each thread reads A[row, {k}] and B[{k}, col] from global memory "
-                              f"and adds their product to its sum", step=k, k_done=k + 1)
+                              f"and adds their product to its sum", step=k, k_done=k + 1, k=k)
     t.store_c(row, col, acc)
     yield Mark("store", "each thread writes its sum to C[row, col]", k_done=K)
 
@@ -70,13 +70,23 @@ def coalesced(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator[
 def smem_tiled(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator[Mark]:
     BD = p["BLOCK_DIM"]
     tx, ty = t.thread_idx
-    row = t.block_idx[1] * BD + ty
-    col = t.block_idx[0] * BD + tx
+    bx, by = t.block_idx
+    row = by * BD + ty
+    col = bx * BD + tx
     t.owns(row, col)
     yield Mark("launch", _launch_label(f"thread (tx, ty) of a {BD} x {BD} block owns C[row, col]"))
     steps = cdiv(K, BD)
     acc = 0.0
-    for step, k0 in enumerate(range(0, K, BD)):
+    k0 = 0
+    # Blocks whose tile lies inside C take the unchecked loop for every full step along K; the checked
+    # loop pads the rest with zeros. Both load the same elements, so both show as the same frames.
+    if (by + 1) * BD <= M and (bx + 1) * BD <= N:
+        while k0 + BD <= K:
+            t.smem_write("As", ty, tx, t.load_a(row, k0 + tx))
+            t.smem_write("Bs", ty, tx, t.load_b(k0 + ty, col))
+            acc = yield from _smem_tiled_step(t, row, col, k0, K, BD, steps, acc)
+            k0 += BD
+    while k0 < K:
         if row < M and k0 + tx < K:
             t.smem_write("As", ty, tx, t.load_a(row, k0 + tx))
         else:
@@ -85,19 +95,28 @@ def smem_tiled(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator
             t.smem_write("Bs", ty, tx, t.load_b(k0 + ty, col))
         else:
             t.smem_write("Bs", ty, tx, 0.0, padded=True)
-        yield Mark("load", f"step {step + 1}/{steps}: each thread copies A[row, {k0} + tx] to As[ty][tx] and "
-                           f"B[{k0} + ty, col] to Bs[ty][tx] (0 past the edge); __syncthreads()",
-                   step=step, k_done=k0, sync=True)
-        for k in range(BD):
-            acc = t.fma(row, col, k0 + k, acc, t.smem_read("As", ty, k), t.smem_read("Bs", k, tx))
-            last = k == BD - 1
-            yield Mark("compute", f"step {step + 1}/{steps}, {_k_label(k0 + k, K)}: each thread adds "
-                                  f"As[ty][{k}] * Bs[{k}][tx] from shared memory to its sum"
-                                  + ("; __syncthreads()" if last else ""),
-                       step=step, k_done=min(K, k0 + k + 1), sync=last)
+        acc = yield from _smem_tiled_step(t, row, col, k0, K, BD, steps, acc)
+        k0 += BD
     if row < M and col < N:
         t.store_c(row, col, acc)
     yield Mark("store", "each thread inside C writes its sum to C[row, col]", k_done=K)
+
+
+def _smem_tiled_step(t: Thread, row: int, col: int, k0: int, K: int, BD: int, steps: int, acc: float):
+    """One K step after the tile loads: the barrier, BLOCK_DIM multiply-adds from shared memory, the barrier."""
+    tx, ty = t.thread_idx
+    step = k0 // BD
+    yield Mark("load", f"step {step + 1}/{steps}: each thread copies A[row, {k0}+tx] to As[ty][tx] and "
+                       f"B[{k0}+ty, col] to Bs[ty][tx] (0 past the edge); __syncthreads()",
+               step=step, k_done=k0, sync=True)
+    for k in range(BD):
+        acc = t.fma(row, col, k0 + k, acc, t.smem_read("As", ty, k), t.smem_read("Bs", k, tx))
+        last = k == BD - 1
+        yield Mark("compute", f"step {step + 1}/{steps}, {_k_label(k0 + k, K)}: each thread adds "
+                              f"As[ty][{k}] * Bs[{k}][tx] from shared memory to its sum"
+                              + ("; __syncthreads()" if last else ""),
+                   step=step, k_done=min(K, k0 + k + 1), sync=last, k=k0 + k)
+    return acc
 
 
 # --------------------------------------------------------------------------------- 04, 05 block tiles
@@ -148,7 +167,7 @@ def blocktile_1d(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterat
             yield Mark("compute", f"step {step + 1}/{steps}, {_k_label(k0 + k, K)}: each thread reads one B value "
                                   f"Bs[{k}][tcol] and {TM} A values As[trow*{TM} + m][{k}], {TM} multiply-adds"
                                   + ("; __syncthreads()" if last else ""),
-                       step=step, k_done=min(K, k0 + k + 1), sync=last)
+                       step=step, k_done=min(K, k0 + k + 1), sync=last, k=k0 + k)
     col = col0 + tcol
     if col < N:
         for m in range(TM):
@@ -186,7 +205,7 @@ def blocktile_2d(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterat
             yield Mark("compute", f"step {step + 1}/{steps}, {_k_label(k0 + k, K)}: each thread reads {TM} values "
                                   f"of As and {TN} of Bs into registers and does their outer product, "
                                   f"{TM * TN} multiply-adds" + ("; __syncthreads()" if last else ""),
-                       step=step, k_done=min(K, k0 + k + 1), sync=last)
+                       step=step, k_done=min(K, k0 + k + 1), sync=last, k=k0 + k)
     for i in range(TM):
         row = row0 + trow + i * TROWS
         if row >= M:

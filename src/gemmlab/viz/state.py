@@ -79,6 +79,11 @@ class Layout:
         """Pixels per cell: the longer side of the matrices about 600 px, cells between 3 and 44 px."""
         return float(np.clip(600 / max(self.width, self.height), 3, 44))
 
+    @property
+    def shows_values(self) -> bool:
+        """Cells of 22 px or more print their numbers."""
+        return self.cell_px >= 22
+
 
 def layout(trace: Trace) -> Layout:
     mp, np_, kp = trace.padded_shape()
@@ -128,7 +133,7 @@ class Frames:
 
     def state(self, f: int) -> FrameState:
         t, e = self.trace, self.e
-        M, N, K, mp, np_, kp = t.m, t.n, t.k, self.mp, self.np_, self.kp
+        M, N, mp, np_, kp = t.m, t.n, self.mp, self.np_, self.kp
         now = self._sl(f)
         upto = slice(0, int(self.off[f + 1]))
         kind, r, c = e["kind"], e["r"], e["c"]
@@ -188,7 +193,7 @@ class Frames:
 
     def _staged(self, f: int) -> dict[str, tuple[int, int, int, int] | None]:
         """The part of A and B the focus block holds in shared memory during frame f's K step."""
-        t, e = self.trace, self.e
+        t = self.trace
         out: dict[str, tuple[int, int, int, int] | None] = {"A": None, "B": None}
         if not t.smem_shapes:
             return out

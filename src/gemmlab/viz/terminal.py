@@ -39,18 +39,20 @@ def _accesses(trace: Trace, frame: int, thread: int, kind: int, name: str, share
 def step_table(trace: Trace, thread: int) -> Table:
     t = Table(title=f"{describe_thread(trace, thread)}, frame by frame", title_justify="left", expand=False)
     for col, just in (("frame", "right"), ("what", "left"), ("reads global", "left"), ("writes shared", "left"),
-                      ("reads shared", "left"), ("accumulates", "left"), ("global loads so far\nthread/block/all", "right")):
+                      ("reads shared", "left"), ("accumulates", "left"), ("global loads\nthread/block/all", "right")):
         t.add_column(col, justify=just, overflow="fold")
     blk = trace.block_of(thread)
     per_thread = trace.per_frame(GLOBAL_LOADS, thread=thread).cumsum()
     per_block = trace.per_frame(GLOBAL_LOADS, block=blk).cumsum()
     per_all = trace.per_frame(GLOBAL_LOADS).cumsum()
     for f, mk in enumerate(trace.frames):
-        what = mk.phase + (f" {mk.step + 1}" if mk.step >= 0 and trace.smem_shapes else "")
-        if mk.phase == "compute" and not trace.smem_shapes:
-            what = f"k = {mk.step}"
+        what = mk.phase
+        if mk.phase == "load":
+            what = f"load step {mk.step + 1}"
+        elif mk.phase == "compute":
+            what = f"k = {mk.k}" + (" pad" if mk.k >= trace.k else "")
         if mk.sync:
-            what += " | sync"
+            what += ", sync"
         glob = " ".join(x for x in (_accesses(trace, f, thread, A_LOAD, "A"), _accesses(trace, f, thread, B_LOAD, "B")) if x)
         wsh = " ".join(x for x in (_accesses(trace, f, thread, AS_WRITE, "As", True),
                                    _accesses(trace, f, thread, BS_WRITE, "Bs", True)) if x)

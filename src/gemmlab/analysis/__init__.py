@@ -1,0 +1,22 @@
+"""Analysis: the models that explain the numbers, and their checks against measurement.
+
+Models (no GPU; plain functions of M, N, K, parameters, device facts and compiled resources):
+  models.model_kernel   everything about one rung at one size: FLOPs, requested traffic, accesses per
+                        thread (seed 001), intensity and work / span (seed 000), occupancy, tile and wave
+                        quantization (seed 002), L1 requests, L2 and DRAM traffic through the caches
+  bounds.predict        time bounds from the ceilings (micro) and the limiter
+  quantization          the tile / wave model and the sawtooth fit
+  cliff                 the L2 cliff (seed 000)
+  explain               numbers, model against measurement, and a paragraph
+  report                the report section (seed 004's Table 1, Table 2 and figures)
+Measurement (GPU): measure (kernel times with the SM clock), ncu (hardware counters).
+"""
+
+from .bounds import Bound, Prediction, predict, verdict
+from .explain import Explanation, explain
+from .models import KernelModel, model_kernel, next_rung
+from .quantization import Quantization, quantize
+from .report import Section, analysis_section
+
+__all__ = ["Bound", "Explanation", "KernelModel", "Prediction", "Quantization", "Section", "analysis_section",
+           "explain", "model_kernel", "next_rung", "predict", "quantize", "verdict"]

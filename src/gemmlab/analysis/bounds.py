@@ -1,0 +1,118 @@
+"""Time bounds from the ceilings, and the limiter: the resource whose bound is the longest.
+
+Each bound is the least time a resource needs for the kernel's work on it, at the rate the ceilings give
+(measured by the microbenchmarks, or the datasheet's on the model-only path):
+
+  FMA        the busiest SM's share of the FMAs, padding of edge tiles included (tile and wave
+             quantization), at its share of the FP32 rate
+  DRAM       the modelled DRAM bytes (read and written) at the streaming rates
+  L2         the modelled L1 <-> L2 bytes at the L2 rate
+  L1/shared  the L1 / shared-memory data stage, which processes one wavefront per cycle per SM: the
+             global-load wavefronts (one per distinct 128-byte line of a warp's request) plus the
+             shared-memory wavefronts, on the busiest SM. This bound uses the hardware's per-cycle rate
+             rather than a microbenchmark's, because a wavefront is the unit the hardware serialises
+             whatever the access pattern; the L1 and shared microbenchmarks show how close a streaming
+             pattern gets to it
+  latency    seed 000's span: each output is a chain of K dependent FMAs (4 cycles apart), once per wave
+
+Rates that scale with the SM clock (FMA, L2, L1/shared, latency) are taken at the clock the kernel ran
+at when one is given (`sm_clock_mhz`, sampled during its timing), scaled from the clock the ceilings
+were measured at; DRAM does not scale.
+
+A kernel can run no faster than its longest bound; how far the measured time is above it is what
+latency, occupancy and issue overheads cost. A kernel measured *faster* than a bound shows the model is
+too pessimistic there (e.g. the compiler merged broadcast shared loads into wider ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..micro.ceilings import Ceilings
+from .facts import FMA_LATENCY_CYCLES
+from .models import KernelModel
+
+RESOURCES = ("FMA", "DRAM", "L2", "L1/shared", "latency")
+WAVEFRONTS_PER_CLK_PER_SM = 1
+
+
+@dataclass(frozen=True)
+class Bound:
+    resource: str
+    seconds: float
+    amount: float        # the work on this resource, in `unit`
+    unit: str
+    rate: float          # per second
+    note: str
+
+
+@dataclass
+class Prediction:
+    bounds: list[Bound]
+    flops: int
+    ceilings_source: str
+    sm_clock_mhz: float | None
+
+    @property
+    def limiter(self) -> Bound:
+        return max(self.bounds, key=lambda b: b.seconds)
+
+    @property
+    def seconds(self) -> float:
+        return self.limiter.seconds
+
+    @property
+    def attainable_flops(self) -> float:
+        return self.flops / self.seconds if self.seconds > 0 else 0.0
+
+    def bound(self, resource: str) -> Bound:
+        for b in self.bounds:
+            if b.resource == resource:
+                return b
+        raise KeyError(resource)
+
+
+def predict(model: KernelModel, ceilings: Ceilings, sm_clock_mhz: float | None = None) -> Prediction:
+    q, dev, geo = model.quant, model.device, model.geometry
+    S = dev.sm_count
+    ref_mhz = ceilings.sm_clock_mhz or dev.sm_clock_khz / 1e3
+    mhz = sm_clock_mhz or ref_mhz
+    f = mhz / ref_mhz
+    fp32, l2_rate = ceilings.fp32_flops * f, ceilings.l2_bps * f
+    # The busiest SM runs ceil(tiles / SMs) blocks; per-SM resources are bound by it.
+    imbalance = 1.0 / q.balance_efficiency if q.tiles else 1.0
+    if geo.tiled:
+        fma_work = 2.0 * q.busiest_sm_blocks * geo.tile_m * geo.tile_n * model.k * S
+    else:
+        fma_work = float(model.flops)
+    bounds = [Bound("FMA", fma_work / fp32, fma_work, "FLOP", fp32,
+                    f"{q.busiest_sm_blocks} tile(s) of {geo.tile_m}x{geo.tile_n} on the busiest SM "
+                    f"(tile efficiency {100 * q.tile_efficiency:.0f}%, SM balance {100 * q.balance_efficiency:.0f}%)")]
+    c = model.cache
+    wr = ceilings.dram_write_bps or ceilings.dram_bps
+    dram_s = c.dram_read_bytes / ceilings.dram_bps + c.dram_write_bytes / wr
+    bounds.append(Bound("DRAM", dram_s, c.dram_bytes, "B", ceilings.dram_bps,
+                        f"{c.dram_read_bytes / 1e6:.0f} MB read ({c.dram_read_bytes / max(c.compulsory_read_bytes, 1):.1f}x "
+                        f"compulsory) + {c.dram_write_bytes / 1e6:.0f} MB written"))
+    bounds.append(Bound("L2", c.l2_bytes / l2_rate, c.l2_bytes, "B", l2_rate,
+                        f"L1 misses {c.l2_load_bytes / 1e9:.2f} GB + stores {c.l2_store_bytes / 1e9:.2f} GB"))
+    l1 = model.l1
+    pipe_rate = S * WAVEFRONTS_PER_CLK_PER_SM * mhz * 1e6
+    pipe_s = l1.wavefronts / pipe_rate * imbalance
+    bounds.append(Bound("L1/shared", pipe_s, l1.wavefronts, "wavefronts", pipe_rate,
+                        f"{l1.global_load_wavefronts / 1e9:.2f} G global-load + "
+                        f"{(l1.smem_load_wavefronts + l1.smem_store_wavefronts) / 1e9:.2f} G shared wavefronts "
+                        f"({l1.smem_wavefront_source}), 1 per cycle per SM"))
+    span_s = q.full_waves * model.k * FMA_LATENCY_CYCLES / (mhz * 1e6)
+    bounds.append(Bound("latency", span_s, q.full_waves * model.k * FMA_LATENCY_CYCLES, "cycles", mhz * 1e6,
+                        f"{q.full_waves} wave(s) x K = {model.k} dependent FMAs x {FMA_LATENCY_CYCLES} cycles"))
+    return Prediction(bounds, model.flops, ceilings.source, mhz)
+
+
+def verdict(prediction: Prediction, measured_s: float | None, slack: float = 1.5) -> str:
+    """What limits the kernel, given a measurement: the limiter when the time is within `slack` of its
+    bound, else latency / occupancy (no throughput ceiling explains the time)."""
+    lim = prediction.limiter
+    if measured_s is None or measured_s <= 0:
+        return lim.resource
+    return lim.resource if measured_s <= slack * lim.seconds else "latency / occupancy"

@@ -1,0 +1,152 @@
+"""Figures: the roofline with measured ceilings, the quantization sawtooth, the L2 cliff.
+
+Each function returns a matplotlib Figure (the Agg backend: no display needed); callers save it. The
+SM clock the ceilings and the kernels ran at is written on every figure that shows a % of peak.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..micro.ceilings import Ceilings
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+@dataclass
+class RooflinePoint:
+    label: str
+    flops_per_s: float                 # achieved (measured) or attainable (model)
+    intensities: dict[str, float]      # level ("DRAM", "L2", "L1") -> FLOP per byte at that level
+    measured: bool
+    sm_clock_mhz: float | None = None
+
+
+LEVEL_MARKERS = {"DRAM": "o", "L2": "s", "L1": "^"}
+
+
+def roofline_figure(ceilings: Ceilings, points: list[RooflinePoint], title: str = "",
+                    datasheet: Ceilings | None = None):
+    """Log-log roofline: FP32 peak, DRAM, L2, L1 and shared-memory slopes; each kernel at three intensities.
+
+    A kernel's three markers share one height (its FLOP/s) and sit at its intensity with respect to DRAM
+    bytes, L1 <-> L2 bytes and L1 requests: the roof above each marker is what that level allows, and the
+    lowest roof over the three is the level that limits it.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 6))
+    xs = [10 ** (e / 20) for e in range(-50, 81)]  # 10^-2.5 .. 10^4 FLOP/B
+    peak = ceilings.fp32_flops
+    slopes = [("DRAM", ceilings.dram_bps, "tab:red"), ("L2", ceilings.l2_bps, "tab:orange"),
+              ("L1 hits", ceilings.l1_bps, "tab:green"), ("shared", ceilings.smem_bps, "tab:olive")]
+    ax.plot([xs[0], xs[-1]], [peak / 1e12] * 2, color="black", lw=2,
+            label=f"FP32 peak {peak / 1e12:.1f} TFLOP/s ({ceilings.source})")
+    for name, bw, col in slopes:
+        ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], color=col, lw=1.5,
+                label=f"{name} {bw / 1e9:,.0f} GB/s ({ceilings.source})")
+    if datasheet is not None:
+        ax.plot([xs[0], xs[-1]], [datasheet.fp32_flops / 1e12] * 2, color="black", lw=1, ls="--",
+                label=f"FP32 datasheet {datasheet.fp32_flops / 1e12:.1f} TFLOP/s")
+        ax.plot(xs, [min(datasheet.fp32_flops, datasheet.dram_bps * x) / 1e12 for x in xs], color="tab:red",
+                lw=1, ls="--", label=f"DRAM datasheet {datasheet.dram_bps / 1e9:,.0f} GB/s")
+    cmap = plt.get_cmap("tab10")
+    for i, p in enumerate(points):
+        col = cmap(i % 10)
+        y = p.flops_per_s / 1e12
+        pts = [(lvl, x) for lvl, x in p.intensities.items() if x and math.isfinite(x) and x > 0]
+        if not pts or y <= 0:
+            continue
+        ax.plot([x for _, x in pts], [y] * len(pts), color=col, lw=0.8, alpha=0.6)
+        for j, (lvl, x) in enumerate(pts):
+            ax.scatter([x], [y], color=col, marker=LEVEL_MARKERS.get(lvl, "o"), s=45,
+                       facecolors=col if p.measured else "none", zorder=3,
+                       label=(f"{p.label}" + ("" if p.measured else " (model)")) if j == 0 else None)
+    for lvl, mk in LEVEL_MARKERS.items():
+        ax.scatter([], [], marker=mk, color="gray", label=f"intensity vs {lvl} bytes")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte at that level)")
+    ax.set_ylabel("TFLOP/s")
+    clk = f"; FMA ceiling at {ceilings.sm_clock_mhz:.0f} MHz" if ceilings.sm_clock_mhz else ""
+    ax.set_title((title or "Roofline") + clk, fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def sawtooth_figure(fit, title: str = "", tile_n: int | None = None):
+    """Measured TFLOP/s over the sweep with the quantization model overlaid; relative error below."""
+    plt = _plt()
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    ns = [s[1] for s in fit.shapes]
+    ax.plot(ns, fit.measured_tflops, "o-", ms=3, lw=1, label="measured")
+    ax.plot(ns, fit.predicted_tflops, "-", lw=1.5, label=f"quantization model (s1 = {fit.single_block_speed:.2f}, "
+                                                          "one fitted scale)")
+    if tile_n:
+        for x in range((ns[0] // tile_n + 1) * tile_n, ns[-1] + 1, tile_n):
+            ax.axvline(x, color="gray", lw=0.5, alpha=0.5)
+            ax2.axvline(x, color="gray", lw=0.5, alpha=0.5)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax2.plot(ns, [100 * e for e in fit.rel_errors], ".-", ms=3, lw=0.8, color="tab:red")
+    ax2.axhline(10, color="gray", ls="--", lw=0.8)
+    ax2.axhline(-10, color="gray", ls="--", lw=0.8)
+    ax2.set_ylabel("model error %")
+    ax2.set_xlabel("N")
+    ax2.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def cliff_figure(cliff, measured: dict[int, float] | None = None, title: str = ""):
+    """Predicted (and measured) TFLOP/s of a kernel over N, with the DRAM re-read factor and the cliff."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ns = [p.n for p in cliff.points]
+    ax.plot(ns, [p.predicted_tflops for p in cliff.points], "-", label="model: attainable")
+    if measured:
+        xs = sorted(measured)
+        ax.plot(xs, [measured[x] for x in xs], "o-", ms=4, label="measured")
+    ax.axvline(cliff.n_all_fit, color="tab:red", ls="--", lw=1,
+               label=f"A+B+C = L2 at N = {cliff.n_all_fit}")
+    ax.set_xlabel("N (square)")
+    ax.set_ylabel("TFLOP/s")
+    ax2 = ax.twinx()
+    ax2.plot(ns, [p.dram_reread for p in cliff.points], ":", color="gray", label="model: DRAM reads / compulsory")
+    ax2.set_ylabel("DRAM reads / compulsory")
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="best")
+    ax.set_title(title or f"L2 cliff: {cliff.kernel}", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def efficiency_figure(rows: list[tuple[str, float, float]], title: str = ""):
+    """Seed 004's Figure 2: per kernel, % of peak compute and % of peak DRAM bandwidth, side by side."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    names = [r[0] for r in rows]
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r[1] for r in rows], width=0.4, label="% of FP32 peak")
+    ax.bar([x + 0.2 for x in xs], [r[2] for r in rows], width=0.4, label="% of DRAM bandwidth (modelled bytes)")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("%")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,159 @@
+"""What `bench` and `sweep` share: building a plan from options, running it with a progress bar,
+keeping what was measured on Ctrl-C, writing results (and the report), printing the summary."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional, Sequence
+
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.markup import escape
+from rich.table import Table
+
+from ..bench import sweep as sw
+from ..bench.records import COMPUTE, END_TO_END, Results
+from ..runtime import device
+from ._app import console, fail
+
+
+def build_plan(
+    *,
+    sizes: Optional[str],
+    shapes: Optional[Sequence[str]],
+    kernels: Optional[Sequence[str]],
+    neighbours: bool = False,
+    no_peers: bool = False,
+    no_cpu: bool = False,
+    budget_ms: Optional[float] = None,
+    reps: Optional[int] = None,
+    modes: Optional[str] = None,
+    warm_l2: bool = False,
+    pinned: bool = False,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    seed: int = 0,
+    cpu_scale: Optional[float] = None,
+) -> sw.Plan:
+    """A sweep plan from command-line options; exits with one line on a bad option."""
+    gpu = device.gpu_available()
+    plan = sw.default_plan(gpu=True)  # the full menu; trimmed below
+    try:
+        if kernels:
+            plan.gpu, plan.peers, plan.cpu = sw.split_names([k for item in kernels for k in item.split(",") if k])
+        custom: list[tuple[int, int, int]] = []
+        if sizes:
+            sq = sw.parse_sizes(sizes)
+            custom += [(s, s, s) for s in (sw.with_neighbours(sq) if neighbours else sq)]
+        for item in shapes or []:
+            custom += [sw.parse_shape(t) for t in item.split(",") if t.strip()]
+    except ValueError as exc:
+        fail(str(exc))
+    if custom:
+        plan.shapes = sorted(set(custom), key=lambda s: (s[0] * s[1] * s[2], s))
+    if no_peers:
+        plan.peers = []
+    if no_cpu:
+        plan.cpu = []
+    if not gpu:
+        # No GPU: the CPU ladder only, at the sizes asked for or the small default ones.
+        plan.cpu_shapes = plan.shapes if custom else [(s, s, s) for s in sw.DEFAULT_CPU_SIZES]
+    if modes:
+        chosen = tuple(m.strip().replace("-", "_") for m in modes.split(",") if m.strip())
+        chosen = tuple(END_TO_END if m in ("e2e", END_TO_END) else m for m in chosen)
+        bad = [m for m in chosen if m not in (COMPUTE, END_TO_END)]
+        if bad or not chosen:
+            fail(f"--modes takes compute and/or end_to_end (e2e), got {modes!r}")
+        plan.modes = chosen
+    if warm_l2:
+        plan.l2 = "warm"
+    if budget_ms is not None:
+        if budget_ms <= 0:
+            fail(f"--budget-ms must be positive, got {budget_ms}")
+        plan.timing = plan.timing.with_(budget_ms=budget_ms)
+        plan.e2e_timing = plan.e2e_timing.with_(budget_ms=max(budget_ms / 2, 1.0))
+        plan.cpu_timing = plan.cpu_timing.with_(budget_ms=budget_ms)
+    if reps is not None:
+        if reps < 1:
+            fail(f"--reps must be at least 1, got {reps}")
+        plan.timing, plan.e2e_timing, plan.cpu_timing = (
+            t.with_(fixed_samples=reps) for t in (plan.timing, plan.e2e_timing, plan.cpu_timing))
+    if cpu_scale is not None:
+        plan.cpu_scale = cpu_scale
+    return replace(plan, pinned=pinned, alpha=alpha, beta=beta, seed=seed)
+
+
+def run(plan: sw.Plan, command: str) -> tuple[Results, bool, sw.Sweep]:
+    """Run with a progress bar (description, bar, %, elapsed, ETA); Ctrl-C keeps what was measured."""
+    if plan.gpu or plan.peers:
+        reason = device.gpu_unavailable_reason()
+        if reason:
+            console.print(f"[yellow]GPU part skipped: {escape(reason)}[/yellow]", highlight=False)
+            if plan.cpu:
+                console.print("[yellow]Running the CPU ladder only.[/yellow]", highlight=False)
+    interrupted = False
+    columns = (TextColumn("{task.description:<34}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as prog:
+        task = prog.add_task("starting", total=1.0)
+        sweep = sw.Sweep(plan, command=command)
+        prog.update(task, total=sweep.total_work)
+        sweep.on_progress = lambda work, text: prog.update(task, advance=work, description=escape(text[:34]))
+        try:
+            for _ in sweep:
+                pass
+        except KeyboardInterrupt:
+            interrupted = True
+    results = sweep.finish(interrupted=interrupted)
+    for note in sweep.notes:
+        if not note.startswith("GPU part skipped"):
+            console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False)
+    return results, interrupted, sweep
+
+
+def default_out(sweep: sw.Sweep) -> Path:
+    return Path("gemmlab-results") / sweep.run_id
+
+
+def write_outputs(results: Results, out: Path, report: bool, at: Optional[int]) -> dict[str, Path]:
+    paths = {p.suffix.lstrip("."): p for p in results.save(out)}
+    if report:
+        from ..report import write_report
+
+        where = out if not out.suffix else out.parent
+        paths.update(write_report(results, where, at=at))
+    return paths
+
+
+def summary(results: Results, at: Optional[int]) -> None:
+    """One line per kernel at the reported size: time | TFLOP/s | GB/s | x cuBLAS | end to end | error."""
+    from ..report.context import ReportContext, ladder_key
+
+    ctx = ReportContext(results, at=at)
+    groups = [(g, ctx.size_at(g), ctx.gpu_records(g)) for g in ctx.gpus()]
+    if ctx.cpu_records(square=True):
+        groups.append((None, ctx.size_at(None), ctx.cpu_records()))
+    for gpu, n, recs in groups:
+        if n is None:
+            continue
+        rows = ctx.at_size([r for r in recs if r.mode == COMPUTE], n)
+        e2e = {r.label: r for r in ctx.at_size([r for r in recs if r.mode == END_TO_END], n)}
+        t = Table(title=f"{gpu or 'CPU'} at N = {n} (fp32, medians, {'cold' if gpu else 'warm'} L2)")
+        for col in ("kernel", "time", "TFLOP/s" if gpu else "GFLOP/s", "GB/s", "x cuBLAS", "end to end", "rel. error"):
+            t.add_column(col, justify="left" if col == "kernel" else "right")
+        for r in sorted(rows, key=ladder_key):
+            ratio = ctx.pct_of_reference(r) if gpu else None
+            e = e2e.get(r.label)
+            t.add_row(escape(r.label), _time(r.median_ms), f"{r.tflops:.2f}" if gpu else f"{r.gflops:.1f}", f"{r.gbps:.0f}",
+                      f"{ratio / 100:.2f}" if ratio is not None else "-", _time(e.median_ms) if e else "-",
+                      f"{r.rel_error:.1e}" if r.rel_error is not None else "-")
+        console.print(t)
+    for r in ctx.failures():
+        console.print(f"[red]{escape(f'{r.label} at {r.m}x{r.n}x{r.k} ({r.mode}): {r.status}: {r.note}')}[/red]",
+                      highlight=False)
+
+
+def _time(ms: Optional[float]) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms * 1e3:.1f} us" if ms < 1 else f"{ms:.3f} ms"

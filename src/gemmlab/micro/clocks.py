@@ -1,0 +1,115 @@
+"""The SM clock *during* a measurement, sampled through NVML from a background thread.
+
+A percentage of a datasheet peak means little without the clock the chip ran at: an H100 under a long
+FMA load may sit well below its 1980 MHz boost clock. `ClockSampler` polls NVML every `interval_s` while
+GPU work runs (CUDA's synchronisation releases the interpreter, so the thread keeps sampling) and reports
+the median. Without nvidia-ml-py or NVML it reports None and says so; it never changes a clock.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from typing import Any
+
+
+def _nvml():
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    return pynvml
+
+
+def _handle(pynvml, index: int):
+    """The NVML handle of CUDA device `index`, matched by PCI bus id (CUDA and NVML orders can differ)."""
+    try:
+        from ..runtime.device import require_cupy
+
+        cp = require_cupy()
+        props = cp.cuda.runtime.getDeviceProperties(index)
+        bus = f"{int(props['pciDomainID']):08x}:{int(props['pciBusID']):02x}:{int(props['pciDeviceID']):02x}.0"
+        return pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
+    except Exception:
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
+class ClockSampler:
+    """Context manager: `with ClockSampler(dev_index) as cs: ...`; then `cs.sm_mhz`, `cs.mem_mhz`."""
+
+    def __init__(self, index: int = 0, interval_s: float = 0.01):
+        self.index = index
+        self.interval_s = interval_s
+        self.sm: list[int] = []
+        self.mem: list[int] = []
+        self.throttle: set[int] = set()
+        self.reason: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pynvml: Any = None
+        self._h: Any = None
+
+    def __enter__(self) -> "ClockSampler":
+        pynvml = _nvml()
+        if pynvml is None:
+            self.reason = "nvidia-ml-py is not installed"
+            return self
+        try:
+            pynvml.nvmlInit()
+            self._h = _handle(pynvml, self.index)
+        except Exception as exc:
+            self.reason = f"NVML unavailable ({exc})"
+            return self
+        self._pynvml = pynvml
+        self._thread = threading.Thread(target=self._run, name="gemmlab-clock-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        p, h = self._pynvml, self._h
+        try:
+            self.sm.append(int(p.nvmlDeviceGetClockInfo(h, p.NVML_CLOCK_SM)))
+            self.mem.append(int(p.nvmlDeviceGetClockInfo(h, p.NVML_CLOCK_MEM)))
+            try:
+                self.throttle.add(int(p.nvmlDeviceGetCurrentClocksEventReasons(h)))
+            except Exception:
+                pass
+        except Exception as exc:  # a transient NVML error loses one sample, not the measurement
+            self.reason = f"NVML sample failed ({exc})"
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval_s)
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=1.0)
+            if not self.sm:
+                self._sample()
+        if self._pynvml is not None:
+            try:
+                self._pynvml.nvmlShutdown()
+            except Exception:
+                pass
+
+    @property
+    def sm_mhz(self) -> float | None:
+        return float(statistics.median(self.sm)) if self.sm else None
+
+    @property
+    def sm_min_mhz(self) -> float | None:
+        return float(min(self.sm)) if self.sm else None
+
+    @property
+    def mem_mhz(self) -> float | None:
+        return float(statistics.median(self.mem)) if self.mem else None
+
+
+def sample_once(index: int = 0) -> float | None:
+    """One reading of the SM clock in MHz, or None."""
+    with ClockSampler(index) as cs:
+        time.sleep(0.0)
+    return cs.sm_mhz

@@ -1,0 +1,122 @@
+"""Datasheet ceilings: what a device's properties and clocks say its units can do at most.
+
+Each figure is a product of counts the hardware reports (SMs, bus width, memory clock) and per-clock
+rates of the architecture (FP32 lanes, shared-memory banks, tensor-core FLOPs per clock), at a given SM
+clock: the boost clock of the device attribute unless a measured clock is passed. Where NVIDIA publishes
+no per-clock rate (the L2 of most chips) the figure is labelled as a nominal estimate and says how it
+was made. No GPU is needed: the functions take a `DeviceInfo`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..runtime.device import DeviceInfo, fp32_lanes_per_sm
+
+# Dense tensor-core FLOPs per clock per SM with fp16 or bf16 inputs and fp32 accumulation, from NVIDIA's
+# architecture whitepapers (V100: 8 tensor cores x 64 FMA x 2; A100: 1024 FMA; H100: 2048 FMA per clock
+# and SM). GeForce parts of sm_86 / sm_89 run fp32 accumulation at half their fp16-accumulate rate; the
+# figure below is the fp16-accumulate one, so it is an upper bound there.
+TENSOR_FLOP_PER_CLK_PER_SM = {
+    (7, 0): 1024, (7, 2): 1024, (7, 5): 1024,
+    (8, 0): 2048, (8, 6): 1024, (8, 7): 1024, (8, 9): 1024,
+    (9, 0): 4096,
+}
+BF16_MIN_CC = (8, 0)
+
+# Shared memory: 32 banks x 4 bytes per clock per SM, the same on every architecture since Maxwell.
+SMEM_BYTES_PER_CLK_PER_SM = 128
+# L1 data path for hits: 128 bytes per clock per SM (the unified L1 / shared-memory data stage).
+L1_BYTES_PER_CLK_PER_SM = 128
+# L2: the A100 whitepaper gives 5120 bytes per clock for the whole chip. For other chips NVIDIA
+# publishes no figure; the nominal estimate is 64 bytes per clock per SM (each SM's L1 <-> L2 port),
+# which is an upper bound the slices may not sustain.
+L2_BYTES_PER_CLK = {(8, 0): 5120}
+L2_BYTES_PER_CLK_PER_SM_NOMINAL = 64
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """One datasheet ceiling: value per second, its unit, and how it was derived."""
+
+    name: str
+    value: float          # FLOP/s or bytes/s
+    unit: str             # "FLOP/s" or "B/s"
+    basis: str            # the formula, with the numbers put in
+    clock_mhz: float | None = None  # the SM clock it assumes (None: does not depend on the SM clock)
+    published: bool = True          # False for nominal estimates NVIDIA does not publish
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _clock(dev: DeviceInfo, clock_mhz: float | None) -> float:
+    return float(clock_mhz) if clock_mhz else dev.sm_clock_khz / 1e3
+
+
+def fp32_fma(dev: DeviceInfo, clock_mhz: float | None = None) -> Datasheet:
+    """SMs x FP32 lanes x 2 FLOPs per FMA x clock."""
+    mhz = _clock(dev, clock_mhz)
+    lanes = fp32_lanes_per_sm(dev.compute_capability)
+    value = dev.sm_count * lanes * 2 * mhz * 1e6
+    return Datasheet("fp32 FMA", value, "FLOP/s", f"{dev.sm_count} SMs x {lanes} lanes x 2 x {mhz:.0f} MHz", mhz)
+
+
+def tensor(dev: DeviceInfo, dtype: str, clock_mhz: float | None = None) -> Datasheet | None:
+    """Dense tensor-core rate for fp16 / bf16 inputs with fp32 accumulation; None where unknown or absent."""
+    cc = tuple(dev.compute_capability)
+    per = TENSOR_FLOP_PER_CLK_PER_SM.get(cc)
+    if per is None or (dtype == "bfloat16" and cc < BF16_MIN_CC):
+        return None
+    mhz = _clock(dev, clock_mhz)
+    value = dev.sm_count * per * mhz * 1e6
+    return Datasheet(f"tensor {dtype}", value, "FLOP/s", f"{dev.sm_count} SMs x {per} FLOP/clk x {mhz:.0f} MHz", mhz)
+
+
+def dram(dev: DeviceInfo) -> Datasheet:
+    """Memory clock x 2 (double data rate) x bus width in bytes."""
+    value = dev.mem_clock_khz * 1e3 * 2 * dev.mem_bus_bits / 8
+    return Datasheet("DRAM", value, "B/s",
+                     f"{dev.mem_clock_khz / 1e3:.0f} MHz x 2 x {dev.mem_bus_bits} bit / 8", None)
+
+
+def l2(dev: DeviceInfo, clock_mhz: float | None = None) -> Datasheet:
+    mhz = _clock(dev, clock_mhz)
+    per_clk = L2_BYTES_PER_CLK.get(tuple(dev.compute_capability))
+    if per_clk is not None:
+        return Datasheet("L2", per_clk * mhz * 1e6, "B/s", f"{per_clk} B/clk (whitepaper) x {mhz:.0f} MHz", mhz)
+    per_clk = dev.sm_count * L2_BYTES_PER_CLK_PER_SM_NOMINAL
+    return Datasheet("L2", per_clk * mhz * 1e6, "B/s",
+                     f"nominal: {dev.sm_count} SMs x {L2_BYTES_PER_CLK_PER_SM_NOMINAL} B/clk x {mhz:.0f} MHz "
+                     "(no published figure)", mhz, published=False)
+
+
+def smem(dev: DeviceInfo, clock_mhz: float | None = None) -> Datasheet:
+    mhz = _clock(dev, clock_mhz)
+    return Datasheet("shared memory", dev.sm_count * SMEM_BYTES_PER_CLK_PER_SM * mhz * 1e6, "B/s",
+                     f"{dev.sm_count} SMs x 32 banks x 4 B x {mhz:.0f} MHz", mhz)
+
+
+def l1(dev: DeviceInfo, clock_mhz: float | None = None) -> Datasheet:
+    mhz = _clock(dev, clock_mhz)
+    return Datasheet("L1 hits", dev.sm_count * L1_BYTES_PER_CLK_PER_SM * mhz * 1e6, "B/s",
+                     f"{dev.sm_count} SMs x {L1_BYTES_PER_CLK_PER_SM} B/clk x {mhz:.0f} MHz", mhz)
+
+
+def for_benchmark(name: str, dev: DeviceInfo, clock_mhz: float | None = None) -> Datasheet | None:
+    """The datasheet figure a microbenchmark is compared with (see `micro.bench.BENCHMARKS`)."""
+    if name == "fp32_fma":
+        return fp32_fma(dev, clock_mhz)
+    if name == "tensor_fp16":
+        return tensor(dev, "float16", clock_mhz)
+    if name == "tensor_bf16":
+        return tensor(dev, "bfloat16", clock_mhz)
+    if name.startswith("dram_") or name == "memcpy_d2d":
+        return dram(dev)
+    if name == "l2_read":
+        return l2(dev, clock_mhz)
+    if name == "smem_read":
+        return smem(dev, clock_mhz)
+    if name == "l1_read":
+        return l1(dev, clock_mhz)
+    return None

@@ -1,0 +1,77 @@
+"""gemmlab bench / sweep / report on a machine without a GPU: small, quick, and writing real files."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gemmlab.cli import app
+from gemmlab.runtime import device
+
+runner = CliRunner()
+no_gpu = pytest.mark.skipif(device.gpu_available(), reason="checks the no-GPU path")
+QUICK = ["--sizes", "16,24", "-k", "cpu_reordered,cpu_blas", "--budget-ms", "5"]
+
+
+@no_gpu
+def test_bench_without_a_gpu_runs_the_cpu_ladder_and_writes_the_report(tmp_path):
+    r = runner.invoke(app, ["bench", *QUICK, "-k", "naive", "--out", str(tmp_path)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "GPU part skipped" in r.output and "CuPy" in r.output
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert {rec["kernel"] for rec in doc["records"]} == {"cpu_reordered", "cpu_blas"}
+    assert any(n.startswith("GPU part skipped") for n in doc["runs"][0]["notes"])
+    md = (tmp_path / "report.md").read_text()
+    assert "CPU ladder" in md and "GPU part skipped" in md and "cpu_blas" in md
+    assert (tmp_path / "report.html").read_text().count("data:image/png;base64,") >= 1
+    assert (tmp_path / "results.csv").read_text().startswith("kernel,")
+
+
+def test_sweep_writes_a_file_and_report_reads_it_back(tmp_path):
+    out = tmp_path / "one.json"
+    r = runner.invoke(app, ["sweep", *QUICK, "--no-peers", "--shape", "8x12x5", "--reps", "3", "--out", str(out)],
+                      terminal_width=200)
+    if device.gpu_available():
+        pytest.skip("the GPU path is covered by the GPU tests")
+    assert r.exit_code == 0, r.output
+    recs = json.loads(out.read_text())["records"]
+    assert {(x["m"], x["n"], x["k"]) for x in recs} == {(16, 16, 16), (24, 24, 24), (8, 12, 5)}
+    assert all(x["samples"] == 3 for x in recs)
+    rep = runner.invoke(app, ["report", str(out), "--out", str(tmp_path / "rep")], terminal_width=200)
+    assert rep.exit_code == 0, rep.output
+    assert (tmp_path / "rep" / "report.html").is_file() and "6 records" in rep.output
+
+
+@pytest.mark.parametrize("args,words", [
+    (["sweep", "--sizes", "abc"], "size 'abc'"),
+    (["sweep", "-k", "nope"], "unknown kernel 'nope'"),
+    (["sweep", "--shape", "3x4"], "MxNxK"),
+    (["sweep", "--modes", "fast"], "--modes"),
+    (["report", "/no/such/results.json"], "no such results"),
+])
+def test_bad_options_fail_in_one_line(args, words):
+    r = runner.invoke(app, args, terminal_width=200)
+    assert r.exit_code != 0
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and words in lines[0], r.output
+
+
+@no_gpu
+def test_ctrl_c_keeps_the_measurements(tmp_path, monkeypatch):
+    from gemmlab.bench import sweep
+
+    real = sweep.Sweep.__iter__
+
+    def interrupted(self):
+        for i, rec in enumerate(real(self)):
+            yield rec
+            if i == 1:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep.Sweep, "__iter__", interrupted)
+    r = runner.invoke(app, ["bench", *QUICK, "--out", str(tmp_path)], terminal_width=200)
+    assert r.exit_code == 130, r.output
+    assert "interrupted" in r.output
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert len(doc["records"]) == 2 and doc["runs"][0]["interrupted"]
+    assert (tmp_path / "report.html").is_file()

@@ -1,0 +1,204 @@
+"""The harness on a GPU: a known operation timed two ways, compute <= end to end, graph replay, C reset,
+peers in strict fp32. Each test prints what it measured (pytest -s shows it; the device script logs it)."""
+
+import time
+
+import numpy as np
+import pytest
+
+from gemmlab.runtime import device
+
+pytestmark = pytest.mark.gpu
+
+
+def _cp():
+    return device.require_cupy()
+
+
+def _rel(c, ref) -> float:
+    c = np.asarray(c, dtype=np.float64)
+    return float(np.linalg.norm(c - ref) / np.linalg.norm(ref))
+
+
+def test_device_copy_bandwidth_agrees_with_a_second_method():
+    """A 512 MiB device-to-device copy: the harness's median against one event pair around 20 copies."""
+    cp = _cp()
+    from gemmlab.bench.timing import time_gpu
+
+    nbytes = 512 << 20  # far beyond any L2, so the flush changes nothing and both methods see DRAM
+    src = cp.ones(nbytes // 4, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    stream = cp.cuda.get_current_stream()
+
+    def copy():
+        dst.data.copy_from_device_async(src.data, nbytes, stream)
+
+    t = time_gpu(copy, budget_ms=300, min_samples=10)
+    harness_gbps = 2 * nbytes / (t.median_ms * 1e-3) / 1e9  # bytes read + bytes written
+
+    copy()
+    stream.synchronize()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    reps = 20
+    t0 = time.perf_counter()
+    start.record(stream)
+    for _ in range(reps):
+        copy()
+    end.record(stream)
+    end.synchronize()
+    wall = time.perf_counter() - t0
+    batch_gbps = 2 * nbytes * reps / (cp.cuda.get_elapsed_time(start, end) * 1e-3) / 1e9
+    wall_gbps = 2 * nbytes * reps / wall / 1e9
+    print(f"device copy: harness {harness_gbps:.0f} GB/s (median of {t.samples}, IQR {100 * t.rel_noise:.2f}%), "
+          f"one event pair around {reps} copies {batch_gbps:.0f} GB/s, host clock {wall_gbps:.0f} GB/s")
+    assert abs(harness_gbps / batch_gbps - 1) < 0.05
+    assert abs(harness_gbps / wall_gbps - 1) < 0.10
+
+
+def test_compute_only_is_never_slower_than_end_to_end_and_records_carry_the_device():
+    from gemmlab.bench import sweep
+    from gemmlab.bench.timing import TimingOptions
+    from gemmlab.kernels import all_specs
+
+    top = all_specs()[-1].name
+    quick = TimingOptions(budget_ms=30, min_samples=5)
+    plan = sweep.Plan(shapes=[(1024, 1024, 1024), (200, 300, 100)], gpu=[(top, {})], peers=["cublas"],
+                      timing=quick, e2e_timing=quick)
+    for pinned in (False, True):
+        plan.pinned = pinned
+        recs = list(sweep.Sweep(plan))
+        assert recs and all(r.ok for r in recs), [(r.label, r.status, r.note) for r in recs if not r.ok]
+        d = device.device_info()
+        for r in recs:
+            assert r.gpu == d.name and r.sm_count == d.sm_count and r.peak_fp32_tflops > 0 and r.driver
+        by = {(r.label, r.shape, r.mode): r for r in recs}
+        for (label, shape, mode), r in by.items():
+            if mode == "compute":
+                e = by[(label, shape, "end_to_end")]
+                print(f"{label} {shape} pinned={pinned}: compute {r.median_ms:.4f} ms ({r.method}), "
+                      f"end to end {e.median_ms:.4f} ms")
+                assert r.median_ms <= e.median_ms
+                assert e.pinned is pinned
+
+
+def test_graph_replay_matches_event_pairs_for_a_long_call():
+    cp = _cp()
+    from gemmlab.bench.peers import cublas_sgemm
+    from gemmlab.bench.timing import time_gpu
+
+    g = cp.random.default_rng(1)
+    a = g.uniform(-1, 1, (2048, 2048), dtype=cp.float32)
+    b = g.uniform(-1, 1, (2048, 2048), dtype=cp.float32)
+    c = cp.empty((2048, 2048), cp.float32)
+    with cp.cuda.Stream(non_blocking=True):
+        ev = time_gpu(lambda: cublas_sgemm(a, b, c), flush_l2=False, graph=False, budget_ms=100)
+        gr = time_gpu(lambda: cublas_sgemm(a, b, c), flush_l2=False, graph=True, budget_ms=100)
+    print(f"cuBLAS 2048 warm: events {ev.median_ms:.4f} ms, graph {gr.median_ms:.4f} ms "
+          f"({gr.calls_per_sample} calls per replay)")
+    assert ev.method == "events" and gr.method == "graph" and gr.l2 == "warm"
+    assert abs(gr.median_ms / ev.median_ms - 1) < 0.10
+
+
+def test_cold_graph_replay_runs_every_rotation():
+    cp = _cp()
+    from gemmlab import api
+    from gemmlab.bench.timing import rotation_count, time_gpu
+    from gemmlab.kernels import all_specs
+
+    name = all_specs()[-1].name
+    m = n = k = 128
+    rot = rotation_count(4 * 3 * m * m, device.device_info().l2_bytes)
+    g = cp.random.default_rng(2)
+    a = g.uniform(-1, 1, (rot, m, k), dtype=cp.float32)
+    b = g.uniform(-1, 1, (rot, k, n), dtype=cp.float32)
+    c = cp.full((rot, m, n), cp.nan, dtype=cp.float32)
+    calls = [lambda i=i: api.matmul(a[i], b[i], c[i], kernel=name) for i in range(rot)]
+    with cp.cuda.Stream(non_blocking=True):
+        api.prepare(all_specs()[-1])
+        t = time_gpu(calls[0], rotations=calls[1:], graph=True, budget_ms=50, min_samples=5)
+    print(f"{name} 128 cold: {1e3 * t.median_ms:.2f} us per call, method {t.method}, {t.calls_per_sample} calls "
+          f"per replay ({rot} operand sets)")
+    assert t.method == "graph" and t.l2 == "cold" and t.calls_per_sample == rot
+    ref = np.einsum("rik,rkj->rij", a.get().astype(np.float64), b.get().astype(np.float64))
+    assert _rel(c.get(), ref) < 1e-5  # every rotation's C was written by the replays
+
+
+def test_c_is_restored_before_every_sample_when_beta_is_not_zero():
+    cp = _cp()
+    from gemmlab.bench.peers import cublas_sgemm
+    from gemmlab.bench.timing import time_gpu
+
+    g = cp.random.default_rng(3)
+    a = g.uniform(-1, 1, (300, 200), dtype=cp.float32)
+    b = g.uniform(-1, 1, (200, 100), dtype=cp.float32)
+    c0 = g.uniform(-1, 1, (300, 100), dtype=cp.float32)
+    c = c0.copy()
+    time_gpu(lambda: cublas_sgemm(a, b, c, 1.0, 0.5), reset=lambda: c.__setitem__(Ellipsis, c0),
+             budget_ms=20, min_samples=5)
+    ref = a.get().astype(np.float64) @ b.get() + 0.5 * c0.get()
+    assert _rel(c.get(), ref) < 1e-5  # one application after the last reset, not many
+
+
+def test_torch_and_triton_peers_are_strict_fp32_on_gemmlabs_stream():
+    cp = _cp()
+    from gemmlab.bench import runners
+
+    g = cp.random.default_rng(4)
+    m, n, k = 513, 257, 2048
+    a = g.uniform(-1, 1, (m, k), dtype=cp.float32)
+    b = g.uniform(-1, 1, (k, n), dtype=cp.float32)
+    c0 = g.uniform(-1, 1, (m, n), dtype=cp.float32)
+    ref = 0.5 * (a.get().astype(np.float64) @ b.get()) - 1.5 * c0.get()
+    ran = 0
+    for name in ("torch", "triton"):
+        try:
+            r = runners.peer_runner(name)
+        except runners.Unavailable as exc:
+            print(f"{name} peer not available: {exc}")
+            continue
+        try:
+            with cp.cuda.Stream(non_blocking=True) as s:
+                c = c0.copy()
+                r.bind(a, b, c, 0.5, -1.5)()
+                s.synchronize()
+            err = _rel(c.get(), ref)
+            print(f"{name} peer: relative error {err:.2e}")
+            assert err < 1e-5  # TF32 would give ~1e-3
+            ran += 1
+        finally:
+            r.close()
+    if not ran:
+        pytest.skip("neither torch nor triton is installed")
+
+
+def test_torch_peer_can_be_captured_in_a_graph():
+    cp = _cp()
+    from gemmlab.bench import runners
+    from gemmlab.bench.timing import time_gpu
+
+    try:
+        r = runners.peer_runner("torch")
+    except runners.Unavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        g = cp.random.default_rng(5)
+        a = g.uniform(-1, 1, (256, 256), dtype=cp.float32)
+        b = g.uniform(-1, 1, (256, 256), dtype=cp.float32)
+        c = cp.empty((256, 256), cp.float32)
+        with cp.cuda.Stream(non_blocking=True):
+            t = time_gpu(r.bind(a, b, c, 1.0, 0.0), flush_l2=False, graph=True, budget_ms=20, min_samples=5)
+        print(f"torch 256 warm by graph replay: {1e3 * t.median_ms:.2f} us, method {t.method}")
+        assert t.method == "graph"
+    finally:
+        r.close()
+
+
+def test_clock_monitor_reads_the_sm_clock_where_nvml_is_present():
+    pytest.importorskip("pynvml")
+    from gemmlab.bench.timing import ClockMonitor
+
+    mon = ClockMonitor.for_device(device.device_info().index)
+    assert mon.available and mon.max_mhz and mon.max_mhz > 0
+    mhz = mon.sm_mhz()
+    print(f"SM clock now {mhz} MHz (max {mon.max_mhz} MHz)")
+    assert mhz and 0 < mhz <= mon.max_mhz * 1.05
