@@ -21,9 +21,10 @@
 
 // BM, BN: block tile; BK: depth per step; WM, WN: warp tile; TM, TN: thread tile (multiples of 4),
 // with (WM / TM) * (WN / TN) == 32 lanes; GROUP_M: block rows per group of the block order;
-// SPLIT_K: blocks per tile of C along K (1: no split; then workspace and tile_counters are unused).
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M, int SPLIT_K>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+// SPLIT_K: blocks per tile of C along K (1: no split; then workspace and tile_counters are unused);
+// MIN_BLOCKS: resident blocks per SM the register allocation must allow.
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M, int SPLIT_K, int MIN_BLOCKS>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
            float* __restrict__ workspace, int* __restrict__ tile_counters) {

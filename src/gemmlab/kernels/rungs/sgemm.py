@@ -10,6 +10,14 @@ def _constraints(p: dict[str, int]) -> list[str]:
     errs = tile_constraints(p, smem_floats=smem_bytes(p) // 4, fragment_sets=2, smem_limit=DYNAMIC_SMEM_LIMIT)
     if p["GROUP_M"] < 1:
         errs.append(f"GROUP_M = {p['GROUP_M']} must be at least 1")
+    if not errs:
+        threads, blocks = block_threads(p), p["MIN_BLOCKS"]
+        if threads * blocks > 2048 or smem_bytes(p) * blocks > DYNAMIC_SMEM_LIMIT:
+            errs.append(f"MIN_BLOCKS = {blocks} blocks of {threads} threads and {smem_bytes(p)} bytes of shared "
+                        "memory do not fit on one SM")
+        elif 65536 // (threads * blocks) < p["TM"] * p["TN"] + 32:
+            errs.append(f"MIN_BLOCKS = {blocks} leaves {65536 // (threads * blocks)} registers per thread, too few "
+                        f"for a {p['TM']} x {p['TN']} thread tile")
     return errs
 
 
@@ -25,28 +33,42 @@ def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
     return p["SPLIT_K"] * m * n, cdiv(m, p["BM"]) * cdiv(n, p["BN"])
 
 
-# Tile shapes per shape class, largest first: the heuristic takes the first that gives at least one block
-# per SM, so small and skinny problems get smaller tiles and still fill the GPU.
+# Tile shapes per shape class, with what the heuristic needs to know about each on the reference H100:
+# its full-wave speed relative to the largest tile, and how many of its blocks an SM holds (from the
+# compiler's register report). The heuristic picks the tile with the least predicted time (see
+# predicted_time: a tile and wave quantization model).
 SHAPE_CLASSES = (
-    dict(BM=256, BN=128, BK=16, WM=128, WN=32, TM=16, TN=8, GROUP_M=8),
-    dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8),
-    dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8),
-    dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8),
+    (dict(BM=256, BN=128, BK=16, WM=128, WN=32, TM=16, TN=8, GROUP_M=8), 1.00, 1),
+    (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8), 0.93, 1),
+    (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8), 0.80, 3),
+    (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8), 0.70, 4),
 )
-
-
 MIN_K_PER_SPLIT = 512  # a slice shorter than this spends more on the reduction than it saves
 
 
-def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
-    for cfg in SHAPE_CLASSES:
-        if cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"]) >= sms:
-            return dict(cfg, SPLIT_K=1)
-    cfg = dict(SHAPE_CLASSES[-1])
-    tiles = cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"])
+def _split_for(tiles: int, slots: int, k: int) -> int:
+    """Too few tiles to fill the GPU even once, and a long K: share each tile among several blocks."""
     split = 1
-    while split < 32 and tiles * split * 2 <= 2 * sms and k // (split * 2) >= MIN_K_PER_SPLIT:
+    while split < 32 and tiles * split * 2 <= slots and k // (split * 2) >= MIN_K_PER_SPLIT:
         split *= 2
+    return split
+
+
+def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed: float, per_sm: int) -> tuple[float, int]:
+    """(time in arbitrary units, split) of one tile shape: the waves of blocks needed (wave quantization)
+    times one block's work, padded tile included (tile quantization), at the rate a block gets when
+    `per_sm` of them share an SM running at `speed`."""
+    tiles = cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"])
+    slots = sms * per_sm
+    split = _split_for(tiles, slots, k)
+    waves = cdiv(tiles * split, slots)
+    block_work = cfg["BM"] * cfg["BN"] * cdiv(cdiv(k, split), cfg["BK"]) * cfg["BK"]
+    return waves * block_work * per_sm / speed, split
+
+
+def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
+    scored = [(predicted_time(m, n, k, sms, cfg, speed, per_sm), cfg) for cfg, speed, per_sm in SHAPE_CLASSES]
+    (_, split), cfg = min(scored, key=lambda t: t[0][0])
     return dict(cfg, SPLIT_K=split)
 
 
@@ -66,6 +88,7 @@ SPEC = KernelSpec(
         Param("TN", 8, (4, 8, 16), "columns of C per thread"),
         Param("GROUP_M", 8, (1, 4, 8, 16), "block rows per group of the L2-friendly block order"),
         Param("SPLIT_K", 1, (1, 2, 4, 8, 16, 32), "blocks sharing one tile of C along K (1: no split)"),
+        Param("MIN_BLOCKS", 1, (1, 2, 3, 4), "resident blocks per SM the register budget must allow"),
     ),
     constraints=_constraints,
     geometry=_geometry,
