@@ -125,3 +125,10 @@ def test_cdiv():
 
 def test_registry_is_the_single_list():
     assert list(REGISTRY) == [s.name for s in all_specs()]
+
+
+@pytest.mark.parametrize("spec", [s for s in all_specs() if s.heuristic], ids=lambda s: s.name)
+@pytest.mark.parametrize("mnk", [(0, 5, 7), (5, 0, 7), (5, 7, 0), (0, 0, 0), (1, 1, 1), (64, 64, 131072), (4096, 4096, 4096)])
+def test_heuristics_give_valid_parameters_for_every_shape(spec, mnk):
+    p = spec.heuristic(*mnk, 132)
+    assert spec.problems(p) == []

@@ -72,7 +72,24 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         b_c[i] = (e % (BN / 4)) * 4;
     }
     float4 ra[A_PER], rb[B_PER];
+    // Blocks whose tile lies inside C with 16-byte aligned rows load whole steps without any edge test:
+    // one uniform branch per step instead of a test and a branch per load (about 3% of the loop's
+    // instructions at the default tile).
+    const bool interior = vec_a && vec_b && row0 + BM <= M && col0 + BN <= N;
+    const float* a_src[A_PER];
+    const float* b_src[B_PER];
+#pragma unroll
+    for (int i = 0; i < A_PER; ++i) a_src[i] = A + (size_t)(row0 + a_r[i]) * lda + a_kq[i];
+#pragma unroll
+    for (int i = 0; i < B_PER; ++i) b_src[i] = B + (size_t)b_r[i] * ldb + col0 + b_c[i];
     auto load_global = [&](int k0) {
+        if (interior && k0 + BK <= k_end) {
+#pragma unroll
+            for (int i = 0; i < A_PER; ++i) ra[i] = __ldg(reinterpret_cast<const float4*>(a_src[i] + k0));
+#pragma unroll
+            for (int i = 0; i < B_PER; ++i) rb[i] = __ldg(reinterpret_cast<const float4*>(b_src[i] + (size_t)k0 * ldb));
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < A_PER; ++i) {
             const int row = row0 + a_r[i];

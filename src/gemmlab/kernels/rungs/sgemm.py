@@ -64,6 +64,8 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
     Each block does its padded tile's work (tile quantization) over its slice of K; an SM runs
     ceil(its blocks / j) rounds (wave quantization)."""
     tiles = cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"])
+    if tiles == 0:
+        return 0.0, 1  # an empty C: nothing to launch
     split = _split_for(tiles, sms * per_sm, k)
     per_sm_blocks = cdiv(tiles * split, sms)
     resident = min(per_sm_blocks, per_sm)
