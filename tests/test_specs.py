@@ -132,3 +132,15 @@ def test_registry_is_the_single_list():
 def test_heuristics_give_valid_parameters_for_every_shape(spec, mnk):
     p = spec.heuristic(*mnk, 132)
     assert spec.problems(p) == []
+
+
+@pytest.mark.parametrize("tiles", [(1, 1), (2, 3), (5, 7), (33, 4), (128, 128)])
+@pytest.mark.parametrize("group", [1, 2, 8, 32, 64])
+def test_grouped_block_order_is_a_permutation_of_the_tiles(tiles, group):
+    from gemmlab.kernels.rungs.smem_tiled import grouped_tile
+
+    tm, tn = tiles
+    seen = {grouped_tile(x, y, tm, tn, group) for y in range(tm) for x in range(tn)}
+    assert seen == {(r, c) for r in range(tm) for c in range(tn)}
+    if group == 1:
+        assert all(grouped_tile(x, y, tm, tn, 1) == (y, x) for y in range(tm) for x in range(tn))

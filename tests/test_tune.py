@@ -75,8 +75,9 @@ def test_foreign_and_invalid_entries_are_ignored(tmp_path):
 def test_search_order_starts_with_the_given_sets_and_covers_the_space():
     spec = get("smem_tiled")
     order = search_order(spec, first=[{"BLOCK_DIM": 7}, spec.defaults])
-    assert order[0] == {"BLOCK_DIM": 7} and order[1] == spec.defaults
-    assert sorted(p["BLOCK_DIM"] for p in order) == list(range(2, 33))
+    assert order[0] == spec.validate({"BLOCK_DIM": 7}) and order[1] == spec.defaults
+    assert len(order) == len(spec.search_space())
+    assert {p["BLOCK_DIM"] for p in order} == set(range(2, 33))
 
 
 @pytest.mark.skipif(not compiler.nvrtc_available(), reason="NVRTC not installed")

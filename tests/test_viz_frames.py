@@ -118,8 +118,8 @@ def test_seed_example_from_the_command_line(tmp_path):
     assert r.exit_code == 0, r.output
     assert "computes C[0, 3]" in r.output and "equal" in r.output
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["smem_tiled_4x4x4_BLOCK_DIM2.gif", "smem_tiled_4x4x4_BLOCK_DIM2.html",
-                     "smem_tiled_4x4x4_BLOCK_DIM2_frame4.png"]
+    assert names == ["smem_tiled_4x4x4_BLOCK_DIM2_GROUP_M1.gif", "smem_tiled_4x4x4_BLOCK_DIM2_GROUP_M1.html",
+                     "smem_tiled_4x4x4_BLOCK_DIM2_GROUP_M1_frame4.png"]
     with Image.open(tmp_path / names[0]) as im:
         assert im.n_frames == 8
     page = (tmp_path / names[1]).read_text()

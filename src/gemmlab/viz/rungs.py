@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..kernels import KernelSpec, cdiv, registry
+from ..kernels.rungs.smem_tiled import grouped_tile
 from .model import Mark, NoModelError, Program, Thread, Trace, simulate
 
 
@@ -70,7 +71,7 @@ def coalesced(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator[
 def smem_tiled(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator[Mark]:
     BD = p["BLOCK_DIM"]
     tx, ty = t.thread_idx
-    bx, by = t.block_idx
+    by, bx = grouped_tile(*t.block_idx, cdiv(M, BD), cdiv(N, BD), p["GROUP_M"])  # the tile this block computes
     row = by * BD + ty
     col = bx * BD + tx
     t.owns(row, col)
@@ -247,7 +248,7 @@ MODELS: dict[str, RungModel] = {
         "consecutive B values"),
     "smem_tiled": RungModel(
         smem_tiled, lambda p: {"As": (p["BLOCK_DIM"],) * 2, "Bs": (p["BLOCK_DIM"],) * 2},
-        {"BLOCK_DIM": 2}, lambda b: {"BLOCK_DIM": b}, lambda p: (p["BLOCK_DIM"],) * 2,
+        {"BLOCK_DIM": 2, "GROUP_M": 1}, lambda b: {"BLOCK_DIM": b}, lambda p: (p["BLOCK_DIM"],) * 2,
         "per step each thread loads one element of A and one of B into shared memory; after the barrier the "
         "block reuses them BLOCK_DIM times each: BLOCK_DIM times fewer global loads"),
     "blocktile_1d": RungModel(

@@ -29,3 +29,17 @@ __device__ __forceinline__ void load_tile_zero_padded(float* __restrict__ dst, c
         dst[e] = (r < rows_left && c < cols_left) ? src[(size_t)r * ld + c] : 0.0f;
     }
 }
+
+// The tile (row, column of tiles) a block computes when blocks are taken in groups of `group` tile rows:
+// block ids (row-major over the 2-D grid) run down `group` tile rows before moving one tile column
+// right, so the blocks resident at once read a few row stripes of A and a few column stripes of B
+// instead of one row stripe and every column stripe. group = 1 is the plain row-major order.
+__device__ __forceinline__ void grouped_tile(int group, int& tile_row, int& tile_col) {
+    const int tiles_m = gridDim.y, tiles_n = gridDim.x;
+    const int id = blockIdx.y * tiles_n + blockIdx.x;
+    const int per_group = group * tiles_n;
+    const int first = (id / per_group) * group;
+    const int rows = min(tiles_m - first, group);
+    tile_row = first + (id % per_group) % rows;
+    tile_col = (id % per_group) / rows;
+}

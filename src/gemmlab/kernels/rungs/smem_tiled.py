@@ -4,9 +4,20 @@ from ..spec import KernelSpec, Launch, Param, Traffic, cdiv
 def _constraints(p: dict[str, int]) -> list[str]:
     bd = p["BLOCK_DIM"]
     errs = []
+    if p["GROUP_M"] < 1:
+        errs.append(f"GROUP_M = {p['GROUP_M']} must be at least 1")
     if not 2 <= bd <= 32:
         errs.append(f"BLOCK_DIM = {bd} must be 2..32 (BLOCK_DIM^2 = {bd * bd} threads, at most 1024)")
     return errs
+
+
+def grouped_tile(block_x: int, block_y: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
+    """The (tile row, tile column) block (x, y) computes: common.cuh's grouped_tile, for models and tests."""
+    block_id = block_y * tiles_n + block_x
+    per_group = group * tiles_n
+    first = (block_id // per_group) * group
+    rows = min(tiles_m - first, group)
+    return first + (block_id % per_group) % rows, (block_id % per_group) // rows
 
 
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
@@ -33,7 +44,10 @@ SPEC = KernelSpec(
     source="03_smem_tiled.cu",
     template="smem_tiled_gemm",
     idea="BLOCK_DIM x BLOCK_DIM tiles of A and B staged in shared memory, two barriers per step",
-    params=(Param("BLOCK_DIM", 32, tuple(range(2, 33)), "tile edge; the block has BLOCK_DIM^2 threads"),),
+    params=(
+        Param("BLOCK_DIM", 32, tuple(range(2, 33)), "tile edge; the block has BLOCK_DIM^2 threads"),
+        Param("GROUP_M", 32, (1, 2, 4, 8, 16, 32, 64), "tile rows per group of the block order (1: row-major)"),
+    ),
     constraints=_constraints,
     geometry=_geometry,
     traffic_model=_traffic,
