@@ -54,10 +54,10 @@ def main() -> int:
         rc = proc.returncode
 
     from gemmlab.bench.ladder import run_ladder
-    from gemmlab.kernels import all_specs
+    from gemmlab.kernels import specs_for_dtype
 
     only = [x for x in args.only.split(",") if x]
-    entries: list = [s.name for s in all_specs() if not only or s.name in only]
+    entries: list = [s.name for s in specs_for_dtype("float32") if not only or s.name in only]
     for v in filter(None, args.variants.split(";")):
         name, _, kv = v.partition(":")
         entries.append((name, {k: int(x) for k, x in (p.split("=") for p in kv.split(",") if p)}))

@@ -15,11 +15,12 @@ import pytest
 
 import gemmlab
 from gemmlab import api
-from gemmlab.kernels import all_specs, get
+from gemmlab.kernels import get, specs_for_dtype
 from shapes import ALPHA_BETA, DEGENERATE, gpu_suite
 
 pytestmark = pytest.mark.gpu
 TOL = 1e-5
+FP32 = specs_for_dtype("float32")  # the fp32 ladder (tensor-core rungs: tests/test_tensor_gpu.py)
 
 
 def _cp():
@@ -65,7 +66,7 @@ def _variants(spec):
     return out
 
 
-@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", FP32, ids=lambda s: s.name)
 @pytest.mark.parametrize("mnk", gpu_suite(), ids=lambda t: "x".join(map(str, t)))
 def test_rung_shape_suite(spec, mnk, rng):
     m, n, k = mnk
@@ -73,14 +74,14 @@ def test_rung_shape_suite(spec, mnk, rng):
         _check(spec.name, {}, m, n, k, alpha, beta, rng)
 
 
-@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", FP32, ids=lambda s: s.name)
 def test_rung_parameter_variants(spec, rng):
     for p in _variants(spec):
         for m, n, k in [(129, 67, 33), (64, 64, 64), (1, 300, 17)]:
             _check(spec.name, p, m, n, k, 1.25, 0.5, rng)
 
 
-@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", FP32, ids=lambda s: s.name)
 @pytest.mark.parametrize("mnk", DEGENERATE)
 def test_degenerate_sizes(spec, mnk, rng):
     cp = _cp()
@@ -148,7 +149,7 @@ def test_beta_zero_never_reads_c(rng):
     cp = _cp()
     a, b, _ = _case(rng, 40, 40, 40)
     c = cp.full((40, 40), cp.nan, dtype=cp.float32)
-    for spec in all_specs():
+    for spec in FP32:
         gemmlab.matmul(cp.asarray(a), cp.asarray(b), c, beta=0.0, kernel=spec.name)
         assert bool(cp.isfinite(c).all()), spec.name
 
@@ -208,7 +209,7 @@ def test_first_compile_and_launch_under_a_second_and_cached_for_the_next_process
 
 def test_auto_runs_the_top_rung(rng):
     a, b, _ = _case(rng, 50, 50, 50)
-    assert api.choose_kernel().name == all_specs()[-1].name
+    assert api.choose_kernel().name == FP32[-1].name
     assert _rel(gemmlab.matmul(a, b, kernel="auto"), a.astype(np.float64) @ b) < TOL
 
 

@@ -58,9 +58,9 @@ def test_device_copy_bandwidth_agrees_with_a_second_method():
 def test_compute_only_is_never_slower_than_end_to_end_and_records_carry_the_device():
     from gemmlab.bench import sweep
     from gemmlab.bench.timing import TimingOptions
-    from gemmlab.kernels import all_specs
+    from gemmlab.kernels import specs_for_dtype
 
-    top = all_specs()[-1].name
+    top = specs_for_dtype("float32")[-1].name
     quick = TimingOptions(budget_ms=30, min_samples=5)
     plan = sweep.Plan(shapes=[(1024, 1024, 1024), (200, 300, 100)], gpu=[(top, {})], peers=["cublas"],
                       timing=quick, e2e_timing=quick)
@@ -120,9 +120,9 @@ def test_cold_graph_replay_runs_every_rotation():
     cp = _cp()
     from gemmlab import api
     from gemmlab.bench.timing import rotation_count, time_gpu
-    from gemmlab.kernels import all_specs
+    from gemmlab.kernels import specs_for_dtype
 
-    name = all_specs()[-1].name
+    name = specs_for_dtype("float32")[-1].name
     m = n = k = 128
     rot = rotation_count(4 * 3 * m * m, device.device_info().l2_bytes)
     g = cp.random.default_rng(2)
@@ -131,7 +131,7 @@ def test_cold_graph_replay_runs_every_rotation():
     c = cp.full((rot, m, n), cp.nan, dtype=cp.float32)
     calls = [lambda i=i: api.matmul(a[i], b[i], c[i], kernel=name) for i in range(rot)]
     with cp.cuda.Stream(non_blocking=True):
-        api.prepare(all_specs()[-1])
+        api.prepare(specs_for_dtype("float32")[-1])
         t = time_gpu(calls[0], rotations=calls[1:], graph=True, budget_ms=50, min_samples=5)
     print(f"{name} 128 cold: {1e3 * t.median_ms:.2f} us per call, method {t.method}, {t.calls_per_sample} calls "
           f"per replay ({rot} operand sets)")

@@ -115,4 +115,6 @@ def verdict(prediction: Prediction, measured_s: float | None, slack: float = 1.5
     lim = prediction.limiter
     if measured_s is None or measured_s <= 0:
         return lim.resource
+    if measured_s < 0.9 * lim.seconds:
+        return f"{lim.resource} (model pessimistic)"
     return lim.resource if measured_s <= slack * lim.seconds else "latency / occupancy"

@@ -11,11 +11,15 @@ or a column panel of B once between them. For the tiled rungs the footprint *is*
 traffic (each element is loaded once per block); for the direct rungs it is far less.
 
 L2 -> DRAM (ncu: dram__bytes_read.sum, dram__bytes_write.sum). The resident blocks of one wave sweep K
-together, so whatever they share in a wave is read from DRAM once. A panel that the next wave needs again
-is still in L2 only if everything touched in between fits: with LRU-like replacement a panel used in
-wave w0 and again in wave w survives iff the distinct bytes of waves w0 .. w-1 fit in L2. C is written
-once; the part of it still dirty in L2 when the kernel ends (the last waves' tiles, up to the L2's size)
-is not written back within the kernel and ncu does not see it.
+together, so whatever they share in a wave is read from DRAM once. A panel that a later wave needs again
+may still be in L2: between its two uses the caches see d distinct bytes (those of the waves in between).
+With LRU replacement it survives iff d fits in the L2 of C bytes, a cliff. With random replacement
+(`replacement="random"`, the default: NVIDIA does not document its policy, and a random-like one is the
+cautious middle) every miss evicts a random line, so a line survives the (1 - h) d / line misses in
+between with probability exp(-(1 - h) d / C), and the steady-state hit rate h solves
+h = exp(-(d / C)(1 - h)): h = 1 while d <= C, then it falls smoothly (0.58 at d = 1.3 C, 0.2 at 2 C).
+C is written once; the part of it still dirty in L2 when the kernel ends (the last waves' tiles, up to
+the L2's size) is not written back within the kernel and ncu does not see it.
 
 Assumptions to keep in mind: one effective L2 capacity (`l2_fraction` of the reported size: chips with
 two L2 partitions may hold shared data twice), waves that stay in step, and no prefetching.
@@ -23,6 +27,8 @@ two L2 partitions may hold shared data twice), waves that stay in step, and no p
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,8 +72,32 @@ def _sector_round(nbytes: np.ndarray) -> np.ndarray:
     return np.ceil(nbytes / SECTOR) * SECTOR
 
 
+REPLACEMENTS = ("random", "lru")
+
+
+@functools.lru_cache(maxsize=4096)
+def survival(distance_over_capacity: float, replacement: str = "random") -> float:
+    """Probability that a line is still in L2 when reused after `distance_over_capacity` x C distinct bytes."""
+    a = distance_over_capacity
+    if a <= 1.0:
+        return 1.0
+    if replacement == "lru":
+        return 0.0
+    if replacement != "random":
+        raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {replacement!r}")
+    lo, hi = 0.0, 1.0 - 1e-12  # exp(-a (1 - h)) - h is > 0 at 0 and < 0 just below 1 when a > 1
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if math.exp(-a * (1 - mid)) > mid:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geometry, l1: L1Traffic,
-                  device: DeviceInfo, blocks_per_sm: int, l2_fraction: float = 1.0) -> CacheTraffic:
+                  device: DeviceInfo, blocks_per_sm: int, l2_fraction: float = 1.0,
+                  replacement: str = "random") -> CacheTraffic:
     t = spec.traffic(m, n, k, params)
     requested = l1.global_load_sectors * SECTOR
     stores = l1.global_store_sectors * SECTOR
@@ -118,7 +148,7 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
     compulsory = 0.0
 
     def distance(w0: int, w: int) -> float:
-        """Distinct bytes touched by waves w0 .. w-1, stopping once past the capacity."""
+        """Distinct bytes touched by waves w0 .. w-1, stopping once past 20x the capacity (no survivor)."""
         if w - w0 == 1:
             return foot[w0]
         ra: set = set()
@@ -134,7 +164,7 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
                     cb.add(c)
                     total += b_panel_of_col[c]
             total += c_of_wave[v]
-            if total > cap:
+            if total > 20 * cap:
                 break
         return total
 
@@ -146,8 +176,8 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
                 if w0 is None:
                     compulsory += nbytes
                     dram_read += nbytes
-                elif distance(w0, w) > cap:
-                    dram_read += nbytes
+                else:
+                    dram_read += nbytes * (1.0 - survival(distance(w0, w) / cap, replacement))
                 last[u] = w
 
     # C still dirty in L2 at the end: the most recent waves' tiles, as far back as the L2 reaches.

@@ -35,7 +35,9 @@ def fmt_s(s: float | None) -> str:
         return f"{s:.3g} s"
     if s >= 1e-3:
         return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} us"
+    if s >= 1e-6:
+        return f"{s * 1e6:.3g} us"
+    return f"{s * 1e9:.3g} ns"
 
 
 def fmt_count(x: float | None) -> str:

@@ -38,6 +38,8 @@ PRESETS = {"h100": H100_SXM}
 _MAX_BLOCKS = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 24}
 # Registers are allocated per warp in units of 256.
 REG_ALLOC_UNIT = 256
+# An SM's register file and warp schedulers are split into four sub-partitions (Volta onwards).
+SUB_PARTITIONS = 4
 # An FMA's dependent-issue latency in cycles (Volta onwards).
 FMA_LATENCY_CYCLES = 4
 L1_LINE = 128   # bytes

@@ -31,27 +31,33 @@ class RooflinePoint:
 
 
 LEVEL_MARKERS = {"DRAM": "o", "L2": "s", "L1": "^"}
+LEVEL_NAMES = {"DRAM": "DRAM bytes", "L2": "L1<->L2 bytes", "L1": "L1/shared wavefronts x 128 B"}
 
 
 def roofline_figure(ceilings: Ceilings, points: list[RooflinePoint], title: str = "",
-                    datasheet: Ceilings | None = None):
-    """Log-log roofline: FP32 peak, DRAM, L2, L1 and shared-memory slopes; each kernel at three intensities.
+                    datasheet: Ceilings | None = None, wavefront_bps: float | None = None):
+    """Log-log roofline: FP32 peak, DRAM, L2 and L1/shared slopes; each kernel at three intensities.
 
     A kernel's three markers share one height (its FLOP/s) and sit at its intensity with respect to DRAM
-    bytes, L1 <-> L2 bytes and L1 requests: the roof above each marker is what that level allows, and the
-    lowest roof over the three is the level that limits it.
+    bytes, L1 <-> L2 bytes and L1 / shared-memory wavefronts (x 128 bytes): the roof above each marker
+    is what that level allows, and the lowest roof over the three is the level that limits it. The
+    L1/shared roof is the hardware's one wavefront per cycle per SM (x 128 bytes) at the FMA ceiling's
+    clock; the measured L1-hit and shared-memory rates are drawn thin beside it.
     """
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 6))
     xs = [10 ** (e / 20) for e in range(-50, 81)]  # 10^-2.5 .. 10^4 FLOP/B
     peak = ceilings.fp32_flops
-    slopes = [("DRAM", ceilings.dram_bps, "tab:red"), ("L2", ceilings.l2_bps, "tab:orange"),
-              ("L1 hits", ceilings.l1_bps, "tab:green"), ("shared", ceilings.smem_bps, "tab:olive")]
+    slopes = [("DRAM", ceilings.dram_bps, "tab:red", 1.5), ("L2", ceilings.l2_bps, "tab:orange", 1.5),
+              ("L1 hits", ceilings.l1_bps, "tab:green", 0.7), ("shared", ceilings.smem_bps, "tab:olive", 0.7)]
     ax.plot([xs[0], xs[-1]], [peak / 1e12] * 2, color="black", lw=2,
             label=f"FP32 peak {peak / 1e12:.1f} TFLOP/s ({ceilings.source})")
-    for name, bw, col in slopes:
-        ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], color=col, lw=1.5,
+    for name, bw, col, lw in slopes:
+        ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], color=col, lw=lw,
                 label=f"{name} {bw / 1e9:,.0f} GB/s ({ceilings.source})")
+    if wavefront_bps:
+        ax.plot(xs, [min(peak, wavefront_bps * x) / 1e12 for x in xs], color="tab:green", lw=2, ls="-.",
+                label=f"L1/shared data stage, 128 B/cycle/SM: {wavefront_bps / 1e9:,.0f} GB/s")
     if datasheet is not None:
         ax.plot([xs[0], xs[-1]], [datasheet.fp32_flops / 1e12] * 2, color="black", lw=1, ls="--",
                 label=f"FP32 datasheet {datasheet.fp32_flops / 1e12:.1f} TFLOP/s")
@@ -70,7 +76,7 @@ def roofline_figure(ceilings: Ceilings, points: list[RooflinePoint], title: str 
                        facecolors=col if p.measured else "none", zorder=3,
                        label=(f"{p.label}" + ("" if p.measured else " (model)")) if j == 0 else None)
     for lvl, mk in LEVEL_MARKERS.items():
-        ax.scatter([], [], marker=mk, color="gray", label=f"intensity vs {lvl} bytes")
+        ax.scatter([], [], marker=mk, color="gray", label=f"intensity vs {LEVEL_NAMES[lvl]}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte at that level)")
@@ -83,28 +89,37 @@ def roofline_figure(ceilings: Ceilings, points: list[RooflinePoint], title: str 
     return fig
 
 
-def sawtooth_figure(fit, title: str = "", tile_n: int | None = None):
-    """Measured TFLOP/s over the sweep with the quantization model overlaid; relative error below."""
+def sawtooth_figure(ns: list[int], predicted: list[float], measured: list[float] | None = None,
+                    rel_errors: list[float] | None = None, title: str = "", tile_n: int | None = None,
+                    model_label: str = "quantization model", ylabel: str = "TFLOP/s"):
+    """Measured rate over the sweep with the quantization model overlaid; relative error below."""
     plt = _plt()
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    ns = [s[1] for s in fit.shapes]
-    ax.plot(ns, fit.measured_tflops, "o-", ms=3, lw=1, label="measured")
-    ax.plot(ns, fit.predicted_tflops, "-", lw=1.5, label=f"quantization model (s1 = {fit.single_block_speed:.2f}, "
-                                                          "one fitted scale)")
+    if rel_errors:
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    else:
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        ax2 = None
+    if measured:
+        ax.plot(ns, measured, "o-", ms=3, lw=1, label="measured")
+    ax.plot(ns, predicted, "-", lw=1.5, label=model_label)
     if tile_n:
         for x in range((ns[0] // tile_n + 1) * tile_n, ns[-1] + 1, tile_n):
-            ax.axvline(x, color="gray", lw=0.5, alpha=0.5)
-            ax2.axvline(x, color="gray", lw=0.5, alpha=0.5)
-    ax.set_ylabel("TFLOP/s")
+            for a in (ax, ax2):
+                if a is not None:
+                    a.axvline(x, color="gray", lw=0.5, alpha=0.5)
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    ax2.plot(ns, [100 * e for e in fit.rel_errors], ".-", ms=3, lw=0.8, color="tab:red")
-    ax2.axhline(10, color="gray", ls="--", lw=0.8)
-    ax2.axhline(-10, color="gray", ls="--", lw=0.8)
-    ax2.set_ylabel("model error %")
-    ax2.set_xlabel("N")
-    ax2.grid(True, alpha=0.3)
+    if ax2 is not None:
+        ax2.plot(ns, [100 * e for e in rel_errors], ".-", ms=3, lw=0.8, color="tab:red")
+        ax2.axhline(10, color="gray", ls="--", lw=0.8)
+        ax2.axhline(-10, color="gray", ls="--", lw=0.8)
+        ax2.set_ylabel("model error %")
+        ax2.set_xlabel("N")
+        ax2.grid(True, alpha=0.3)
+    else:
+        ax.set_xlabel("N")
     fig.tight_layout()
     return fig
 
@@ -114,11 +129,14 @@ def cliff_figure(cliff, measured: dict[int, float] | None = None, title: str = "
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 5))
     ns = [p.n for p in cliff.points]
-    ax.plot(ns, [p.predicted_tflops for p in cliff.points], "-", label="model: attainable")
+    ax.plot(ns, [p.predicted_tflops for p in cliff.points], "-", label="model: attainable (longest bound)")
+    dram = [p.model.flops / p.prediction.bound("DRAM").seconds / 1e12 for p in cliff.points]
+    ax.plot(ns, dram, "--", color="tab:red", label="model: what DRAM alone would allow")
+    ax.set_yscale("log")
     if measured:
         xs = sorted(measured)
         ax.plot(xs, [measured[x] for x in xs], "o-", ms=4, label="measured")
-    ax.axvline(cliff.n_all_fit, color="tab:red", ls="--", lw=1,
+    ax.axvline(cliff.n_all_fit, color="tab:red", ls=":", lw=1,
                label=f"A+B+C = L2 at N = {cliff.n_all_fit}")
     ax.set_xlabel("N (square)")
     ax.set_ylabel("TFLOP/s")

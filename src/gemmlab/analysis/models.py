@@ -23,6 +23,7 @@ from ..runtime.compiler import Resources
 from ..runtime.device import DeviceInfo
 from ..runtime.errors import GemmlabError
 from . import facts
+from .facts import L1_LINE
 from .caching import CacheTraffic, cache_traffic
 from .counts import ELEM, L1Traffic, WorkSpan, accesses_per_thread, l1_traffic, operand_intensity, work_span
 from .geometry import Geometry, infer
@@ -71,8 +72,9 @@ class KernelModel:
 
     @property
     def l1_intensity(self) -> float:
-        """FLOPs per byte requested from L1 (global load sectors x 32, plus stores)."""
-        b = self.cache.l1_requested_bytes + self.cache.l2_store_bytes
+        """FLOPs per byte of L1 / shared-memory data-stage time: wavefronts x 128 bytes (a request that
+        touches 16 lines costs 16 wavefronts however few of their bytes it uses)."""
+        b = self.l1.wavefronts * L1_LINE
         return self.flops / b if b else math.inf
 
 
@@ -88,10 +90,13 @@ def kernel_resources(spec: KernelSpec, params: dict | None, arch: str) -> Resour
 
 def model_kernel(spec: KernelSpec | str, m: int, n: int, k: int, params: dict | None = None,
                  device: DeviceInfo | str | None = None, resources: Resources | None = None, *,
-                 compile: bool = True, l2_fraction: float = 1.0) -> KernelModel:
+                 compile: bool = True, l2_fraction: float = 1.0, replacement: str = "random") -> KernelModel:
     """The model of one rung at (M, N, K). `device`: facts, a preset name, or None (this GPU, else H100)."""
     if isinstance(spec, str):
         spec = registry.get(spec)
+    if not is_fp32(spec):
+        raise ValueError(f"the analysis models the fp32 rungs (4-byte operands, FP32 FMA); {spec.name} takes "
+                         f"{', '.join(spec.dtypes)}")
     dev, preset = facts.resolve(device)
     p = spec.validate(params or {})
     if resources is None and compile and compiler.nvrtc_available():
@@ -104,7 +109,7 @@ def model_kernel(spec: KernelSpec | str, m: int, n: int, k: int, params: dict | 
     t = spec.traffic(m, n, k, p)
     flops = spec.flops(m, n, k)
     l1 = l1_traffic(spec, m, n, k, p, geo)
-    cache = cache_traffic(spec, m, n, k, p, geo, l1, dev, blocks_per_sm, l2_fraction)
+    cache = cache_traffic(spec, m, n, k, p, geo, l1, dev, blocks_per_sm, l2_fraction, replacement)
     return KernelModel(
         spec=spec, params=p, m=m, n=n, k=k, device=dev, device_is_preset=preset, resources=resources,
         geometry=geo, occupancy=occ, quant=q, flops=flops, traffic=t,
@@ -115,16 +120,37 @@ def model_kernel(spec: KernelSpec | str, m: int, n: int, k: int, params: dict | 
     )
 
 
+def is_fp32(spec: KernelSpec) -> bool:
+    return "float32" in spec.dtypes
+
+
+def fp32_specs() -> list[KernelSpec]:
+    """The fp32 ladder: the registry's rungs that take float32, in rung order."""
+    return [s for s in registry.all_specs() if is_fp32(s)]
+
+
 def next_rung(spec: KernelSpec) -> KernelSpec | None:
-    """The rung after `spec` in the registry's ladder order, or None at the top."""
-    specs = registry.all_specs()
+    """The fp32 rung after `spec` in the registry's ladder order, or None at the top of the fp32 ladder."""
+    specs = fp32_specs()
     names = [s.name for s in specs]
     i = names.index(spec.name)
     return specs[i + 1] if i + 1 < len(specs) else None
 
 
 def previous_rung(spec: KernelSpec) -> KernelSpec | None:
-    specs = registry.all_specs()
+    specs = fp32_specs()
     names = [s.name for s in specs]
     i = names.index(spec.name)
     return specs[i - 1] if i > 0 else None
+
+
+def sawtooth_quants(spec: KernelSpec | str, params: dict | None, shapes: list[tuple[int, int, int]],
+                    device: DeviceInfo | str | None = None) -> tuple[list[Quantization], Geometry, int]:
+    """The quantization of every shape of a sweep at fixed parameters: (quants, geometry, blocks per SM)."""
+    if isinstance(spec, str):
+        spec = registry.get(spec)
+    base = model_kernel(spec, *shapes[0], params, device)
+    b = max(1, base.occupancy.blocks_per_sm)
+    geo = base.geometry
+    quants = [quantize(m, n, k, geo.tile_m, geo.tile_n, base.device.sm_count, b) for m, n, k in shapes]
+    return quants, geo, b

@@ -3,7 +3,9 @@
 Four limits, the smallest wins:
   threads    max_threads_per_sm / (warps per block x 32)
   registers  registers are allocated per warp in units of 256: a warp of a thread using r registers
-             takes ceil(32 r / 256) x 256; the SM holds regs_per_sm / that many warps, in whole blocks
+             takes ceil(32 r / 256) x 256, inside one of the SM's four sub-partitions (a quarter of the
+             register file each), so the SM holds 4 x floor(regs_per_sm / 4 / that) warps, in whole blocks;
+             a block whose warps (rounded up to 4) need more than regs_per_block cannot launch at all
   shared     smem_per_sm / (the block's static + dynamic shared memory + the 1 KiB the driver reserves)
   blocks     the architecture's cap on resident blocks (32 on sm_80 and sm_90)
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..runtime.device import DeviceInfo
-from .facts import REG_ALLOC_UNIT, max_blocks_per_sm, reserved_smem_per_block
+from .facts import REG_ALLOC_UNIT, SUB_PARTITIONS, max_blocks_per_sm, reserved_smem_per_block
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,11 @@ def occupancy(threads_per_block: int, registers_per_thread: int | None, smem_per
     by_threads = max_warps // warps
     if registers_per_thread:
         per_warp = -(-registers_per_thread * device.warp_size // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
-        by_regs = (device.regs_per_sm // per_warp) // warps
+        parts = SUB_PARTITIONS
+        if per_warp * (-(-warps // parts) * parts) > device.regs_per_block:
+            by_regs = 0
+        else:
+            by_regs = (device.regs_per_sm // parts // per_warp) * parts // warps
     else:
         by_regs = big
     need = smem_per_block + reserved_smem_per_block(device.compute_capability) if smem_per_block else 0

@@ -1,7 +1,7 @@
 """The analysis section of the report: seed 004's tables and figures, from measurements and device facts.
 
     section = analysis_section(records, device, ceilings)
-    section.markdown          # Markdown, referring to figures as ![...](<name>.png)
+    section.markdown          # Markdown, referring to figures as ![...](<figure_prefix><name>.png)
     section.figures           # {name: matplotlib Figure}: the caller saves each as <name>.png
 
 Table 2 (the machine): peak compute, cache bandwidths and sequential (DRAM) bandwidth, measured beside
@@ -11,12 +11,13 @@ efficiency bars, and one paragraph per kernel at the chosen size.
 
 `records` are the harness's or this package's measurements: objects or mappings with `kernel`, `m`,
 `n`, `k`, optionally `params`, `ok`, `sm_clock_mhz`, and the median time as `median_ms` or
-`timing.median_ms` (a `Timing` or a dict). Records of kernels outside the registry (cuBLAS, CPU
-baselines) appear in Table 1 without a model. Nothing here needs a GPU.
+`timing.median_ms` (a `Timing` or a dict). Records of kernels outside the fp32 ladder (cuBLAS,
+other precisions) appear in Table 1 without a model. Nothing here needs a GPU.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -24,10 +25,11 @@ from typing import Any, Iterable, Mapping
 from ..kernels import registry
 from ..micro.ceilings import Ceilings
 from ..runtime.device import DeviceInfo
+from . import facts
 from .bounds import predict, verdict
 from .explain import explain
 from .figures import RooflinePoint, efficiency_figure, roofline_figure
-from .models import model_kernel
+from .models import is_fp32, model_kernel
 
 
 @dataclass
@@ -45,6 +47,7 @@ class _Rec:
     k: int
     seconds: float
     clock_mhz: float | None
+    dtype: str = "float32"
 
 
 def _field(rec: Any, name: str, default: Any = None) -> Any:
@@ -54,8 +57,11 @@ def _field(rec: Any, name: str, default: Any = None) -> Any:
 
 
 def normalise(rec: Any) -> _Rec | None:
-    """A measurement record of any of the accepted shapes, or None if it has no usable time."""
+    """A measurement record of any of the accepted shapes, or None if it has no usable time (or is not a
+    kernel-only GPU measurement: end-to-end and CPU records are left to the harness's own tables)."""
     if _field(rec, "ok", True) is False:
+        return None
+    if _field(rec, "mode", "compute") not in ("compute", None) or _field(rec, "family", "gpu") == "cpu":
         return None
     ms = _field(rec, "median_ms")
     if ms is None:
@@ -65,10 +71,15 @@ def normalise(rec: Any) -> _Rec | None:
         return None
     clock = _field(rec, "sm_clock_mhz")
     if clock is None:
+        lo, hi = _field(rec, "sm_mhz_min"), _field(rec, "sm_mhz_max")
+        if lo or hi:
+            clock = ((lo or hi) + (hi or lo)) / 2
+    if clock is None:
         clocks = _field(rec, "clocks")
         clock = _field(clocks, "sm_clock_mhz") if clocks is not None else None
     return _Rec(str(_field(rec, "kernel")), dict(_field(rec, "params", {}) or {}), int(_field(rec, "m")),
-                int(_field(rec, "n")), int(_field(rec, "k")), float(ms) * 1e-3, clock)
+                int(_field(rec, "n")), int(_field(rec, "k")), float(ms) * 1e-3, clock,
+                str(_field(rec, "dtype", "float32") or "float32"))
 
 
 def _pct(x: float | None) -> str:
@@ -81,6 +92,12 @@ def _rate(v: float | None, unit: str) -> str:
     if unit == "FLOP/s":
         return f"{v / 1e12:.1f} TFLOP/s"
     return f"{v / 1e9:,.0f} GB/s"
+
+
+def wavefront_bps(device: DeviceInfo, ceilings: Ceilings) -> float:
+    """The L1 / shared data stage in bytes per second: 128 bytes per cycle per SM at the ceilings' clock."""
+    mhz = ceilings.sm_clock_mhz or device.sm_clock_khz / 1e3
+    return device.sm_count * 128 * mhz * 1e6
 
 
 def table2(ceilings: Ceilings, device: DeviceInfo) -> str:
@@ -105,10 +122,37 @@ def table2(ceilings: Ceilings, device: DeviceInfo) -> str:
     return "\n".join(lines)
 
 
-def analysis_section(records: Iterable[Any], device: DeviceInfo, ceilings: Ceilings | None = None, *,
+def device_from_records(records: list[Any]) -> DeviceInfo | None:
+    """Device facts rebuilt from the harness's records (GPU name, CC, SMs, L2, clocks, DRAM peak), on top of
+    the H100 preset for what records do not carry (per-SM limits); None if no record names a GPU."""
+    for r in records:
+        sms, l2 = _field(r, "sm_count"), _field(r, "l2_bytes")
+        if not (_field(r, "gpu") and sms and l2):
+            continue
+        cc = str(_field(r, "cc", "") or "9.0").replace("sm_", "")
+        major, _, minor = cc.partition(".") if "." in cc else (cc[:-1], "", cc[-1:])
+        d = dataclasses.replace(facts.H100_SXM, index=-1, name=str(_field(r, "gpu")),
+                                compute_capability=(int(major), int(minor or 0)), sm_count=int(sms), l2_bytes=int(l2))
+        if _field(r, "sm_clock_max_mhz"):
+            d = dataclasses.replace(d, sm_clock_khz=int(float(_field(r, "sm_clock_max_mhz")) * 1e3))
+        mem, peak = _field(r, "mem_clock_mhz"), _field(r, "peak_dram_gbps")
+        if mem and peak:
+            bits = int(round(float(peak) * 1e9 * 8 / (float(mem) * 1e6 * 2)))
+            d = dataclasses.replace(d, mem_clock_khz=int(float(mem) * 1e3), mem_bus_bits=bits)
+        return d
+    return None
+
+
+def analysis_section(records: Iterable[Any], device: DeviceInfo | None = None, ceilings: Ceilings | None = None, *,
                      size: tuple[int, int, int] | int | None = None,
-                     title: str = "What limits each kernel") -> Section:
-    """Markdown and figures for the report; see the module docstring for the record shapes."""
+                     title: str = "What limits each kernel", figure_prefix: str = "") -> Section:
+    """Markdown and figures for the report; see the module docstring for the record shapes.
+
+    `device` None: the facts are rebuilt from the records (`device_from_records`), else the H100 preset.
+    `figure_prefix` is put before each figure's file name in the Markdown (e.g. "figures/").
+    """
+    records = list(records)
+    device = device or device_from_records(records) or facts.H100_SXM
     ceil = ceilings or Ceilings.datasheet(device)
     recs = [r for r in (normalise(x) for x in records) if r is not None]
     shapes = sorted({(r.m, r.n, r.k) for r in recs}, key=lambda s: s[0] * s[1] * s[2])
@@ -135,7 +179,8 @@ def analysis_section(records: Iterable[Any], device: DeviceInfo, ceilings: Ceili
         gflops = 2.0 * r.m * r.n * r.k / r.seconds / 1e9
         clk_scale = (r.clock_mhz / ceil.sm_clock_mhz) if r.clock_mhz and ceil.sm_clock_mhz else 1.0
         pct_fp32 = 100 * gflops * 1e9 / (ceil.fp32_flops * clk_scale)
-        if r.kernel in registry.REGISTRY:
+        spec = registry.REGISTRY.get(r.kernel)
+        if spec is not None and is_fp32(spec) and r.dtype == "float32":
             key = (r.kernel, tuple(sorted(r.params.items())), r.m, r.n, r.k)
             mdl = models.get(key)
             if mdl is None:
@@ -163,12 +208,14 @@ def analysis_section(records: Iterable[Any], device: DeviceInfo, ceilings: Ceili
     if chosen and points:
         shape = f"{chosen[0]}x{chosen[1]}x{chosen[2]}"
         figs["analysis_roofline"] = roofline_figure(ceil, points, f"Roofline at {shape}, {device.name}",
-                                                    Ceilings.datasheet(device) if ceil.source == "measured" else None)
+                                                    Ceilings.datasheet(device) if ceil.source == "measured" else None,
+                                                    wavefront_bps(device, ceil))
         figs["analysis_efficiency"] = efficiency_figure(eff_rows, f"Share of peak compute and DRAM bandwidth at {shape}")
         md += [f"### Roofline at {shape}", "",
                "Each kernel appears three times at one height (its measured FLOP/s): at its intensity with respect "
-               "to DRAM bytes (circle), L1 <-> L2 bytes (square) and L1 requests (triangle). The lowest roof above "
-               "its markers is the level that limits it.", "",
-               "![roofline](analysis_roofline.png)", "", "![efficiency](analysis_efficiency.png)", "",
+               "to DRAM bytes (circle), L1 <-> L2 bytes (square) and L1 / shared-memory wavefronts x 128 bytes "
+               "(triangle). The lowest roof above its markers is the level that limits it.", "",
+               f"![roofline]({figure_prefix}analysis_roofline.png)", "",
+               f"![efficiency]({figure_prefix}analysis_efficiency.png)", "",
                f"### What limits each kernel at {shape}", ""] + paragraphs + [""]
     return Section("\n".join(md), figs)

@@ -57,7 +57,7 @@ def run_ladder(
     on_result: Callable[[LadderResult], None] | None = None,
 ) -> list[LadderResult]:
     cp = require_cupy()
-    entries = [(k, {}) if isinstance(k, str) else (k[0], dict(k[1])) for k in (kernels or [s.name for s in registry.all_specs()])]
+    entries = [(k, {}) if isinstance(k, str) else (k[0], dict(k[1])) for k in (kernels or [s.name for s in registry.specs_for_dtype("float32")])]
     out: list[LadderResult] = []
     rng = cp.random.default_rng(seed)
     for size in sizes:

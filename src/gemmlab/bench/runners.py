@@ -1,6 +1,6 @@
 """Everything a sweep can time, behind one shape: rungs of the ladder, GPU peers and CPU baselines.
 
-GPU rungs come from the registry (`kernels.all_specs()`), CPU baselines from `cpu.BASELINES`; the
+GPU rungs come from the registry (`kernels.specs_for_dtype("float32")`: the runners feed fp32 data), CPU baselines from `cpu.BASELINES`; the
 peers are cuBLAS (strict fp32, always there with CuPy), torch.matmul and gemmlab's Triton matmul
 (each where installed). A GPU runner *binds* to device operands and returns a call that enqueues the
 work on the current stream; a CPU runner binds to host arrays.
@@ -115,7 +115,7 @@ def kind_of(name: str) -> str:
 
 
 def all_gpu_rungs() -> list[str]:
-    return [s.name for s in registry.all_specs()]
+    return [s.name for s in registry.specs_for_dtype("float32")]
 
 
 def all_cpu() -> list[str]:

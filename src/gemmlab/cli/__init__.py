@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from ._app import app, console, fail  # noqa: F401
-from . import bench, core, report, sweep, tune, viz  # noqa: F401  (each module registers its commands on app)
+from . import analysis, bench, core, report, sweep, tune, viz  # noqa: F401  (each module registers its commands on app)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(
     name="gemmlab",
@@ -18,5 +19,5 @@ err_console = Console(stderr=True)
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print one line naming the cause and exit non-zero."""
-    err_console.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/bold red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)

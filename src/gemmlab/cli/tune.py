@@ -86,7 +86,7 @@ def ablation(
         info = device.device_info()
     except GemmlabError as exc:
         fail(str(exc))
-    names = [s.name for s in registry.all_specs() if s.name not in (skip or [])]
+    names = [s.name for s in registry.specs_for_dtype("float32") if s.name not in (skip or [])]
     with Progress(TextColumn("{task.description}"), BarColumn(), console=console, transient=True) as prog:
         task = prog.add_task("ablation", total=len(names) + 1)
         results = run_ladder([size], names, budget_ms=budget_ms,
@@ -97,7 +97,7 @@ def ablation(
     for col in ("rung", "kernel", "TFLOP/s", "x previous", "% cuBLAS", "verdict"):
         t.add_column(col)
     prev = None
-    for spec in registry.all_specs():
+    for spec in registry.specs_for_dtype("float32"):
         r = by_name.get(spec.name)
         if r is None:
             continue

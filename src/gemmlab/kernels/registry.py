@@ -46,6 +46,12 @@ def all_specs() -> list[KernelSpec]:
     return list(REGISTRY.values())
 
 
+def specs_for_dtype(dtype: str) -> list[KernelSpec]:
+    """The rungs that take inputs of `dtype` ("float32", "float16", "bfloat16"), in rung order. Code that
+    runs fp32 data over the ladder (benchmarks, sweeps, tuner, tests) iterates `specs_for_dtype("float32")`."""
+    return [s for s in REGISTRY.values() if dtype in s.dtypes]
+
+
 def get(name: str) -> KernelSpec:
     try:
         return REGISTRY[name]

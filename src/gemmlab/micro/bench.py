@@ -61,7 +61,7 @@ def _kernel(file: str, expr: str, dev: DeviceInfo) -> launch.LoadedKernel:
 def _blocks_per_sm(k: launch.LoadedKernel, threads: int, dev: DeviceInfo, smem: int = 0) -> int:
     cp = require_cupy()
     try:
-        n = int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(k.function.ptr, threads, smem))
+        n = int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(k.function.kernel.ptr, threads, smem))
         if n > 0:
             return n
     except Exception:

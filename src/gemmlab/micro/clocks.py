@@ -29,10 +29,15 @@ def _handle(pynvml, index: int):
 
         cp = require_cupy()
         props = cp.cuda.runtime.getDeviceProperties(index)
-        bus = f"{int(props['pciDomainID']):08x}:{int(props['pciBusID']):02x}:{int(props['pciDeviceID']):02x}.0"
-        return pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
+        bus = f"{int(props['pciDomainID']):08X}:{int(props['pciBusID']):02X}:{int(props['pciDeviceID']):02X}.0"
     except Exception:
         return pynvml.nvmlDeviceGetHandleByIndex(index)
+    for arg in (bus.encode(), bus):  # nvidia-ml-py versions differ on bytes or str
+        try:
+            return pynvml.nvmlDeviceGetHandleByPciBusId(arg)
+        except Exception:
+            continue
+    return pynvml.nvmlDeviceGetHandleByIndex(index)
 
 
 class ClockSampler:

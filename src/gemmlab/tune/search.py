@@ -110,6 +110,8 @@ def tune(
     on_step: Callable[[Candidate, float | None, str], None] | None = None,
 ) -> TuneResult:
     """Search `spec`'s parameters for problems like `shape` on the current GPU, within `budget_s`."""
+    if "float32" not in spec.dtypes:  # the search below times fp32 data
+        raise ValueError(f"the tuner runs float32 problems; kernel {spec.name} takes {' or '.join(spec.dtypes)}")
     import cupy as cp
 
     from .. import api

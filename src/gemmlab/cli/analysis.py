@@ -1,0 +1,435 @@
+"""gemmlab micro | roofline | explain | profile | sawtooth | cliff: the numbers and what explains them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..kernels import registry
+from ..runtime import device
+from ..runtime.errors import GemmlabError
+from ._app import app, console, fail
+from .core import parse_params
+
+
+def _gpu_or_fail() -> device.DeviceInfo:
+    try:
+        return device.device_info()
+    except GemmlabError as exc:
+        fail(escape(str(exc)))
+
+
+def _spec_or_fail(name: str, fp32: bool = False):
+    try:
+        spec = registry.get(name)
+    except ValueError as exc:
+        fail(str(exc))
+    if fp32 and "float32" not in spec.dtypes:
+        fail(f"the analysis models the fp32 rungs (4-byte operands, FP32 FMA); {spec.name} takes {', '.join(spec.dtypes)}")
+    return spec
+
+
+def _shape(size: int, m: Optional[int], n: Optional[int], k: Optional[int]) -> tuple[int, int, int]:
+    M, N, K = m or size, n or size, k or size
+    if min(M, N, K) < 1:
+        fail(f"M, N and K must be positive, got {M} x {N} x {K}")
+    return M, N, K
+
+
+def _ceilings(dev, path: Optional[Path], measure: bool):
+    """Ceilings from a file, the per-device cache, a fresh measurement, or the datasheet (in that order)."""
+    from ..micro.ceilings import Ceilings, load_cached
+
+    if path is not None:
+        try:
+            return Ceilings.load(path)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            fail(f"cannot read ceilings from {path}: {exc}")
+    cached = load_cached(dev) if dev.index >= 0 else None
+    if cached is not None:
+        return cached
+    if measure and dev.index >= 0:
+        console.print("[dim]no measured ceilings for this GPU yet: running the microbenchmarks (gemmlab micro)[/dim]")
+        return _run_micro(dev, None, 150.0, save=True)
+    return Ceilings.datasheet(dev)
+
+
+def _run_micro(dev, only, budget_ms: float, save: bool):
+    from ..micro.bench import run_micro
+    from ..micro.ceilings import Ceilings, cache_path
+
+    try:
+        results = run_micro(only, budget_ms=budget_ms)
+    except ValueError as exc:
+        fail(str(exc))
+    ceil = Ceilings.from_results(results, dev)
+    if save and not only:
+        ceil.save(cache_path(dev))
+    return ceil
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.1f}%"
+
+
+def _rate(v: Optional[float], unit: str) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1e12:.2f} TFLOP/s" if unit == "FLOP/s" else f"{v / 1e9:,.0f} GB/s"
+
+
+# ------------------------------------------------------------------------------------------- micro
+
+
+@app.command()
+def micro(
+    only: Optional[list[str]] = typer.Option(None, "--only", help="run only these (repeatable): fp32_fma, "
+                                             "tensor_fp16, tensor_bf16, dram_read, dram_write, dram_copy, memcpy_d2d, "
+                                             "l2_read, smem_read, l1_read"),
+    budget_ms: float = typer.Option(150.0, help="timing budget per benchmark, ms"),
+    out: Optional[Path] = typer.Option(None, help="also write the ceilings as JSON here"),
+) -> None:
+    """Peak FMA, tensor-core, DRAM, L2, shared-memory and L1 rates, beside the datasheet and the SM clock."""
+    dev = _gpu_or_fail()
+    ceil = _run_micro(dev, only, budget_ms, save=True)
+    t = Table(title=f"Microbenchmarks on {dev.name} (datasheet at the SM clock measured during each run)")
+    for col in ("benchmark", "measured", "datasheet", "%", "SM MHz", "datasheet at boost", "% of boost"):
+        t.add_column(col, justify="left" if col == "benchmark" else "right")
+    for r in ceil.results:
+        note = "" if r.published else " *"
+        t.add_row(r.name, _rate(r.value, r.unit), _rate(r.datasheet_at_clock, r.unit) + note, _pct(r.pct_at_clock),
+                  f"{r.sm_clock_mhz:.0f}" if r.sm_clock_mhz else "-", _rate(r.datasheet, r.unit), _pct(r.pct_datasheet))
+    console.print(t)
+    for r in ceil.results:
+        console.print(f"[dim]{r.name}: {r.detail}; datasheet: {r.basis}[/dim]", highlight=False)
+    if any(not r.published for r in ceil.results):
+        console.print("[dim]* nominal figure: NVIDIA publishes no L2 bandwidth for this chip[/dim]")
+    if any(r.sm_clock_mhz is None for r in ceil.results):
+        console.print("[yellow]SM clock not sampled (nvidia-ml-py / NVML unavailable): % are against the boost clock only[/yellow]")
+    if out:
+        console.print(f"ceilings written to {ceil.save(out)}")
+
+
+# ------------------------------------------------------------------------------------------- explain
+
+
+@app.command()
+def explain(
+    kernel: str = typer.Argument(..., help="a rung name (gemmlab kernels)"),
+    size: int = typer.Option(4096, "--size", "-s", help="M = N = K unless --m/--n/--k are given"),
+    m: Optional[int] = typer.Option(None, "--m"),
+    n: Optional[int] = typer.Option(None, "--n"),
+    k: Optional[int] = typer.Option(None, "--k"),
+    param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="template parameter NAME=VALUE"),
+    measure: bool = typer.Option(True, help="time the kernel when a GPU is present"),
+    ncu: bool = typer.Option(False, help="also read ncu's counters for one launch"),
+    ceilings: Optional[Path] = typer.Option(None, help="ceilings JSON (default: measured ones cached for this GPU)"),
+    preset: Optional[str] = typer.Option(None, "--device", help="model a preset device instead (h100)"),
+) -> None:
+    """What limits KERNEL at M x N x K: the numbers, the model against measurement, and a paragraph."""
+    from ..analysis import facts
+    from ..analysis.explain import explain as explain_kernel
+
+    spec = _spec_or_fail(kernel, fp32=True)
+    M, N, K = _shape(size, m, n, k)
+    params = parse_params(param)
+    try:
+        spec.validate(params)
+        dev, is_preset = facts.resolve(preset)
+    except ValueError as exc:
+        fail(str(exc))
+    measured_s = clock = counters = None
+    if is_preset:
+        why = "" if preset else f" (GPU unavailable: {device.gpu_unavailable_reason()})"
+        console.print(f"[yellow]model only, on the {dev.name} facts{escape(why)}[/yellow]", highlight=False)
+    else:
+        from ..analysis.measure import measure as time_kernel, resolve_params
+
+        params = resolve_params(spec, M, N, K, params, dev)
+        if measure:
+            r = time_kernel(spec.name, M, N, K, params)
+            if not r.ok:
+                fail(f"{spec.name} failed verification at {M}x{N}x{K}: relative error {r.rel_error:.2e}")
+            measured_s, clock = r.seconds, r.sm_clock_mhz
+        if ncu:
+            counters = _ncu_or_note([(spec.name, M, N, K, params)])
+            counters = counters[0] if counters else None
+    ceil = _ceilings(dev, ceilings, measure and not is_preset)
+    e = explain_kernel(spec, M, N, K, params or None, dev, ceil, measured_s, clock, counters)
+    t = Table(title=f"{spec.name} {e.model.params}  {M}x{N}x{K}  ({ceil.source} ceilings)")
+    for col in ("quantity", "model", "measured"):
+        t.add_column(col)
+    for row in e.rows:
+        t.add_row(*row)
+    console.print(t)
+    b = Table(title="time bounds (the longest is the limiter)")
+    for col in ("resource", "work", "bound", "of the limiter"):
+        b.add_column(col, justify="left" if col == "resource" else "right")
+    for row in e.bound_rows:
+        b.add_row(*row)
+    console.print(b)
+    console.print(e.paragraph, highlight=False)
+
+
+# ------------------------------------------------------------------------------------------- profile
+
+
+def _ncu_or_note(entries):
+    from ..analysis import ncu as ncu_mod
+
+    runs = [ncu_mod.ProfileRun(name, M, N, K, dict(p or {})) for name, M, N, K, p in entries]
+    try:
+        return ncu_mod.profile(runs)
+    except ncu_mod.NcuUnavailable as exc:
+        console.print(f"[yellow]no counters: {escape(str(exc))}; falling back to time-based checks[/yellow]", highlight=False)
+        return None
+
+
+@app.command()
+def profile(
+    kernels: list[str] = typer.Argument(..., help="rung names"),
+    size: int = typer.Option(2048, "--size", "-s", help="M = N = K unless --m/--n/--k are given"),
+    m: Optional[int] = typer.Option(None, "--m"),
+    n: Optional[int] = typer.Option(None, "--n"),
+    k: Optional[int] = typer.Option(None, "--k"),
+    param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="NAME=VALUE, applied to every kernel"),
+) -> None:
+    """ncu counters of one launch per kernel (DRAM, L2, L1, bank conflicts, occupancy) beside the model."""
+    from ..analysis import ncu as ncu_mod
+    from ..analysis.bounds import predict
+    from ..analysis.explain import fmt_bytes, fmt_count, fmt_s
+    from ..analysis.measure import measure as time_kernel, resolve_params
+    from ..analysis.models import model_kernel
+
+    dev = _gpu_or_fail()
+    M, N, K = _shape(size, m, n, k)
+    given = parse_params(param)
+    specs = [_spec_or_fail(x, fp32=True) for x in kernels]
+    try:
+        entries = [(s.name, M, N, K, resolve_params(s, M, N, K, given, dev)) for s in specs]
+    except ValueError as exc:
+        fail(str(exc))
+    ceil = _ceilings(dev, None, True)
+    counters = _ncu_or_note(entries)
+    if counters is None:
+        t = Table(title=f"time-based check at {M}x{N}x{K} (no counters)")
+        for col in ("kernel", "limiter (model)", "bound", "measured", "bound / measured", "SM MHz"):
+            t.add_column(col)
+        for name, *_, p in entries:
+            r = time_kernel(name, M, N, K, p)
+            pred = predict(model_kernel(name, M, N, K, p, dev), ceil, r.sm_clock_mhz)
+            t.add_row(name, pred.limiter.resource, fmt_s(pred.seconds), fmt_s(r.seconds),
+                      f"{pred.seconds / r.seconds:.2f}" if r.ok else "failed",
+                      f"{r.sm_clock_mhz:.0f}" if r.sm_clock_mhz else "-")
+        console.print(t)
+        return
+    t = Table(title=f"ncu (--clock-control none, cold L2) against the model at {M}x{N}x{K}")
+    for col in ("kernel", "DRAM model / ncu", "L1<->L2 model / ncu", "sum ratio", "L1 hit model / ncu",
+                "smem wavefronts model / ncu", "bank conflicts ld / st", "occupancy theor. / achieved", "SM MHz",
+                "time"):
+        t.add_column(col, justify="left" if col == "kernel" else "right")
+    for (name, *_, p), c in zip(entries, counters):
+        mdl = model_kernel(name, M, N, K, p, dev)
+        cmp_ = ncu_mod.compare_traffic(mdl, c)
+        hit = c.get("l1_global_load_hit_sectors"), c.get("l1_global_load_sectors")
+        t.add_row(
+            name, f"{fmt_bytes(cmp_.model_dram)} / {fmt_bytes(cmp_.measured_dram)}",
+            f"{fmt_bytes(cmp_.model_l2)} / {fmt_bytes(cmp_.measured_l2)}",
+            f"{cmp_.sum_ratio:.2f}" if cmp_.sum_ratio else "-",
+            f"{100 * mdl.cache.l1_hit_rate:.0f}% / " + (f"{100 * hit[0] / hit[1]:.0f}%" if hit[0] is not None and hit[1] else "-"),
+            f"{fmt_count(mdl.l1.smem_load_wavefronts)} / {fmt_count(c.get('smem_load_wavefronts'))}",
+            f"{fmt_count(c.get('smem_load_bank_conflicts'))} / {fmt_count(c.get('smem_store_bank_conflicts'))}",
+            f"{100 * mdl.occupancy.fraction:.0f}% / " + (f"{c.get('achieved_occupancy_pct'):.0f}%" if c.get("achieved_occupancy_pct") is not None else "-"),
+            f"{c.sm_clock_mhz:.0f}" if c.sm_clock_mhz else "-", fmt_s(c.get("duration_s")))
+    console.print(t)
+    l2_metric = counters[0].l2_compared_bytes[1] if counters else ""
+    console.print(f"[dim]L1<->L2 measured as {l2_metric}; a sum ratio within 0.75..1.25 meets the issue's 25%.[/dim]")
+    dropped = sorted({d for c in counters for d in c.dropped})
+    if dropped:
+        console.print(f"[dim]metrics this ncu does not know, left out: {', '.join(dropped)}[/dim]")
+
+
+# ------------------------------------------------------------------------------------------- roofline
+
+
+@app.command()
+def roofline(
+    size: int = typer.Option(4096, "--size", "-s", help="square size of every kernel's point"),
+    kernel: Optional[list[str]] = typer.Option(None, "--kernel", "-k", help="rungs (default: all)"),
+    out: Path = typer.Option(Path("roofline.png"), help="figure file"),
+    ceilings: Optional[Path] = typer.Option(None, help="ceilings JSON (default: measured ones cached for this GPU)"),
+    model_only: bool = typer.Option(False, help="plot the model's attainable rates (no GPU needed)"),
+    budget_ms: float = typer.Option(150.0, help="timing budget per kernel, ms"),
+) -> None:
+    """Roofline with the measured ceilings and every kernel's point at one size."""
+    from ..analysis import facts
+    from ..analysis.bounds import predict
+    from ..analysis.figures import RooflinePoint, roofline_figure
+    from ..analysis.models import model_kernel
+    from ..analysis.report import wavefront_bps
+    from ..micro.ceilings import Ceilings
+
+    from ..analysis.models import fp32_specs, is_fp32
+
+    names = kernel or [s.name for s in fp32_specs()]
+    specs = [_spec_or_fail(x) for x in names]
+    for s in specs:
+        if not is_fp32(s):
+            fail(f"the roofline draws the fp32 rungs; {s.name} takes {', '.join(s.dtypes)}")
+    if model_only:
+        dev, _ = facts.resolve(None)
+    else:
+        dev = _gpu_or_fail()
+    ceil = _ceilings(dev, ceilings, not model_only)
+    points = []
+    t = Table(title=f"roofline points at {size}^3 ({'model' if model_only else 'measured'})")
+    for col in ("kernel", "TFLOP/s", "FLOP/B DRAM", "FLOP/B L2", "FLOP/B L1/shared", "limiter (model)", "SM MHz"):
+        t.add_column(col, justify="left" if col == "kernel" else "right")
+    for s in specs:
+        if model_only:
+            p = s.heuristic(size, size, size, dev.sm_count) if s.heuristic else None
+            mdl = model_kernel(s, size, size, size, p, dev)
+            pred = predict(mdl, ceil)
+            rate, clock, lim = pred.attainable_flops, None, pred.limiter.resource
+        else:
+            from ..analysis.bounds import verdict
+            from ..analysis.measure import measure as time_kernel
+
+            r = time_kernel(s.name, size, size, size, None, budget_ms=budget_ms)
+            if not r.ok:
+                console.print(f"[red]{s.name} failed verification ({r.rel_error:.1e}); left out[/red]")
+                continue
+            mdl = model_kernel(s, size, size, size, r.params, dev)
+            pred = predict(mdl, ceil, r.sm_clock_mhz)
+            rate, clock, lim = 2.0 * size**3 / r.seconds, r.sm_clock_mhz, verdict(pred, r.seconds)
+        points.append(RooflinePoint(s.name, rate, {"DRAM": mdl.dram_intensity, "L2": mdl.l2_intensity,
+                                                   "L1": mdl.l1_intensity}, not model_only, clock))
+        t.add_row(s.name, f"{rate / 1e12:.2f}", f"{mdl.dram_intensity:.3g}", f"{mdl.l2_intensity:.3g}",
+                  f"{mdl.l1_intensity:.3g}", lim, f"{clock:.0f}" if clock else "-")
+    console.print(t)
+    fig = roofline_figure(ceil, points, f"{dev.name}, {size}^3", Ceilings.datasheet(dev) if ceil.source == "measured" else None,
+                          wavefront_bps(dev, ceil))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=130)
+    console.print(f"roofline written to {out} (ceilings: {ceil.source})")
+
+
+# ------------------------------------------------------------------------------------------- sawtooth
+
+
+@app.command()
+def sawtooth(
+    kernel: Optional[str] = typer.Argument(None, help="a rung (default: the one kernel='auto' runs)"),
+    m: int = typer.Option(4096, "--m", help="fixed M"),
+    k: int = typer.Option(4096, "--k", help="fixed K"),
+    n_from: int = typer.Option(1024, help="first N"),
+    n_to: int = typer.Option(2048, help="last N"),
+    step: int = typer.Option(16, help="step in N"),
+    param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="NAME=VALUE (default: the rung's defaults)"),
+    out: Path = typer.Option(Path("sawtooth.png"), help="figure file"),
+    model_only: bool = typer.Option(False, help="draw the model alone (no GPU needed)"),
+    budget_ms: float = typer.Option(40.0, help="timing budget per size, ms"),
+) -> None:
+    """Tile and wave quantization across N: the measured sawtooth with the model overlaid."""
+    from .. import api
+    from ..analysis import facts
+    from ..analysis.figures import sawtooth_figure
+    from ..analysis.models import sawtooth_quants
+    from ..analysis.quantization import fit_sawtooth, model_time_units
+
+    spec = _spec_or_fail(kernel, fp32=True) if kernel else api.choose_kernel("float32")
+    try:
+        params = spec.validate(parse_params(param))
+    except ValueError as exc:
+        fail(str(exc))
+    if n_from < 1 or n_to < n_from or step < 1:
+        fail(f"need 1 <= --n-from <= --n-to and --step >= 1, got {n_from}..{n_to} step {step}")
+    shapes = [(m, n, k) for n in range(n_from, n_to + 1, step)]
+    dev = facts.resolve(None)[0] if model_only else _gpu_or_fail()
+    quants, geo, b = sawtooth_quants(spec, params, shapes, dev)
+    ns = [s[1] for s in shapes]
+    if model_only:
+        curve = [2.0 * q.m * q.n * q.k / model_time_units(q, 1.0) for q in quants]
+        top = max(curve)
+        fig = sawtooth_figure(ns, [c / top for c in curve], title=f"{spec.name} {geo.tile_m}x{geo.tile_n} tiles, "
+                              f"{b} per SM: model only (M = {m}, K = {k}, {dev.name})", tile_n=geo.tile_n,
+                              model_label="quantization model, one block fills an SM", ylabel="relative rate")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=130)
+        console.print(f"model-only sawtooth written to {out}")
+        return
+    from ..analysis.measure import calibrate_single_block_speed, sweep
+
+    cal = calibrate_single_block_speed(spec.name, params, k)
+    console.print(f"{spec.name} {params}: {b} block(s) per SM; single-block speed s1 = {cal.single_block_speed:.2f}"
+                  + (f" ({cal.note})" if cal.note else ""), highlight=False)
+    meas = sweep(spec.name, shapes, params, budget_ms=budget_ms)
+    bad = [r for r in meas if not r.ok]
+    if bad:
+        fail(f"{spec.name} failed verification at N = {bad[0].n} (relative error {bad[0].rel_error:.1e})")
+    fit = fit_sawtooth(quants, [r.seconds for r in meas], cal.single_block_speed)
+    fig = sawtooth_figure(ns, fit.predicted_tflops, fit.measured_tflops, fit.rel_errors,
+                          f"{spec.name} {geo.tile_m}x{geo.tile_n} tiles, M = {m}, K = {k}, {dev.name}", geo.tile_n,
+                          f"quantization model (s1 = {fit.single_block_speed:.2f}, one fitted scale)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=130)
+    console.print(f"model vs measured over {len(shapes)} sizes: {100 * fit.within_10pct:.0f}% of points within 10%, "
+                  f"median error {100 * fit.median_abs_error:.1f}%, 90th percentile {100 * fit.p90_abs_error:.1f}%, "
+                  f"max {100 * fit.max_abs_error:.1f}%")
+    console.print(f"sawtooth written to {out}")
+
+
+# ------------------------------------------------------------------------------------------- cliff
+
+
+@app.command()
+def cliff(
+    kernel: str = typer.Argument("naive", help="a rung"),
+    sizes: str = typer.Option("512,1024,1536,2048,2560,3072,4096", help="comma-separated square sizes"),
+    out: Path = typer.Option(Path("cliff.png"), help="figure file"),
+    model_only: bool = typer.Option(False, help="the model alone (no GPU needed)"),
+    budget_ms: float = typer.Option(100.0, help="timing budget per size, ms"),
+) -> None:
+    """The L2 cliff: where A, B and C stop fitting in L2, and the kernel's predicted and measured fall-off."""
+    from ..analysis import facts
+    from ..analysis.cliff import falloff, l2_cliff
+    from ..analysis.figures import cliff_figure
+
+    spec = _spec_or_fail(kernel, fp32=True)
+    try:
+        ns = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        fail(f"--sizes must be comma-separated integers, got {sizes!r}")
+    dev = facts.resolve(None)[0] if model_only else _gpu_or_fail()
+    ceil = _ceilings(dev, None, not model_only)
+    cl = l2_cliff(spec, ns, None, dev, ceil)
+    measured = None
+    if not model_only:
+        from ..analysis.measure import sweep
+
+        measured = {r.n: r.tflops for r in sweep(spec.name, [(x, x, x) for x in ns], budget_ms=budget_ms) if r.ok}
+    reread = f"; the model has it re-read operands from N = {cl.n_reread}" if cl.n_reread else ""
+    t = Table(title=f"L2 cliff, {spec.name}: A+B+C fit in L2 up to N = {cl.n_all_fit}; A+B up to "
+                    f"{cl.n_operands_fit}{reread}")
+    for col in ("N", "DRAM reads / compulsory (model)", "limiter (model)", "TFLOP/s model", "TFLOP/s measured"):
+        t.add_column(col, justify="right")
+    for p in cl.points:
+        t.add_row(str(p.n), f"{p.dram_reread:.1f}", p.prediction.limiter.resource, f"{p.predicted_tflops:.3g}",
+                  f"{measured[p.n]:.3g}" if measured and p.n in measured else "-")
+    console.print(t)
+    pred = cl.predicted_falloff()
+    if pred != pred:  # nan: no sizes on one side of the cliff
+        console.print(f"[yellow]no fall-off to compare: give sizes on both sides of N = {cl.n_all_fit}[/yellow]")
+    else:
+        line = f"rate past the cliff over the rate below it: model x {pred:.2f}"
+        if measured:
+            meas = falloff(sorted(measured), [measured[x] for x in sorted(measured)], cl.n_all_fit)
+            line += f", measured x {meas:.2f}"
+        console.print(line)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cliff_figure(cl, measured, f"L2 cliff: {spec.name} on {dev.name}").savefig(out, dpi=130)
+    console.print(f"figure written to {out}")

@@ -1,0 +1,85 @@
+"""Microbenchmarks without a GPU: sources compile without spills, datasheet formulas, ceilings files,
+the clock sampler's no-NVML path."""
+
+from pathlib import Path
+
+import pytest
+
+from gemmlab.analysis.facts import H100_SXM
+from gemmlab.micro import datasheet
+from gemmlab.micro.bench import BENCHMARKS, CUDA_DIR
+from gemmlab.micro.ceilings import Ceilings, MicroResult
+from gemmlab.micro.clocks import ClockSampler
+from gemmlab.runtime import compiler
+
+EXPRESSIONS = {
+    "fma.cu": ["fma_peak<8, 32>"],
+    "mma.cu": ["mma_peak<0, 8>", "mma_peak<1, 8>"],
+    "stream.cu": ["stream_read", "stream_write", "stream_copy"],
+    "l2.cu": ["l2_read<4>"],
+    "smem.cu": ["smem_read<8>"],
+    "l1.cu": ["l1_read<8>"],
+}
+
+
+def test_every_source_is_covered():
+    assert sorted(p.name for p in Path(CUDA_DIR).glob("*.cu")) == sorted(EXPRESSIONS)
+
+
+@pytest.mark.skipif(not compiler.nvrtc_available(), reason="NVRTC (cuda-bindings) not installed")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("source", sorted(EXPRESSIONS))
+def test_sources_compile_without_local_memory(source, arch):
+    mod = compiler.compile_file(Path(CUDA_DIR) / source, EXPRESSIONS[source], arch)
+    for expr in EXPRESSIONS[source]:
+        r = mod.resources[expr]
+        assert r.registers > 0, f"no resource report for {expr}"
+        assert not r.uses_local_memory, f"{expr} on {arch}: {r}"
+        assert r.registers * 256 <= 65536  # every kernel launches 256-thread blocks
+    assert mod.cubin[:4] == b"\x7fELF"
+
+
+def test_h100_datasheet_figures():
+    d = H100_SXM
+    assert datasheet.fp32_fma(d).value == pytest.approx(132 * 128 * 2 * 1.98e9)      # 66.9 TFLOP/s
+    assert datasheet.fp32_fma(d, 1500).value == pytest.approx(132 * 128 * 2 * 1.5e9)
+    assert datasheet.dram(d).value == pytest.approx(2.619e9 * 2 * 640)                  # 3.35 TB/s
+    assert datasheet.smem(d).value == pytest.approx(132 * 128 * 1.98e9)                 # 33.5 TB/s
+    assert datasheet.tensor(d, "bfloat16").value == pytest.approx(132 * 4096 * 1.98e9)
+    assert not datasheet.l2(d).published
+    for name in BENCHMARKS:
+        assert datasheet.for_benchmark(name, d) is not None
+
+
+def test_no_bf16_tensor_figure_before_ampere():
+    import dataclasses
+
+    volta = dataclasses.replace(H100_SXM, compute_capability=(7, 0))
+    assert datasheet.tensor(volta, "bfloat16") is None
+    assert datasheet.tensor(volta, "float16").value > 0
+
+
+def _result(name, value, unit="B/s"):
+    return MicroResult(name, value, unit, 1.0, 0.01, 20, 1900.0, 2619.0, 2 * value, 2.1 * value, "b", "d")
+
+
+def test_ceilings_round_trip_and_fallbacks(tmp_path):
+    ceil = Ceilings.from_results([_result("fp32_fma", 60e12, "FLOP/s"), _result("dram_read", 3e12),
+                                  _result("l2_read", 8e12)], H100_SXM)
+    assert ceil.source == "measured" and ceil.fp32_flops == 60e12 and ceil.sm_clock_mhz == 1900.0
+    assert ceil.smem_bps == Ceilings.datasheet(H100_SXM).smem_bps   # not measured: datasheet
+    assert ceil.results[0].pct_datasheet == pytest.approx(50.0)
+    back = Ceilings.load(ceil.save(tmp_path / "c.json"))
+    assert back == ceil
+    (tmp_path / "bad.json").write_text('{"format": 99}')
+    with pytest.raises(ValueError):
+        Ceilings.load(tmp_path / "bad.json")
+
+
+def test_clock_sampler_without_nvml_reports_none(monkeypatch):
+    import gemmlab.micro.clocks as clocks
+
+    monkeypatch.setattr(clocks, "_nvml", lambda: None)
+    with ClockSampler() as cs:
+        pass
+    assert cs.sm_mhz is None and "nvidia-ml-py" in cs.reason

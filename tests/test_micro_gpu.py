@@ -1,0 +1,56 @@
+"""Microbenchmarks on the GPU: the kernels do what they claim, and the rates are physically possible."""
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_stream_kernels_copy_and_write_exactly():
+    import cupy as cp
+
+    from gemmlab.micro.bench import CUDA_DIR, THREADS
+    from gemmlab.runtime import compiler, launch
+    from gemmlab.runtime.device import device_info
+
+    dev = device_info()
+    n4 = 1000 * 1000 + 3  # not a multiple of the block's 4 x 256 float4s
+    src = cp.random.default_rng(1).uniform(0, 1, 4 * n4, dtype=cp.float32)
+    dst = cp.zeros_like(src)
+    grid = (-(-n4 // (THREADS * 4)), 1, 1)
+    for expr, args in (("stream_copy", (src, dst, np.int64(n4))), ("stream_write", (dst, np.int64(n4 - 1), np.float32(7)))):
+        k = launch.load(compiler.compile_file(CUDA_DIR / "stream.cu", [expr], dev.arch), expr)
+        k(grid, (THREADS, 1, 1), args)
+        cp.cuda.get_current_stream().synchronize()
+        if expr == "stream_copy":
+            assert bool((dst == src).all())
+    assert bool((dst[: 4 * (n4 - 1)] == 7).all()) and bool((dst[4 * (n4 - 1):] == src[4 * (n4 - 1):]).all())
+
+
+def test_rates_are_possible_and_clocks_are_sampled():
+    from gemmlab.micro.bench import run_micro
+
+    results = run_micro(["fp32_fma", "dram_copy", "l2_read", "smem_read", "l1_read"], budget_ms=30)
+    assert [r.name for r in results] == ["fp32_fma", "dram_copy", "l2_read", "smem_read", "l1_read"]
+    for r in results:
+        assert r.value > 0 and r.median_ms > 0
+        # above the datasheet (at the measured clock where known) means the work is miscounted
+        limit = r.datasheet_at_clock or r.datasheet
+        assert r.value <= 1.05 * limit, f"{r.name}: {r.value:.3g} exceeds {limit:.3g}"
+    fma = results[0]
+    assert fma.value >= 0.5 * (fma.datasheet_at_clock or fma.datasheet)
+    import importlib.util
+
+    if importlib.util.find_spec("pynvml") is not None:
+        assert all(r.sm_clock_mhz for r in results), "NVML is installed but no clock was sampled"
+
+
+def test_tensor_core_benchmark_runs_where_supported():
+    from gemmlab.micro.bench import run_micro
+    from gemmlab.runtime.device import device_info
+
+    results = run_micro(["tensor_bf16"], budget_ms=20)
+    if device_info().compute_capability < (8, 0):
+        assert results == []
+    else:
+        assert results and results[0].value > 0 and results[0].value <= 1.05 * results[0].datasheet

@@ -1,0 +1,171 @@
+"""GPU correctness of the tensor-core rung (mma_sync): fp16 and bf16 inputs against a float64 reference,
+every fused epilogue against a numpy reference, and the BLAS rule (beta = 0 never reads C).
+
+bf16 arrays come from torch (CuPy has no bfloat16 everywhere); fp16 from CuPy. Error measure:
+||C - ref|| / ||ref|| <= 1e-2 (inputs rounded to 16 bits, fp32 accumulation, 16-bit outputs rounded once).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import gemmlab
+
+pytestmark = pytest.mark.gpu
+TOL = 1e-2
+SHAPES = [(1, 1, 1), (17, 17, 17), (129, 129, 129), (1000, 1000, 1000), (7, 300, 129), (300, 7, 65),
+          (33, 65, 1000), (1000, 17, 31), (256, 96, 513), (129, 257, 1), (256, 256, 256)]
+ACTS = {
+    None: lambda x: x,
+    "relu": lambda x: np.maximum(x, 0),
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "gelu_erf": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+}
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _make(dtype, shape, rng):
+    """(device array of `dtype`, its exact float64 values on the host)."""
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    if dtype == "float16":
+        import cupy as cp
+
+        d = cp.asarray(x.astype(np.float16))
+        return d, d.get().astype(np.float64)
+    torch = _torch()
+    d = torch.from_numpy(x).cuda().to(getattr(torch, dtype))
+    return d, d.float().cpu().numpy().astype(np.float64)
+
+
+def _host(x):
+    if type(x).__module__.startswith("torch"):
+        return x.float().cpu().numpy().astype(np.float64)
+    return x.get().astype(np.float64)
+
+
+def _rel(c, ref):
+    assert np.isfinite(c).all(), f"{np.count_nonzero(~np.isfinite(c))} non-finite elements"
+    den = np.linalg.norm(ref)
+    return np.linalg.norm(c - ref) / den if den else np.linalg.norm(c)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("mnk", SHAPES, ids=lambda t: "x".join(map(str, t)))
+def test_shape_suite_against_float64(dtype, mnk, rng):
+    m, n, k = mnk
+    a, a64 = _make(dtype, (m, k), rng)
+    b, b64 = _make(dtype, (k, n), rng)
+    ref = a64 @ b64
+    for out_dtype in (None, "float32"):
+        out = gemmlab.matmul(a, b, out_dtype=out_dtype)
+        assert type(out) is type(a) and tuple(out.shape) == (m, n)
+        err = _rel(_host(out), ref)
+        assert err <= TOL, f"{dtype} -> {out_dtype} {m}x{n}x{k}: rel. error {err:.2e}"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("params", [dict(BM=64, BN=64, WM=32, WN=32, STAGES=2), dict(BM=128, BN=256, WM=64, WN=64, STAGES=3),
+                                    dict(BM=64, BN=128, BK=16, WM=32, WN=64, STAGES=4)], ids=str)
+def test_other_tiles(dtype, params, rng):
+    for m, n, k in [(129, 67, 33), (300, 520, 200)]:
+        a, a64 = _make(dtype, (m, k), rng)
+        b, b64 = _make(dtype, (k, n), rng)
+        out = gemmlab.matmul(a, b, kernel="mma_sync", out_dtype="float32", **params)
+        assert _rel(_host(out), a64 @ b64) <= TOL
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("activation", list(ACTS), ids=str)
+@pytest.mark.parametrize("bias_mode", [None, "row", "col"], ids=str)
+def test_epilogues_against_numpy(dtype, activation, bias_mode, rng):
+    import cupy as cp
+
+    m, n, k = 133, 70, 90
+    a, a64 = _make(dtype, (m, k), rng)
+    b, b64 = _make(dtype, (k, n), rng)
+    c, c64 = _make(dtype, (m, n), rng)
+    res, r64 = _make(dtype, (m, n), rng)
+    bias = None
+    b_ref = 0.0
+    if bias_mode:
+        vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
+        bias = cp.asarray(vec.reshape(m, 1) if bias_mode == "row" else vec)
+        b_ref = vec.reshape(m, 1) if bias_mode == "row" else vec.reshape(1, n)
+    want = ACTS[activation](1.5 * (a64 @ b64) - 0.5 * c64 + b_ref) + r64
+    out = gemmlab.matmul(a, b, c, alpha=1.5, beta=-0.5, bias=bias, activation=activation, residual=res)
+    assert out is c
+    assert _rel(_host(c), want) <= TOL, (dtype, activation, bias_mode)
+
+
+def test_output_dtypes_and_fp32_c(rng):
+    torch = _torch()
+    a, a64 = _make("bfloat16", (65, 40), rng)
+    b, b64 = _make("bfloat16", (40, 33), rng)
+    for od, td in (("float16", torch.float16), ("bfloat16", torch.bfloat16), ("float32", torch.float32)):
+        out = gemmlab.matmul(a, b, out_dtype=od)
+        assert out.dtype == td and _rel(_host(out), a64 @ b64) <= TOL
+    c = torch.full((65, 33), 2.0, device="cuda")
+    gemmlab.matmul(a, b, c, beta=1.0)  # fp32 C: the output dtype follows C
+    assert _rel(_host(c), a64 @ b64 + 2.0) <= TOL
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_beta_zero_never_reads_c(dtype, rng):
+    torch = _torch()
+    a, a64 = _make(dtype, (77, 45), rng)
+    b, b64 = _make(dtype, (45, 99), rng)
+    for cdt in (getattr(torch, dtype), torch.float32):
+        c = torch.full((77, 99), float("nan"), device="cuda", dtype=cdt)
+        gemmlab.matmul(a, b, c, beta=0.0, alpha=2.0)
+        assert _rel(_host(c), 2 * (a64 @ b64)) <= TOL
+
+
+def test_unaligned_operands_take_the_checked_path(rng):
+    """Rows not 16-byte aligned (odd leading dimension, offset base): the element-wise loader."""
+    import cupy as cp
+
+    big = cp.asarray(rng.uniform(-1, 1, (300, 301)).astype(np.float16))
+    a, b = big[1:130, 3:70], big[100:167, 1:91]  # lda = ldb = 301, bases off 16 bytes
+    out = gemmlab.matmul(a, b, out_dtype="float32")
+    assert _rel(_host(out), a.get().astype(np.float64) @ b.get().astype(np.float64)) <= TOL
+
+
+def test_auto_dispatch_by_dtype(rng):
+    import cupy as cp
+
+    from gemmlab import api
+    from gemmlab.runtime import device
+
+    cc = device.device_info().compute_capability
+    assert api.choose_kernel("float16", cc).name == "mma_sync"
+    a = cp.asarray(rng.uniform(-1, 1, (64, 64)).astype(np.float32))
+    out = gemmlab.matmul(a, a)  # fp32 stays on the strict fp32 ladder
+    assert out.dtype == np.float32
+    assert _rel(out.get().astype(np.float64), a.get().astype(np.float64) @ a.get()) < 1e-5
+
+
+def test_fast_path_does_not_swallow_epilogue_arguments(rng):
+    """A repeat fp32 call has a fast plan; the same shapes with an epilogue argument must not reuse it."""
+    import cupy as cp
+
+    a = cp.asarray(rng.uniform(-1, 1, (64, 64)).astype(np.float32))
+    for _ in range(3):
+        gemmlab.matmul(a, a)
+    with pytest.raises(ValueError, match="bias"):
+        gemmlab.matmul(a, a, bias=cp.ones(64, cp.float32))
+
+
+def test_degenerate_sizes():
+    import cupy as cp
+
+    for m, n, k in ((0, 5, 7), (5, 0, 7), (5, 7, 0)):
+        c = cp.full((m, n), 3.0, cp.float16)
+        out = gemmlab.matmul(cp.ones((m, k), cp.float16), cp.ones((k, n), cp.float16), c, beta=0.5)
+        assert out.shape == (m, n)
+        if k == 0 and m and n:
+            assert bool((out == 1.5).all())
