@@ -127,14 +127,14 @@ def main() -> int:
         w = torch.randn(k, n, device="cuda").to(torch.bfloat16)
         bias_t = torch.randn(n, device="cuda").to(torch.bfloat16)
         bias32 = bias_t.float()
-        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        ours = lambda: gemmlab.matmul(a, w, out, bias=bias32, activation="gelu_tanh",  # noqa: E731
+        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ours = lambda: gemmlab.matmul(a, w, y, bias=bias32, activation="gelu_tanh",  # noqa: E731
                                       stream=cp.cuda.get_current_stream())
         eager = lambda: torch.nn.functional.gelu(torch.matmul(a, w) + bias_t, approximate="tanh")  # noqa: E731
         ours()
         ref = eager()
         torch.cuda.synchronize()
-        ferr = float((out.float() - ref.float()).norm() / ref.float().norm())
+        ferr = float((y.float() - ref.float()).norm() / ref.float().norm())
         with torch.cuda.stream(torch.cuda.ExternalStream(cp.cuda.get_current_stream().ptr)):
             t_ours = time_gpu(ours, budget_ms=args.budget_ms)
             t_eager = time_gpu(eager, budget_ms=args.budget_ms)

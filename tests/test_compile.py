@@ -135,3 +135,22 @@ def test_normalise_arch(arch, expected):
 def test_normalise_arch_rejects_nonsense():
     with pytest.raises(ValueError, match="sm_XY"):
         compiler.normalise_arch("hopper")
+
+
+def test_a_log_without_a_report_gives_unknown_resources_and_is_not_cached(tmp_path, monkeypatch):
+    """NVRTC can return an empty log (a process holding a CUDA context): say 'unknown', never zeros."""
+    monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
+    src = _write_kernel(tmp_path)
+    real = compiler._nvrtc_compile
+
+    def without_log(*args, **kwargs):
+        cubin, ptx, lowered, _ = real(*args, **kwargs)
+        return cubin, ptx, lowered, ""
+
+    monkeypatch.setattr(compiler, "_nvrtc_compile", without_log)
+    mod = compiler.compile_file(src, ["k<5>"], "sm_90")
+    assert mod.resources["k<5>"].known is False
+    monkeypatch.setattr(compiler, "_nvrtc_compile", real)
+    compiler.clear_memory_cache()
+    again = compiler.compile_file(src, ["k<5>"], "sm_90")
+    assert not again.from_disk_cache and again.resources["k<5>"].known and again.resources["k<5>"].registers > 0

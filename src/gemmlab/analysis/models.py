@@ -82,8 +82,8 @@ def kernel_resources(spec: KernelSpec, params: dict | None, arch: str) -> Resour
     """The ptxas report for one instantiation (NVRTC, no GPU needed), or None where NVRTC is missing."""
     try:
         p = spec.validate(params or {})
-        module = registry.compile_spec(spec, p, arch)
-        return module.resources.get(spec.name_expression(p))
+        r = registry.resources(spec, p, arch)
+        return r if r.known else None
     except GemmlabError:
         return None
 

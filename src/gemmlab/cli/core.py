@@ -105,17 +105,16 @@ def kernels(
     can_compile = compiler.nvrtc_available()
     t = Table(title=f"GPU ladder (resources for {target})" if can_compile else "GPU ladder")
     for col in ("rung", "name", "idea", "default parameters"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col in ("rung", "name"))
     if can_compile:
-        for col in ("regs", "smem B", "spills"):
+        for col in ("regs", "smem B", "local B"):
             t.add_column(col, justify="right")
     for spec in registry.all_specs():
         row = [f"{spec.rung:02d}", spec.name, spec.idea, " ".join(f"{k}={v}" for k, v in spec.defaults.items())]
         if can_compile:
             try:
-                mod = registry.compile_spec(spec, {}, target)
-                r = mod.resources[spec.name_expression(spec.defaults)]
-                row += [str(r.registers), str(r.smem_static), str(r.spill_stores + r.spill_loads)]
+                r = registry.resources(spec, {}, target)
+                row += [str(r.registers), str(r.smem_static), str(r.stack_frame + r.spill_stores)]
             except GemmlabError as exc:
                 row += ["-", "-", f"compile failed: {str(exc).splitlines()[0]}"]
         t.add_row(*row)

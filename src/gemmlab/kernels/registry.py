@@ -59,6 +59,22 @@ def get(name: str) -> KernelSpec:
         raise ValueError(f"unknown GPU kernel {name!r}; known: {', '.join(REGISTRY)}") from None
 
 
+def resources(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compiler.Resources:
+    """The resource report of one instantiation for `arch`: from the compiler's log, or, where the log
+    has none (a process that already holds a CUDA context), from the loaded kernel on this GPU."""
+    p = spec.validate(params)
+    expr = spec.name_expression(p)
+    module = compile_spec(spec, p, arch)
+    r = module.resources.get(expr, compiler.Resources(known=False))
+    if r.known:
+        return r
+    from ..runtime import device, launch
+
+    if device.gpu_available() and device.current_arch() == compiler.normalise_arch(arch):
+        return launch.load(module, expr).loaded_resources()
+    return r
+
+
 def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compiler.CompiledModule:
     """Compile one instantiation of a rung for `arch` (works without a GPU)."""
     p = spec.validate(params)

@@ -52,6 +52,10 @@ class Resources:
     spill_stores: int = 0
     spill_loads: int = 0
     barriers: int = 0
+    # False when the compiler log carried no report for this kernel. NVRTC leaves the log empty when the
+    # process already holds a CUDA context (seen with NVRTC 13.0 after CuPy initialised the device);
+    # then the loaded function's attributes are the source (see kernels.registry.resources).
+    known: bool = True
 
     @property
     def uses_local_memory(self) -> bool:
@@ -272,7 +276,7 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
     cubin, ptx, lowered, log = _nvrtc_compile(files, source, exprs, arch, opts)
     seconds = time.perf_counter() - t0
     by_mangled = parse_ptxas_report(log)
-    resources = {e: by_mangled.get(lowered[e], Resources()) for e in exprs}
+    resources = {e: by_mangled.get(lowered[e], Resources(known=False)) for e in exprs}
     if os.environ.get("GEMMLAB_VERBOSE") == "1":
         print(f"[gemmlab] compiled {source.name} for {arch} in {seconds * 1e3:.0f} ms\n{log}", file=sys.stderr)
     if os.environ.get("GEMMLAB_FAIL_ON_LOCAL") == "1":
@@ -303,6 +307,8 @@ def _load_cached(cubin_path: Path, meta_path: Path, arch: str, version: tuple[in
         if meta.get("format") != CACHE_FORMAT or not cubin_path.exists() or cubin_path.stat().st_size == 0:
             return None
         resources = {e: Resources(**r) for e, r in meta["resources"].items()}
+        if not all(r.known for r in resources.values()):
+            return None  # compile again: a process without a CUDA context gets the full report
         return CompiledModule(
             cubin_path, arch, dict(meta["lowered_names"]), resources, meta.get("log", ""), version,
             from_disk_cache=True,

@@ -36,6 +36,13 @@ class LoadedKernel:
             "max_threads_per_block": int(f.max_threads_per_block),
         }
 
+    def loaded_resources(self) -> Resources:
+        """Resources as the driver reports them for the loaded kernel: registers, static shared memory,
+        local memory per thread (stack frame and spills together)."""
+        f = self.function
+        return Resources(registers=int(f.num_regs), smem_static=int(f.shared_size_bytes),
+                         stack_frame=int(f.local_size_bytes), known=True)
+
     def ensure_dynamic_smem(self, nbytes: int) -> None:
         """Raise the kernel's dynamic shared-memory limit when a launch asks for more than 48 KiB."""
         if nbytes > 48 * 1024 and nbytes > self.max_dynamic_smem:

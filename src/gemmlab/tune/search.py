@@ -41,10 +41,9 @@ class TuneResult:
 
 def _prune_by_compiler(spec: KernelSpec, p: dict[str, int], arch: str, smem_limit: int) -> Candidate:
     try:
-        mod = registry.compile_spec(spec, p, arch)
+        r = registry.resources(spec, p, arch)
     except compiler.CompileError as exc:
         return Candidate(p, None, f"does not compile: {str(exc).splitlines()[0]}")
-    r = mod.resources[spec.name_expression(p)]
     threads = spec.launch(1024, 1024, 1024, p).threads_per_block
     smem = spec.launch(1024, 1024, 1024, p).smem + r.smem_static
     if r.uses_local_memory:
