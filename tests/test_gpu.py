@@ -178,12 +178,21 @@ def test_host_overhead_under_20us(rng):
         gemmlab.matmul(a, b, c, kernel="smem_tiled")
     cp.cuda.Device().synchronize()
     per_call = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(200):
-            gemmlab.matmul(a, b, c, kernel="smem_tiled")
-        per_call.append((time.perf_counter() - t0) / 200)
-        cp.cuda.Device().synchronize()
+    # The suite leaves a large heap behind; a full garbage collection landing inside the loop would time
+    # the test suite, not gemmlab. Collect first and keep the collector out of the timed batches.
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(200):
+                gemmlab.matmul(a, b, c, kernel="smem_tiled")
+            per_call.append((time.perf_counter() - t0) / 200)
+            cp.cuda.Device().synchronize()
+    finally:
+        gc.enable()
     best = min(per_call) * 1e6
     print(f"host cost per matmul call: {best:.1f} us")
     assert best < 20, f"{best:.1f} us per call"
