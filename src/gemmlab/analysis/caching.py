@@ -113,7 +113,14 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
     slots = S * b
     T = geo.grid_m * geo.grid_n
     ids = np.arange(T, dtype=np.int64)
-    if geo.x_walks == "m":
+    if "GROUP_M" in params:
+        # Grouped block order (common.cuh's grouped_tile): ids run down GROUP_M tile rows, then right.
+        g = max(1, int(params["GROUP_M"]))
+        per_group = g * geo.grid_n
+        first = (ids // per_group) * g
+        rows_here = np.minimum(geo.grid_m - first, g)
+        row, col = first + (ids % per_group) % rows_here, (ids % per_group) // rows_here
+    elif geo.x_walks == "m":
         row, col = ids % geo.grid_m, ids // geo.grid_m
     else:
         col, row = ids % geo.grid_n, ids // geo.grid_n
