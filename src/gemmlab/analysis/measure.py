@@ -87,14 +87,10 @@ class _Operands:
 
 def _rel_error(c, a, b) -> float:
     """||C - A B|| / ||A B|| with a float64 reference on the GPU; inf if C holds a NaN or an infinity."""
+    from ..bench.ladder import rel_error
+
     cp = require_cupy()
-    ref = a.astype(cp.float64) @ b.astype(cp.float64)
-    c64 = c.astype(cp.float64)
-    if not bool(cp.isfinite(c64).all()):
-        return float("inf")
-    den = float(cp.linalg.norm(ref))
-    num = float(cp.linalg.norm(c64 - ref))
-    return num / den if den else num
+    return rel_error(c, a.astype(cp.float64) @ b.astype(cp.float64))
 
 
 def _time(fn: Callable[[], object], budget_ms: float, index: int):

@@ -178,6 +178,12 @@ class KernelSpec:
         return (t.a_loads + t.b_loads) / threads if threads else 0.0
 
 
+def block_threads_constraint(p: Params) -> list[str]:
+    """The rule of the one-result-per-thread rungs: BX x BY threads, 1..1024 of them."""
+    t = p["BX"] * p["BY"]
+    return [f"BX*BY = {t} threads per block, must be 1..1024"] if not 1 <= t <= 1024 else []
+
+
 def pow2_choices(lo: int, hi: int) -> tuple[int, ...]:
     out, v = [], lo
     while v <= hi:

@@ -180,7 +180,8 @@ def cache_dir() -> Path:
     return _cache_dir() / "kernels"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, then rename: readers see the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
@@ -284,9 +285,9 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
         if bad:
             raise CompileError(f"{source.name}: kernels use local memory (stack or spills): {bad}")
 
-    _atomic_write(cubin_path, cubin)
+    atomic_write(cubin_path, cubin)
     if os.environ.get("GEMMLAB_DUMP_PTX") == "1" and ptx:
-        _atomic_write(cubin_path.with_suffix(".ptx"), ptx)
+        atomic_write(cubin_path.with_suffix(".ptx"), ptx)
     meta = {
         "format": CACHE_FORMAT,
         "source": source.name,
@@ -297,7 +298,7 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
         "log": log,
         "options": list(opts),
     }
-    _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+    atomic_write(meta_path, json.dumps(meta, indent=1).encode())
     return CompiledModule(cubin_path, arch, lowered, resources, log, version, compile_seconds=seconds)
 
 

@@ -10,9 +10,7 @@ renamed over the old one, so a reader never sees half a file.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -20,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..kernels import registry
-from ..runtime.compiler import cache_root
+from ..runtime.compiler import atomic_write, cache_root
 
 FORMAT = 1
 # Bucket edges for M, N and K: a dimension falls in the first bucket whose edge it does not exceed.
@@ -86,18 +84,7 @@ class TunedCache:
 
     def save(self) -> None:
         data = {"format": FORMAT, "device": self.device, "entries": self.entries}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
 
 
 def _read(path: Path, device: str) -> dict[str, dict[str, Any]]:

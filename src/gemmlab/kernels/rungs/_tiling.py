@@ -5,7 +5,7 @@ Not a rung itself (no SPEC): the registry skips it.
 
 from __future__ import annotations
 
-from ..spec import Launch, Traffic, cdiv
+from ..spec import Launch, Param, Traffic, cdiv, pow2_choices
 
 STATIC_SMEM_LIMIT = 48 * 1024
 DYNAMIC_SMEM_LIMIT = 227 * 1024  # per block with opt-in on sm_80 and sm_90 (checked against the device at launch)
@@ -68,4 +68,27 @@ def tile_traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
         c_loads=0,
         c_stores=m * n,
         smem_loads=threads * cdiv(k, bk) * bk * (tm + tn),
+    )
+
+
+def block_tile_params(bm: int = 128, bn: int = 128, bk: int = 8, tm: int = 8, tn: int = 8) -> tuple[Param, ...]:
+    """The parameters of a register-tiled rung: block tile, step depth, thread tile (with defaults)."""
+    return (
+        Param("BM", bm, pow2_choices(32, 256), "rows of C per block"),
+        Param("BN", bn, pow2_choices(32, 256), "columns of C per block"),
+        Param("BK", bk, (4, 8, 16, 32), "depth of one shared-memory step"),
+        Param("TM", tm, (4, 8, 16), "rows of C per thread"),
+        Param("TN", tn, (4, 8, 16), "columns of C per thread"),
+    )
+
+
+def warp_tile_params(bm: int = 128, bn: int = 128, bk: int = 8, wm: int = 64, wn: int = 32, tm: int = 8,
+                     tn: int = 8) -> tuple[Param, ...]:
+    """As block_tile_params, with the warp tile between the block and the thread tiles."""
+    block = {p.name: p for p in block_tile_params(bm, bn, bk, tm, tn)}
+    return (
+        block["BM"], block["BN"], block["BK"],
+        Param("WM", wm, pow2_choices(16, 128), "rows of C per warp"),
+        Param("WN", wn, pow2_choices(16, 128), "columns of C per warp"),
+        block["TM"], block["TN"],
     )

@@ -1,9 +1,4 @@
-from ..spec import KernelSpec, Launch, Param, Traffic, cdiv, pow2_choices
-
-
-def _constraints(p: dict[str, int]) -> list[str]:
-    t = p["BX"] * p["BY"]
-    return [f"BX*BY = {t} threads per block, must be 1..1024"] if not 1 <= t <= 1024 else []
+from ..spec import KernelSpec, Launch, Param, Traffic, block_threads_constraint, cdiv, pow2_choices
 
 
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
@@ -25,7 +20,7 @@ SPEC = KernelSpec(
         Param("BX", 32, pow2_choices(1, 1024), "threads per block along columns of C (threadIdx.x)"),
         Param("BY", 32, pow2_choices(1, 1024), "threads per block along rows of C (threadIdx.y)"),
     ),
-    constraints=_constraints,
+    constraints=block_threads_constraint,
     geometry=_geometry,
     traffic_model=_traffic,
 )

@@ -1,7 +1,7 @@
 import math
 
 from ..spec import KernelSpec, Launch, Param, cdiv, pow2_choices
-from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_traffic
+from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_traffic, warp_tile_params
 
 
 def smem_bytes(p: dict[str, int]) -> int:
@@ -90,13 +90,7 @@ SPEC = KernelSpec(
     template="sgemm_gemm",
     idea="the production FP32 kernel: rung 09's pipeline, tiles per shape class, grouped block order, split-K",
     params=(
-        Param("BM", 256, pow2_choices(32, 256), "rows of C per block"),
-        Param("BN", 128, pow2_choices(32, 256), "columns of C per block"),
-        Param("BK", 16, (4, 8, 16, 32), "depth of one shared-memory step"),
-        Param("WM", 128, pow2_choices(16, 128), "rows of C per warp"),
-        Param("WN", 32, pow2_choices(16, 128), "columns of C per warp"),
-        Param("TM", 16, (4, 8, 16), "rows of C per thread"),
-        Param("TN", 8, (4, 8, 16), "columns of C per thread"),
+        *warp_tile_params(bm=256, bk=16, wm=128, tm=16),
         Param("GROUP_M", 8, (1, 4, 8, 16), "block rows per group of the L2-friendly block order"),
         Param("SPLIT_K", 1, (1, 2, 4, 8, 16, 32), "blocks sharing one tile of C along K (1: no split)"),
         Param("MIN_BLOCKS", 1, (1, 2, 3, 4), "resident blocks per SM the register budget must allow"),
