@@ -24,6 +24,14 @@ def _colours(labels: list[str]) -> dict[str, tuple]:
 def _size_axis(ax, sizes: list[int]) -> None:
     ax.set_xscale("log", base=2)
     ticks = sorted(set(sizes))
+    # Neighbours of a size (2^k - 1, 2^k + 1) sit on top of it on a log axis: label only sizes at least
+    # 5% apart, preferring powers of two.
+    ticks.sort(key=lambda t: (t & (t - 1) != 0, t))
+    kept: list[int] = []
+    for t in ticks:
+        if all(abs(t - u) > 0.05 * u for u in kept):
+            kept.append(t)
+    ticks = sorted(kept)
     if len(ticks) > 12:  # keep the labels readable: powers of two only
         ticks = [t for t in ticks if t & (t - 1) == 0] or ticks[:: max(1, len(ticks) // 10)]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
