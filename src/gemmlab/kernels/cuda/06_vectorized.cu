@@ -20,10 +20,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 vectorized_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
                 const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
     constexpr int TCOLS = BN / TN, NT = (BM / TM) * TCOLS;
-    constexpr int A_VECS = BM * BK / 4, B_VECS = BK * BN / 4;
     static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "TM, TN and BK must be multiples of 4");
     static_assert(BM % TM == 0 && BN % TN == 0, "thread tiles must divide the block tile");
-    static_assert(A_VECS % NT == 0 && B_VECS % NT == 0, "tiles must split evenly into float4s per thread");
     __shared__ __align__(16) float As[BK * BM];   // transposed: As[k * BM + m]
     __shared__ __align__(16) float Bs[BK * BN];   // Bs[k * BN + n]
 
@@ -35,23 +33,7 @@ vectorized_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, i
 
     float acc[TM][TN] = {};
     for (int k0 = 0; k0 < K; k0 += BK) {
-#pragma unroll
-        for (int i = 0; i < A_VECS / NT; ++i) {
-            const int e = tid + i * NT, r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
-            const int row = row0 + r;
-            const float4 v = load4_zero_padded(A + (size_t)row * lda + k0 + kq, row < M ? K - k0 - kq : 0, vec_a);
-            As[(kq + 0) * BM + r] = v.x;
-            As[(kq + 1) * BM + r] = v.y;
-            As[(kq + 2) * BM + r] = v.z;
-            As[(kq + 3) * BM + r] = v.w;
-        }
-#pragma unroll
-        for (int i = 0; i < B_VECS / NT; ++i) {
-            const int e = tid + i * NT, r = e / (BN / 4), c = (e % (BN / 4)) * 4;
-            const int krow = k0 + r;
-            *reinterpret_cast<float4*>(&Bs[r * BN + c]) =
-                load4_zero_padded(B + (size_t)krow * ldb + col0 + c, krow < K ? N - col0 - c : 0, vec_b);
-        }
+        load_step_tiles<BM, BN, BK, NT, BM>(As, Bs, A, lda, B, ldb, row0, col0, k0, M, N, K, vec_a, vec_b, tid);
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < BK; ++k) {

@@ -22,12 +22,10 @@ warptile_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int
               const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
     constexpr int WARPS_N = BN / WN, NT = (BM / WM) * WARPS_N * 32;
     constexpr int LROWS = WM / TM, LCOLS = WN / TN;  // the lane grid inside a warp
-    constexpr int A_VECS = BM * BK / 4, B_VECS = BK * BN / 4;
     constexpr int BMP = BM + 4;
     static_assert(LROWS * LCOLS == 32, "a warp's lanes must tile its warp tile exactly");
     static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "TM, TN and BK must be multiples of 4");
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must divide the block tile");
-    static_assert(A_VECS % NT == 0 && B_VECS % NT == 0, "tiles must split evenly into float4s per thread");
     __shared__ __align__(16) float As[BK * BMP];
     __shared__ __align__(16) float Bs[BK * BN];
 
@@ -40,23 +38,7 @@ warptile_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int
 
     float acc[TM][TN] = {};
     for (int k0 = 0; k0 < K; k0 += BK) {
-#pragma unroll
-        for (int i = 0; i < A_VECS / NT; ++i) {
-            const int e = tid + i * NT, r = e / (BK / 4), kq = (e % (BK / 4)) * 4;
-            const int row = row0 + r;
-            const float4 v = load4_zero_padded(A + (size_t)row * lda + k0 + kq, row < M ? K - k0 - kq : 0, vec_a);
-            As[(kq + 0) * BMP + r] = v.x;
-            As[(kq + 1) * BMP + r] = v.y;
-            As[(kq + 2) * BMP + r] = v.z;
-            As[(kq + 3) * BMP + r] = v.w;
-        }
-#pragma unroll
-        for (int i = 0; i < B_VECS / NT; ++i) {
-            const int e = tid + i * NT, r = e / (BN / 4), c = (e % (BN / 4)) * 4;
-            const int krow = k0 + r;
-            *reinterpret_cast<float4*>(&Bs[r * BN + c]) =
-                load4_zero_padded(B + (size_t)krow * ldb + col0 + c, krow < K ? N - col0 - c : 0, vec_b);
-        }
+        load_step_tiles<BM, BN, BK, NT, BMP>(As, Bs, A, lda, B, ldb, row0, col0, k0, M, N, K, vec_a, vec_b, tid);
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -76,15 +58,5 @@ warptile_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int
         }
         __syncthreads();
     }
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int row = row0 + wm + (i / 4) * 4 * LROWS + tr * 4 + i % 4;
-#pragma unroll
-        for (int g = 0; g < TN / 4; ++g) {
-            const int col = col0 + wn + g * 4 * LCOLS + tc * 4;
-            store4_c(C + (size_t)row * ldc + col,
-                     make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]),
-                     row < M ? N - col : 0, vec_c, alpha, beta);
-        }
-    }
+    store_grouped_tile<TM, TN, 4 * LROWS, 4 * LCOLS>(C, ldc, row0 + wm + tr * 4, col0 + wn + tc * 4, M, N, acc, vec_c, alpha, beta);
 }

@@ -151,17 +151,8 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         const size_t slab = (size_t)M * N;
         const bool vec_w = (N & 3) == 0;
         float* mine = workspace + blockIdx.y * slab;
-#pragma unroll
-        for (int i = 0; i < TM; ++i) {
-            const int row = row0 + wm + (i / 4) * 4 * LROWS + tr * 4 + i % 4;
-#pragma unroll
-            for (int g = 0; g < TN / 4; ++g) {
-                const int col = col0 + wn + g * 4 * LCOLS + tc * 4;
-                store4_c(mine + (size_t)row * N + col,
-                         make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]),
-                         row < M ? N - col : 0, vec_w, 1.0f, 0.0f);
-            }
-        }
+        store_grouped_tile<TM, TN, 4 * LROWS, 4 * LCOLS>(mine, N, row0 + wm + tr * 4, col0 + wn + tc * 4, M, N, acc, vec_w,
+                                                        1.0f, 0.0f);
         __threadfence();  // the partial is visible device-wide before the counter says so
         __syncthreads();
         __shared__ int arrived_last;
@@ -186,15 +177,6 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         }
         if (tid == 0) *counter = 0;  // ready for the next launch
     }
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int row = row0 + wm + (i / 4) * 4 * LROWS + tr * 4 + i % 4;
-#pragma unroll
-        for (int g = 0; g < TN / 4; ++g) {
-            const int col = col0 + wn + g * 4 * LCOLS + tc * 4;
-            store4_c(C + (size_t)row * ldc + col,
-                     make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]),
-                     row < M ? N - col : 0, vec_c, alpha, beta);
-        }
-    }
+    store_grouped_tile<TM, TN, 4 * LROWS, 4 * LCOLS>(C, ldc, row0 + wm + tr * 4, col0 + wn + tc * 4, M, N, acc, vec_c,
+                                                    alpha, beta);
 }
