@@ -137,7 +137,7 @@ def test_normalise_arch_rejects_nonsense():
         compiler.normalise_arch("hopper")
 
 
-def test_a_log_without_a_report_gives_unknown_resources_and_is_not_cached(tmp_path, monkeypatch):
+def test_a_log_without_a_report_gives_unknown_resources_until_one_is_needed(tmp_path, monkeypatch):
     """NVRTC can return an empty log (a process holding a CUDA context): say 'unknown', never zeros."""
     monkeypatch.setenv("GEMMLAB_CACHE_DIR", str(tmp_path / "cache"))
     src = _write_kernel(tmp_path)
@@ -149,8 +149,14 @@ def test_a_log_without_a_report_gives_unknown_resources_and_is_not_cached(tmp_pa
 
     monkeypatch.setattr(compiler, "_nvrtc_compile", without_log)
     mod = compiler.compile_file(src, ["k<5>"], "sm_90")
-    assert mod.resources["k<5>"].known is False
+    assert mod.resources["k<5>"].known is False and not mod.report_complete
     monkeypatch.setattr(compiler, "_nvrtc_compile", real)
     compiler.clear_memory_cache()
-    again = compiler.compile_file(src, ["k<5>"], "sm_90")
+    # The cubin is good: a plain request takes it from the disk cache, report or no report ...
+    cached = compiler.compile_file(src, ["k<5>"], "sm_90")
+    assert cached.from_disk_cache and not cached.report_complete
+    # ... and a request that needs the report compiles again and gets it.
+    again = compiler.compile_file(src, ["k<5>"], "sm_90", need_report=True)
     assert not again.from_disk_cache and again.resources["k<5>"].known and again.resources["k<5>"].registers > 0
+    compiler.clear_memory_cache()
+    assert compiler.compile_file(src, ["k<5>"], "sm_90").report_complete

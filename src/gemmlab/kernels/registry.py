@@ -62,17 +62,19 @@ def get(name: str) -> KernelSpec:
 def resources(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compiler.Resources:
     """The resource report of one instantiation for `arch`: from the compiler's log, or, where the log
     has none (a process that already holds a CUDA context), from the loaded kernel on this GPU."""
+    from ..runtime import device, launch
+
     p = spec.validate(params)
     expr = spec.name_expression(p)
     module = compile_spec(spec, p, arch)
     r = module.resources.get(expr, compiler.Resources(known=False))
     if r.known:
         return r
-    from ..runtime import device, launch
-
     if device.gpu_available() and device.current_arch() == compiler.normalise_arch(arch):
         return launch.load(module, expr).loaded_resources()
-    return r
+    # No GPU to ask: compile again, in this process (no CUDA context), for the compiler's own report.
+    module = compiler.compile_file(spec.source_path, [expr], arch, need_report=True)
+    return module.resources.get(expr, compiler.Resources(known=False))
 
 
 def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compiler.CompiledModule:

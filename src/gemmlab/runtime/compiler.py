@@ -75,6 +75,10 @@ class CompiledModule:
     extra: dict = field(default_factory=dict)
 
     @property
+    def report_complete(self) -> bool:
+        return all(r.known for r in self.resources.values())
+
+    @property
     def cubin(self) -> bytes:
         return self.cubin_path.read_bytes()
 
@@ -240,25 +244,30 @@ def compile_file(
     name_expressions: Sequence[str],
     arch: str,
     options: Sequence[str] = (),
+    need_report: bool = False,
 ) -> CompiledModule:
-    """Compile `source` for `arch`, instantiating `name_expressions`; served from cache when possible."""
+    """Compile `source` for `arch`, instantiating `name_expressions`; served from cache when possible.
+
+    need_report: a cached module whose resource report is missing (it was compiled in a process that
+    held a CUDA context, where NVRTC's log stays empty) is compiled again to get one."""
     source = Path(source)
     arch = normalise_arch(arch)
     exprs = tuple(name_expressions)
     opts = tuple(options)
     mem_key = (str(source), source.stat().st_mtime_ns, exprs, arch, opts)
     hit = _memory.get(mem_key)
-    if hit is not None:
+    if hit is not None and (not need_report or hit.report_complete):
         return hit
     with _lock:
         hit = _memory.get(mem_key)
-        if hit is None:
-            hit = _compile_uncached_in_memory(source, exprs, arch, opts)
+        if hit is None or (need_report and not hit.report_complete):
+            hit = _compile_uncached_in_memory(source, exprs, arch, opts, need_report)
             _memory[mem_key] = hit
     return hit
 
 
-def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str, opts: tuple[str, ...]) -> CompiledModule:
+def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str, opts: tuple[str, ...],
+                                need_report: bool = False) -> CompiledModule:
     files = _read_with_includes(source)
     version = nvrtc_version()
     h = hashlib.sha256()
@@ -270,7 +279,7 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
 
     if os.environ.get("GEMMLAB_NO_CACHE") != "1":
         cached = _load_cached(cubin_path, meta_path, arch, version)
-        if cached is not None:
+        if cached is not None and (not need_report or cached.report_complete):
             return cached
 
     t0 = time.perf_counter()
@@ -308,8 +317,6 @@ def _load_cached(cubin_path: Path, meta_path: Path, arch: str, version: tuple[in
         if meta.get("format") != CACHE_FORMAT or not cubin_path.exists() or cubin_path.stat().st_size == 0:
             return None
         resources = {e: Resources(**r) for e, r in meta["resources"].items()}
-        if not all(r.known for r in resources.values()):
-            return None  # compile again: a process without a CUDA context gets the full report
         return CompiledModule(
             cubin_path, arch, dict(meta["lowered_names"]), resources, meta.get("log", ""), version,
             from_disk_cache=True,
