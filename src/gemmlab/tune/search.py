@@ -75,19 +75,32 @@ def _compile_one(args: tuple[str, dict[str, int], str]) -> None:
         pass  # reported by the pruning pass, which compiles again from the cache or fails the same way
 
 
-def precompile(spec: KernelSpec, params: list[dict[str, int]], arch: str, workers: int | None = None) -> None:
-    """Fill the disk cache for many parameter sets in parallel processes (NVRTC is CPU-bound)."""
+def _pool(workers: int | None):
+    """A process pool for NVRTC (CPU-bound), or None when one worker is all there is."""
     import concurrent.futures as cf
     import multiprocessing as mp
     import os
 
     workers = workers or max(1, min(16, (os.cpu_count() or 2)))
-    if workers == 1 or len(params) < 2:
-        for p in params:
-            _compile_one((spec.name, p, arch))
-        return
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        list(pool.map(_compile_one, [(spec.name, p, arch) for p in params]))
+    if workers == 1:
+        return None
+    return cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+
+
+def precompile(spec: KernelSpec, params: list[dict[str, int]], arch: str, workers: int | None = None,
+               pool=None) -> None:
+    """Fill the disk cache for many parameter sets, in parallel processes when there are several cores."""
+    own = pool is None and len(params) > 1
+    pool = _pool(workers) if own else pool
+    try:
+        if pool is None:
+            for p in params:
+                _compile_one((spec.name, p, arch))
+        else:
+            list(pool.map(_compile_one, [(spec.name, p, arch) for p in params]))
+    finally:
+        if own and pool is not None:
+            pool.shutdown()
 
 
 def candidates(spec: KernelSpec, arch: str, smem_limit: int = 227 * 1024, limit: int | None = None,
@@ -113,9 +126,6 @@ def tune(
         raise ValueError(f"the tuner runs float32 problems; kernel {spec.name} takes {' or '.join(spec.dtypes)}")
     import cupy as cp
 
-    from .. import api
-    from ..bench.ladder import VERIFY_TOL, rel_error
-    from ..bench.timing import time_gpu, tflops
     from ..runtime import device
     from .cache import shape_class
 
@@ -132,35 +142,52 @@ def tune(
     if spec.heuristic is not None:
         first.insert(0, spec.heuristic(m, n, k, info.sm_count))
     order = search_order(spec, first, seed)
-    # Compile in parallel up front, about as many as the budget can time, into the disk cache.
-    precompile(spec, order[: max(8, int(budget_s / 0.25))], info.arch, workers)
-
     result = TuneResult(spec.name, shape_class(m, n, k), shape, None, 0.0, None)
-    for p in order:
-        if time.perf_counter() - start > budget_s and result.best is not None:
-            break
-        cand = _prune_by_compiler(spec, p, info.arch, info.smem_per_block_optin)
-        if cand.rejected:
-            result.tried.append((p, None, cand.rejected))
-            if on_step:
-                on_step(cand, None, cand.rejected)
-            continue
-        c.fill(float("nan"))
-        api.matmul(a, b, c, kernel=spec.name, **p)
-        err = rel_error(c, ref)
-        if not err < VERIFY_TOL:
-            note = f"FAILED verification (rel. error {err:.1e})"
-            result.tried.append((p, None, note))
-            if on_step:
-                on_step(cand, None, note)
-            continue
-        t = time_gpu(lambda p=p: api.matmul(a, b, c, kernel=spec.name, **p), budget_ms=per_candidate_ms)
-        rate = tflops(m, n, k, t.median_ms)
-        result.tried.append((p, rate, "ok"))
-        if p == spec.validate(spec.defaults):
-            result.default_tflops = rate
-        if rate > result.best_tflops:
-            result.best, result.best_tflops = p, rate
-        if on_step:
-            on_step(cand, rate, "ok")
+    pool = _pool(workers)
+    batch = 32  # compiled together in the pool, then verified and timed one by one
+    try:
+        for lo in range(0, len(order), batch):
+            if time.perf_counter() - start > budget_s and result.best is not None:
+                break
+            chunk = order[lo:lo + batch]
+            precompile(spec, chunk, info.arch, pool=pool)
+            for p in chunk:
+                if time.perf_counter() - start > budget_s and result.best is not None:
+                    break
+                _try_candidate(spec, p, info, a, b, c, ref, m, n, k, per_candidate_ms, result, on_step)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return result
+
+
+def _try_candidate(spec, p, info, a, b, c, ref, m, n, k, per_candidate_ms, result, on_step) -> None:
+    """Prune by the compiler's report, verify, time; record the outcome in `result`."""
+    from .. import api
+    from ..bench.ladder import VERIFY_TOL, rel_error
+    from ..bench.timing import time_gpu, tflops
+
+    cand = _prune_by_compiler(spec, p, info.arch, info.smem_per_block_optin)
+    if cand.rejected:
+        result.tried.append((p, None, cand.rejected))
+        if on_step:
+            on_step(cand, None, cand.rejected)
+        return
+    c.fill(float("nan"))
+    api.matmul(a, b, c, kernel=spec.name, **p)
+    err = rel_error(c, ref)
+    if not err < VERIFY_TOL:
+        note = f"FAILED verification (rel. error {err:.1e})"
+        result.tried.append((p, None, note))
+        if on_step:
+            on_step(cand, None, note)
+        return
+    t = time_gpu(lambda: api.matmul(a, b, c, kernel=spec.name, **p), budget_ms=per_candidate_ms)
+    rate = tflops(m, n, k, t.median_ms)
+    result.tried.append((p, rate, "ok"))
+    if p == spec.validate(spec.defaults):
+        result.default_tflops = rate
+    if rate > result.best_tflops:
+        result.best, result.best_tflops = p, rate
+    if on_step:
+        on_step(cand, rate, "ok")
