@@ -59,7 +59,9 @@ def test_sass_has_tensor_core_instructions(a_type, mnemonic):
     if tool is None:
         pytest.skip("cuobjdump not found")
     mod = compile_spec(SPEC, dict(A_TYPE=a_type), "sm_90")
-    sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # its nvdisasm
+    sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True,
+                          env=env).stdout
     assert mnemonic in sass
     for op in ("LDSM.16.M88.4", "LDSM.16.MT88.4", "LDGSTS"):  # ldmatrix (A, B transposed) and cp.async
         assert op in sass, op
