@@ -1,7 +1,7 @@
 """Device facts for the models: the real GPU's when there is one, a named preset when there is not.
 
 The models are plain functions of (M, N, K, params, device facts); on a machine with no GPU they run on a
-preset. `H100_SXM` is the project's reference GPU (docs: MEASURED.md). Per-architecture limits that
+preset. `H100_SXM` is the project's reference GPU (docs/performance.md). Per-architecture limits that
 CUDA's device properties do not report (resident blocks per SM, shared memory the driver reserves per
 block) live here too, from NVIDIA's occupancy tables.
 """
