@@ -32,30 +32,23 @@ def _k_label(k: int, K: int) -> str:
 
 
 def naive(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator[Mark]:
-    BX, BY = p["BX"], p["BY"]
-    row = t.block_idx[0] * BX + t.thread_idx[0]     # threadIdx.x walks rows of C
-    col = t.block_idx[1] * BY + t.thread_idx[1]
-    t.owns(row, col)
-    if row >= M or col >= N:
-        return
-    yield Mark("launch", _launch_label("thread (x, y) owns C[blockIdx.x*BX + x, blockIdx.y*BY + y]"))
-    acc = 0.0
-    for k in range(K):
-        acc = t.fma(row, col, k, acc, t.load_a(row, k), t.load_b(k, col))
-        yield Mark("compute", f"k = {k}: each thread reads A[row, {k}] and B[{k}, col] from global memory "
-                              f"and adds their product to its sum", step=k, k_done=k + 1, k=k)
-    t.store_c(row, col, acc)
-    yield Mark("store", "each thread writes its sum to C[row, col]", k_done=K)
+    row = t.block_idx[0] * p["BX"] + t.thread_idx[0]     # threadIdx.x walks rows of C
+    col = t.block_idx[1] * p["BY"] + t.thread_idx[1]
+    yield from _dot_product(t, row, col, M, N, K, "thread (x, y) owns C[blockIdx.x*BX + x, blockIdx.y*BY + y]")
 
 
 def coalesced(t: Thread, M: int, N: int, K: int, p: dict[str, int]) -> Iterator[Mark]:
-    BX, BY = p["BX"], p["BY"]
-    col = t.block_idx[0] * BX + t.thread_idx[0]     # threadIdx.x walks columns of C: a warp shares a row
-    row = t.block_idx[1] * BY + t.thread_idx[1]
+    col = t.block_idx[0] * p["BX"] + t.thread_idx[0]     # threadIdx.x walks columns of C: a warp shares a row
+    row = t.block_idx[1] * p["BY"] + t.thread_idx[1]
+    yield from _dot_product(t, row, col, M, N, K, "thread (x, y) owns C[blockIdx.y*BY + y, blockIdx.x*BX + x]")
+
+
+def _dot_product(t: Thread, row: int, col: int, M: int, N: int, K: int, owner: str) -> Iterator[Mark]:
+    """The body both direct rungs share: one dot product straight from global memory, then one store."""
     t.owns(row, col)
     if row >= M or col >= N:
         return
-    yield Mark("launch", _launch_label("thread (x, y) owns C[blockIdx.y*BY + y, blockIdx.x*BX + x]"))
+    yield Mark("launch", _launch_label(owner))
     acc = 0.0
     for k in range(K):
         acc = t.fma(row, col, k, acc, t.load_a(row, k), t.load_b(k, col))
