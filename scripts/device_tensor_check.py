@@ -46,6 +46,18 @@ def run(cmd, log: Path, timeout: int, env=None) -> tuple[int, str]:
     return rc, text
 
 
+def time_side_by_side(ours, theirs, budget_ms):
+    """Time gemmlab and torch on one non-default stream: events, launches (and any capture) all on it."""
+    import cupy as cp
+    import torch
+
+    from gemmlab.bench.timing import time_gpu
+
+    side = cp.cuda.Stream(non_blocking=True)
+    with side, torch.cuda.stream(torch.cuda.ExternalStream(side.ptr)):
+        return (time_gpu(ours, budget_ms=budget_ms, graph=False), time_gpu(theirs, budget_ms=budget_ms, graph=False))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="4096,8192")
@@ -113,11 +125,7 @@ def main() -> int:
             theirs()
             torch.cuda.synchronize()
             err = float((c.float() - c2.float()).norm() / c2.float().norm())
-            # One non-default stream for both libraries: events, graph capture and launches all on it.
-            side = cp.cuda.Stream(non_blocking=True)
-            with side, torch.cuda.stream(torch.cuda.ExternalStream(side.ptr)):
-                t_ours = time_gpu(ours, budget_ms=args.budget_ms, graph=False)
-                t_cub = time_gpu(theirs, budget_ms=args.budget_ms, graph=False)
+            t_ours, t_cub = time_side_by_side(ours, theirs, args.budget_ms)
             fl = 2 * size**3
             rows.append((f"{str(dt)[6:]} {size}^3", fl / t_ours.median_ms / 1e9, fl / t_cub.median_ms / 1e9, err))
             del a, b, c, c2
@@ -137,10 +145,7 @@ def main() -> int:
         ref = eager()
         torch.cuda.synchronize()
         ferr = float((y.float() - ref.float()).norm() / ref.float().norm())
-        side = cp.cuda.Stream(non_blocking=True)
-        with side, torch.cuda.stream(torch.cuda.ExternalStream(side.ptr)):
-            t_ours = time_gpu(ours, budget_ms=args.budget_ms, graph=False)
-            t_eager = time_gpu(eager, budget_ms=args.budget_ms, graph=False)
+        t_ours, t_eager = time_side_by_side(ours, eager, args.budget_ms)
         fused = (t_ours.median_ms, t_eager.median_ms, ferr)
     except Exception as exc:  # report, do not hide the table
         checks.append(("fused GEMM + bias + GELU", f"failed: {type(exc).__name__}: {exc}"))
