@@ -31,8 +31,9 @@ RES = {
 }
 
 
-def model(name, m, n, k, params=None, replacement="random"):
-    return model_kernel(name, m, n, k, params, H100, RES.get(name), compile=False, replacement=replacement)
+def model(name, m, n, k, params=None, replacement="lru", stream=None):
+    return model_kernel(name, m, n, k, params, H100, RES.get(name), compile=False, replacement=replacement,
+                        stream=stream)
 
 
 # ----------------------------------------------------------------------------------- seed 001, seed 000
@@ -160,11 +161,12 @@ def test_occupancy_without_registers_uses_threads_and_smem():
 # ----------------------------------------------------------------------------------- caches
 
 
-def _reference_cache(name, m, n, k, sms, b, l2):
-    """The cache model written the slow, obvious way: sets per (wave, SM), LRU distance by unions."""
+def _reference_cache(name, m, n, k, sms, b, l2, stream=False):
+    """The cache model written the slow, obvious way: sets per (wave, SM), LRU distance by unions. In a
+    stream the in-step groups are cohorts of `sms` blocks and every block fetches its own footprint."""
     g = infer(get(name), m, n, k)
     T = g.grid_m * g.grid_n
-    slots = sms * b
+    slots = sms if stream else sms * b
 
     def tile(i):
         return (i % g.grid_m, i // g.grid_m) if g.x_walks == "m" else (i // g.grid_n, i % g.grid_n)
@@ -177,7 +179,7 @@ def _reference_cache(name, m, n, k, sms, b, l2):
 
     groups = {}
     for i in range(T):
-        groups.setdefault((i // slots, (i % slots) % sms), []).append(tile(i))
+        groups.setdefault(i if stream else (i // slots, (i % slots) % sms), []).append(tile(i))
     l2_loads = sum(sum(arow(r) for r in {t[0] for t in ts}) + sum(bcol(c) for c in {t[1] for t in ts})
                    for ts in groups.values())
     waves = [[tile(i) for i in range(w * slots, min(T, (w + 1) * slots))] for w in range(math.ceil(T / slots))]
@@ -198,14 +200,15 @@ def _reference_cache(name, m, n, k, sms, b, l2):
     return l2_loads, dram
 
 
-@pytest.mark.parametrize("name, size, sms, b, l2", [
-    ("naive", 200, 4, 8, 64 * 1024),
-    ("coalesced", 160, 3, 2, 32 * 1024),
-    ("smem_tiled", 192, 4, 2, 1 << 20),
-    ("blocktile_2d", 1000, 5, 2, 1 << 20),
-    ("blocktile_2d", 1000, 5, 2, 100 << 20),
+@pytest.mark.parametrize("name, size, sms, b, l2, stream", [
+    ("naive", 200, 4, 8, 64 * 1024, True),     # 8 x 8 warps x 17 wavefronts per k: stage-paced
+    ("naive", 200, 4, 8, 200 * 1024, True),
+    ("coalesced", 160, 3, 2, 32 * 1024, False),
+    ("smem_tiled", 192, 4, 2, 1 << 20, False),
+    ("blocktile_2d", 1000, 5, 2, 1 << 20, False),
+    ("blocktile_2d", 1000, 5, 2, 100 << 20, False),
 ])
-def test_cache_model_matches_a_brute_force_reference(name, size, sms, b, l2):
+def test_cache_model_matches_a_brute_force_reference(name, size, sms, b, l2, stream):
     import dataclasses
 
     from gemmlab.analysis.caching import cache_traffic
@@ -217,9 +220,140 @@ def test_cache_model_matches_a_brute_force_reference(name, size, sms, b, l2):
     g = infer(spec, size, size, size, p)
     c = cache_traffic(spec, size, size, size, p, g, l1_traffic(spec, size, size, size, p, g), dev, b,
                       replacement="lru")
-    ref_l2, ref_dram = _reference_cache(name, size, size, size, sms, b, l2)
+    assert c.stream == stream
+    ref_l2, ref_dram = _reference_cache(name, size, size, size, sms, b, l2, stream)
     assert c.l2_load_bytes == pytest.approx(min(ref_l2, c.l1_requested_bytes))
     assert c.dram_read_bytes == pytest.approx(ref_dram)
+
+
+def test_stage_paced_blocks_run_as_a_stream_of_cohorts_by_hand():
+    import dataclasses
+
+    from gemmlab.analysis.caching import cache_traffic
+    from gemmlab.analysis.counts import l1_traffic
+
+    # Two SMs holding two naive 16 x 16 blocks each; C is 64 x 32, K = 64: blocks 0..7 walk the four row
+    # panels of A down column panel 0 of B, then down column panel 1. Each panel is 16 x 64 x 4 = 4 KiB,
+    # each C tile 1 KiB; the L2 holds 26 KiB.
+    dev = dataclasses.replace(H100, sm_count=2, l2_bytes=26 * 1024)
+    spec = get("naive")
+    p = spec.defaults
+    g = infer(spec, 64, 32, 64, p)
+    l1 = l1_traffic(spec, 64, 32, 64, p, g)
+    c = cache_traffic(spec, 64, 32, 64, p, g, l1, dev, 2)
+    # 2 blocks x 8 warps x (16 lines of A + 1 of B) = 272 wavefronts per k > 165: stage-paced.
+    assert c.stage_wavefronts_per_k == 272 and c.stream
+    assert (c.in_step_blocks, c.groups, c.waves) == (2, 4, 2)
+    # Cohorts {0,1} {2,3} {4,5} {6,7} use rows (0,1) (2,3) (0,1) (2,3) of A and columns 0 0 1 1 of B.
+    # Rows 0, 1 come back after cohorts 0-1 touched A0-A3, B0 and 4 C tiles: 24 KiB, they hit; rows 2, 3
+    # after cohorts 1-2: A0-A3, B0, B1, 4 tiles = 28 KiB, they miss; B0 and B1 come back after one
+    # cohort (14 KiB) and hit. Reads: A and B once (24 KiB) + A2, A3 again (8 KiB).
+    assert c.dram_read_bytes == 32 * 1024
+    assert c.l2_load_bytes == 8 * (4 + 4) * 1024          # every block its own two panels: no L1 sharing
+    # The same launch in step: waves {0..3} {4..7}; A comes back after one wave (24 KiB) and hits, and
+    # the two blocks on an SM (rows 0, 2 or 1, 3 of column 0) fetch B0 once between them.
+    w = cache_traffic(spec, 64, 32, 64, p, g, l1, dev, 2, stream=False)
+    assert not w.stream and w.dram_read_bytes == 24 * 1024 and w.l2_load_bytes == 2 * 2 * 12 * 1024
+
+
+def test_naive_4096_reads_its_a_panel_once_per_block_by_hand():
+    c = model("naive", 4096, 4096, 4096).cache
+    panel = 16 * 4096 * 4                   # 16 rows of A over K, or 16 columns of B over K: 256 KiB
+    # A stream of 497 cohorts of 132 blocks. Row panel r of A is used by blocks r, r + 256, ...: 256 ids
+    # apart, two cohorts back unless the block sits in the first 8 of its cohort (256 = 132 + 124). Two
+    # cohorts touch all 256 row panels (64 MiB > 50 MiB): a miss; one cohort touches 132 (33 MiB): a
+    # hit. A column panel of B is used by 256 consecutive blocks and always hits.
+    assert c.stream and c.in_step_blocks == 132 and c.groups == 497
+    assert c.compulsory_read_bytes == 2 * 256 * panel
+    assert c.dram_read_bytes == pytest.approx(2 * 256 * panel + 124 / 132 * 255 * 256 * panel, rel=1e-3)
+    # In step (the model before the pacing was considered) A would come once per wave: 62 x 64 MiB.
+    w = model("naive", 4096, 4096, 4096, stream=False).cache
+    assert w.dram_read_bytes < c.dram_read_bytes / 3
+
+
+def test_coalesced_4096_stays_in_step_and_reads_b_once_per_wave_by_hand():
+    c = model("coalesced", 4096, 4096, 4096).cache
+    panel = 32 * 4096 * 4                   # 32 rows of A, or 32 columns of B, over K: 512 KiB
+    # 2 blocks x 32 warps x (1 line of A + 1 of B) = 128 wavefronts per k: memory-paced, in step.
+    assert c.stage_wavefronts_per_k == 128 and not c.stream and c.in_step_blocks == 264
+    # 16384 blocks, 264 per wave: waves 0..61 each read all 128 column panels of B (64 MiB > 50 MiB
+    # between two uses), wave 62 (16 blocks) 16 of them. Row panel r of A is blocks 128r .. 128r + 127:
+    # read once, and again where a wave starts inside it (264 w mod 128 != 0: 59 of waves 1..62).
+    assert c.dram_read_bytes == ((128 + 59) + (62 * 128 + 16)) * panel
+
+
+def test_pacing_comes_from_the_stage_not_from_blocks_per_sm():
+    # Coalesced 32 x 8: 8 blocks per SM (like naive 16 x 16) but 8 x 8 x 2 = 128 wavefronts per k: in step,
+    # B once per wave (1024 x 4096 x 4096: 15.5 waves x 64 MiB); as a stream each block would read its
+    # own 512 KiB column panel of B (8.6 GB).
+    c = model("coalesced", 1024, 4096, 4096, {"BX": 32, "BY": 8}).cache
+    assert c.stage_wavefronts_per_k == 128 and not c.stream
+    assert c.dram_read_bytes == pytest.approx(1.09e9, rel=0.01)
+    s = model("coalesced", 1024, 4096, 4096, {"BX": 32, "BY": 8}, stream=True).cache
+    assert s.dram_read_bytes == pytest.approx(16384 * 32 * 4096 * 4, rel=0.03)
+    # Naive 32 x 32: 2 blocks per SM (like coalesced) but 2 x 32 x (32 + 1) = 2112 per k: a stream.
+    n = model("naive", 4096, 4096, 4096, {"BX": 32, "BY": 32}).cache
+    assert n.stage_wavefronts_per_k == 2112 and n.stream and n.in_step_blocks == 132
+    # Tiled rungs queue a few coalesced wavefronts per k: in step.
+    for name in ("smem_tiled", "blocktile_1d", "blocktile_2d"):
+        t = model(name, 4096, 4096, 4096).cache
+        assert t.stage_wavefronts_per_k < 20 and not t.stream
+
+
+# scripts/device_traffic_probe.py on the reference H100: ncu's DRAM bytes (read + write) per launch.
+PROBE_DRAM = [
+    ("naive", 4096, 1024, 4096, {"BX": 16, "BY": 16}, 4.116e9, True),
+    ("naive", 4096, 1024, 4096, {"BX": 32, "BY": 32}, 2.126e9, True),
+    ("naive", 4096, 2048, 4096, {"BX": 8, "BY": 32}, 4.347e9, True),
+    ("coalesced", 1024, 4096, 4096, {"BX": 32, "BY": 32}, 1.119e9, False),
+    ("coalesced", 1024, 4096, 4096, {"BX": 16, "BY": 16}, 3.646e9, True),
+    ("coalesced", 1024, 4096, 4096, {"BX": 8, "BY": 32}, 2.142e9, True),
+    ("blocktile_2d", 8192, 8192, 4096, {}, 2.613e9, False),
+]
+# The two the pacing rule gets wrong (docs/analysis.md, known limits): coalesced 32 x 8 measured between the
+# two pictures, smem_tiled in row-major order a full stream. Strict: if the model comes to match, say so.
+PROBE_DRAM_MISSED = [
+    ("coalesced", 1024, 4096, 4096, {"BX": 32, "BY": 8}, 5.218e9, False),
+    ("smem_tiled", 4096, 4096, 4096, {"BLOCK_DIM": 32, "GROUP_M": 1}, 8.493e9, False),
+]
+
+
+def _probe_case(name, m, n, k, params, ncu_dram, stream):
+    c = model(name, m, n, k, params).cache
+    assert c.stream == stream
+    assert c.dram_bytes == pytest.approx(ncu_dram, rel=0.15)
+
+
+@pytest.mark.parametrize("name, m, n, k, params, ncu_dram, stream", PROBE_DRAM)
+def test_probe_launches_dram_within_15_percent_of_ncu(name, m, n, k, params, ncu_dram, stream):
+    _probe_case(name, m, n, k, params, ncu_dram, stream)
+
+
+@pytest.mark.xfail(strict=True, reason="known limit of the pacing rule (docs/analysis.md)")
+@pytest.mark.parametrize("name, m, n, k, params, ncu_dram, stream", PROBE_DRAM_MISSED)
+def test_probe_launches_the_pacing_rule_misses(name, m, n, k, params, ncu_dram, stream):
+    _probe_case(name, m, n, k, params, ncu_dram, stream)
+
+
+def test_probe_reads_ncu_durations_in_their_unit(monkeypatch):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "device_traffic_probe.py"
+    spec = importlib.util.spec_from_file_location("device_traffic_probe", path)
+    probe = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "device_traffic_probe", probe)   # its dataclasses look themselves up
+    spec.loader.exec_module(probe)
+    # As ncu --print-units base writes it on the H100: "ns", thousands separators.
+    raw = ('"ID","Kernel Name","gpu__time_duration.sum","sm__cycles_elapsed.avg.per_second"\n'
+           '"","","ns","hz"\n'
+           '"0","naive_gemm","35,847,392","1,979,827,240.90"\n'
+           '"1","coalesced_gemm","5,425,568","1,978,588,821.85"\n')
+    assert probe.durations_s(raw) == pytest.approx([35.847392e-3, 5.425568e-3])
+    assert probe.durations_s(raw.replace('"ns"', '"usecond"').replace("35,847,392", "35,847.392")
+                             .replace("5,425,568", "5,425.568")) == pytest.approx([35.847392e-3, 5.425568e-3])
+    assert probe.durations_s('"ID","Kernel Name"\n"",""\n"0","k"\n') == []
 
 
 def test_everything_fits_in_l2_reads_each_operand_once_and_leaves_c_dirty():
@@ -242,13 +376,14 @@ def test_blocktile_2d_4096_rereads_b_every_wave_by_hand():
 def test_random_replacement_smooths_the_cliff():
     from gemmlab.analysis.caching import survival
 
-    assert survival(0.5) == 1 and survival(1.0) == 1 and survival(1.3, "lru") == 0
+    assert survival(0.5) == 1 and survival(1.0, "random") == 1 and survival(1.3) == 0   # LRU by default
     for a in (1.3, 2.0, 5.0):
-        h = survival(a)
+        h = survival(a, "random")
         assert 0 < h < 1 and h == pytest.approx(math.exp(-a * (1 - h)), abs=1e-9)
-    assert survival(1.3) == pytest.approx(0.58, abs=0.01) and survival(2.0) == pytest.approx(0.203, abs=0.002)
-    lru = model("blocktile_2d", 4096, 4096, 4096, replacement="lru").cache
-    rnd = model("blocktile_2d", 4096, 4096, 4096).cache
+    assert survival(1.3, "random") == pytest.approx(0.58, abs=0.01)
+    assert survival(2.0, "random") == pytest.approx(0.203, abs=0.002)
+    lru = model("blocktile_2d", 4096, 4096, 4096).cache
+    rnd = model("blocktile_2d", 4096, 4096, 4096, replacement="random").cache
     assert rnd.compulsory_read_bytes < rnd.dram_read_bytes < lru.dram_read_bytes
     with pytest.raises(ValueError, match="replacement"):
         survival(3.0, "fifo")
@@ -258,7 +393,8 @@ def test_naive_l1_keeps_a_blocks_footprint():
     c = model("naive", 4096, 4096, 4096).cache
     a = 65536 * 16 * 4096 * 4            # each block's 16 rows of A over K, once
     assert c.l1_requested_bytes == pytest.approx(4096 * 4096 * 4096 / 32 * (16 + 1) * 32)
-    assert a < c.l2_load_bytes < 2 * a   # B shared by co-resident blocks of the same column panel
+    # Its 16 columns of B over K are as many bytes; staggered blocks on an SM share no L1 (a stream).
+    assert c.stream and c.l2_load_bytes == 2 * a and c.l1_sharing == 1
     assert c.l1_hit_rate > 0.95
 
 

@@ -82,7 +82,8 @@ def test_parse_raw_csv_converts_units_and_separators():
 
 @pytest.mark.parametrize("value, unit, expect", [
     ("3", "Mbyte", 3e6), ("2.5", "Gbyte/second", 2.5e9), ("1", "usecond", 1e-6), ("1.5", "Ghz", 1.5e9),
-    ("12", "", 12.0), ("n/a", "byte", None),
+    ("12", "", 12.0), ("n/a", "byte", None), ("372160", "ns", 3.7216e-4), ("248", "us", 2.48e-4),
+    ("1.5", "ms", 1.5e-3),
 ])
 def test_convert(value, unit, expect):
     got = ncu.convert(value, unit)

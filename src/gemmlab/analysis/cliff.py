@@ -2,8 +2,9 @@
 
 For square N x N fp32 matrices, A, B and C together take 12 N^2 bytes: they fit in an L2 of L bytes up
 to N = sqrt(L / 12) (2090 on a 50 MiB H100). Past that, what a kernel re-reads from DRAM depends on what
-one wave of blocks sweeps (see `caching`): the naive rung's wave reads all of A, so once A and a wave's
-slice of B and C exceed the L2, every wave reads A again from DRAM. Whether that *costs time* depends on
+the blocks that sweep K together touch (see `caching`): the naive rung's blocks run as a stream of
+one-per-SM cohorts, two of which read all of A, so once A and their slice of B and C exceed the L2 nearly
+every block reads its rows of A again from DRAM. Whether that *costs time* depends on
 whether DRAM then becomes the longest bound; `l2_cliff` answers that per size with the full model.
 """
 

@@ -90,8 +90,11 @@ def kernel_resources(spec: KernelSpec, params: dict | None, arch: str) -> Resour
 
 def model_kernel(spec: KernelSpec | str, m: int, n: int, k: int, params: dict | None = None,
                  device: DeviceInfo | str | None = None, resources: Resources | None = None, *,
-                 compile: bool = True, l2_fraction: float = 1.0, replacement: str = "random") -> KernelModel:
-    """The model of one rung at (M, N, K). `device`: facts, a preset name, or None (this GPU, else H100)."""
+                 compile: bool = True, l2_fraction: float = 1.0, replacement: str = "lru",
+                 stream: bool | None = None) -> KernelModel:
+    """The model of one rung at (M, N, K). `device`: facts, a preset name, or None (this GPU, else H100).
+    `replacement` and `stream` go to `caching.cache_traffic` (L2 policy; None: in-step waves or a stream of
+    cohorts as the kernel's pacing decides)."""
     if isinstance(spec, str):
         spec = registry.get(spec)
     if not is_fp32(spec):
@@ -109,7 +112,7 @@ def model_kernel(spec: KernelSpec | str, m: int, n: int, k: int, params: dict | 
     t = spec.traffic(m, n, k, p)
     flops = spec.flops(m, n, k)
     l1 = l1_traffic(spec, m, n, k, p, geo)
-    cache = cache_traffic(spec, m, n, k, p, geo, l1, dev, blocks_per_sm, l2_fraction, replacement)
+    cache = cache_traffic(spec, m, n, k, p, geo, l1, dev, blocks_per_sm, l2_fraction, replacement, stream)
     return KernelModel(
         spec=spec, params=p, m=m, n=n, k=k, device=dev, device_is_preset=preset, resources=resources,
         geometry=geo, occupancy=occ, quant=q, flops=flops, traffic=t,

@@ -52,7 +52,8 @@ METRICS: dict[str, str] = {
 REQUIRED = ("dram_read_bytes", "dram_write_bytes", "l2_bytes")
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "k": 1e3, "m": 1e-3, "u": 1e-6, "n": 1e-9}
-_TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+# ncu writes time units long ("nsecond") or short ("ns") depending on its version and the metric.
+_TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 class NcuUnavailable(GemmlabError):
