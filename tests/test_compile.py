@@ -32,7 +32,13 @@ def _param_sets(spec):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
 def test_rung_compiles_within_resource_limits(spec, arch):
-    """The defaults (what the ladder runs) never touch local memory; sampled tuner candidates fit the SM."""
+    """The defaults (what the ladder runs) never touch local memory; sampled tuner candidates fit the SM.
+    A rung built for exact targets (wgmma: sm_90a) compiles for the one matching `arch` and is refused,
+    naming its targets, everywhere else."""
+    if spec.target_arch(arch) is None:
+        with pytest.raises(ValueError, match="built for"):
+            compile_spec(spec, spec.defaults, arch)
+        return
     for p in _param_sets(spec) if arch == "sm_90" else [spec.defaults]:
         mod = compile_spec(spec, p, arch)
         r = mod.resources[spec.name_expression(p)]
@@ -160,3 +166,82 @@ def test_a_log_without_a_report_gives_unknown_resources_until_one_is_needed(tmp_
     assert not again.from_disk_cache and again.resources["k<5>"].known and again.resources["k<5>"].registers > 0
     compiler.clear_memory_cache()
     assert compiler.compile_file(src, ["k<5>"], "sm_90").report_complete
+
+
+# ---- scripts/sass_mix.py: the main loop's instruction mix, read from the SASS.
+
+
+def _sass_mix():
+    import importlib.util
+
+    if "sass_mix" in sys.modules:
+        return sys.modules["sass_mix"]
+    path = Path(__file__).resolve().parents[1] / "scripts" / "sass_mix.py"
+    spec = importlib.util.spec_from_file_location("sass_mix", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sass_mix"] = mod  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _listing(rows):
+    """nvdisasm -c -hex style text: (label or None, instruction text, stall cycles) per row."""
+    out, addr = [], 0
+    for label, text, stall in rows:
+        if label:
+            out.append(f"{label}:")
+        if text:
+            out.append(f"        /*{addr:04x}*/                   {text} ;                 /* 0x{addr:016x} */")
+            out.append(f"                                                                 /* 0x{stall << 41:016x} */")
+            addr += 16
+    return out
+
+
+def test_sass_mix_counts_the_steady_state_path_of_the_main_loop():
+    """A loop whose body branches (edge loads or interior loads) is counted along the interior path: the
+    one with the most FFMAs, then the most bytes loaded from global memory."""
+    sm = _sass_mix()
+    rows = [
+        (None, "MOV R1, c[0x0][0x28]", 1),
+        (".L_x_0", "FFMA R4, R5.reuse, R6, R4", 1),
+        (None, "FFMA R7, R5, R8, R7", 1),
+        (None, "@P0 BRA `(.L_x_1)", 5),
+        (None, "LDG.E.128.CONSTANT R8, desc[UR4][R2.64]", 1),  # interior: one 16-byte load
+        (None, "BRA `(.L_x_2)", 5),
+        (".L_x_1", "LDG.E.CONSTANT R8, desc[UR4][R2.64]", 1),   # edge: a 4-byte load and more work
+        (None, "IADD3 R9, R9, 0x1, RZ", 1),
+        (None, "IADD3 R10, R9, 0x1, RZ", 1),
+        (".L_x_2", "@!PT LDS RZ, [RZ]", 1),
+        (None, "LDS.128 R12, [R3+0x10]", 2),
+        (None, "FFMA R13, R12, R14, R13", 1),
+        (None, "ISETP.NE.AND P1, PT, R0, RZ, PT", 4),
+        (None, "@P1 BRA `(.L_x_0)", 5),
+        (None, "EXIT", 5),
+    ]
+    instrs, labels = sm.parse(_listing(rows))
+    loops = sm.main_loop(instrs, labels)
+    assert len(loops) == 1
+    r = sm.report(loops[0])
+    assert r["histogram"] == {"FFMA": 3, "BRA": 3, "LDG.128": 1, "LDS.32@!PT": 1, "LDS.128": 1, "ISETP": 1}
+    assert r["instructions"] == 10 and r["ffma_fraction"] == pytest.approx(0.3)
+    assert r["lds_per_128_ffma"] == pytest.approx(128 / 3)  # the never-executed LDS is not counted
+    assert r["stall_cycles"] == 1 + 1 + 5 + 1 + 5 + 1 + 2 + 1 + 4 + 5
+    assert r["static_body"] == {"instructions": 13, "ffma": 3, "inner_loops": 0}
+    assert r["reuse_hits"] == 1  # R5 in the first slot of the second FFMA comes from the reuse cache
+
+
+def test_sgemm_main_loop_is_dense():
+    """Rung 10's main loop at the default tile: 16 x 8 results x 16 k of FFMAs per step, six LDS.128 per
+    128 FFMAs, nothing from local memory, and at least 93.5% of its instructions FFMAs."""
+    sm = _sass_mix()
+    try:
+        sm.find_nvdisasm()
+    except SystemExit:
+        pytest.skip("nvdisasm not found")
+    info, loops = sm.analyse("sgemm", {}, "sm_90")
+    r = sm.report(loops[0])
+    assert r["ffma"] == 16 * 8 * 16
+    assert r["histogram"]["LDS.128"] == 6 * 16
+    assert not any(k.startswith(("LDL", "STL")) for k in r["histogram"])
+    assert r["ffma_fraction"] >= 0.935, r["histogram"]
+    assert info["spill_stores"] == 0 and info["stack_frame"] == 0

@@ -1,8 +1,10 @@
 """GPU correctness of the tensor-core rung (mma_sync): fp16 and bf16 inputs against a float64 reference,
-every fused epilogue against a numpy reference, and the BLAS rule (beta = 0 never reads C).
+every fused epilogue against a numpy reference, and the BLAS rule (beta = 0 never reads C); then TF32 (fp32
+inputs with precision="tf32") the same way.
 
 bf16 arrays come from torch (CuPy has no bfloat16 everywhere); fp16 from CuPy. Error measure:
-||C - ref|| / ||ref|| <= 1e-2 (inputs rounded to 16 bits, fp32 accumulation, 16-bit outputs rounded once).
+||C - ref|| / ||ref|| <= 1e-2 (inputs rounded to 16 bits, fp32 accumulation, 16-bit outputs rounded once);
+TF32 with fp32 output: <= 1e-3 up to K = 8192 (inputs rounded to 10-bit mantissas, fp32 accumulation).
 """
 
 import math
@@ -150,14 +152,19 @@ def test_auto_dispatch_by_dtype(rng):
 
 
 def test_fast_path_does_not_swallow_epilogue_arguments(rng):
-    """A repeat fp32 call has a fast plan; the same shapes with an epilogue argument must not reuse it."""
+    """A repeat fp32 call has a fast plan; the same shapes with an epilogue argument must not reuse it,
+    and a named fp32 rung without an epilogue refuses one."""
     import cupy as cp
 
     a = cp.asarray(rng.uniform(-1, 1, (64, 64)).astype(np.float32))
+    plain = a.get().astype(np.float64) @ a.get().astype(np.float64)
     for _ in range(3):
         gemmlab.matmul(a, a)
-    with pytest.raises(ValueError, match="bias"):
-        gemmlab.matmul(a, a, bias=cp.ones(64, cp.float32))
+    out = gemmlab.matmul(a, a, bias=cp.ones(64, cp.float32))
+    assert _rel(out.get().astype(np.float64), plain + 1.0) < 1e-5
+    assert _rel(gemmlab.matmul(a, a).get().astype(np.float64), plain) < 1e-5  # the plan is still bias-free
+    with pytest.raises(ValueError, match="kernel pipelined takes no fused epilogue"):
+        gemmlab.matmul(a, a, kernel="pipelined", bias=cp.ones(64, cp.float32))
 
 
 def test_degenerate_sizes():
@@ -169,3 +176,125 @@ def test_degenerate_sizes():
         assert out.shape == (m, n)
         if k == 0 and m and n:
             assert bool((out == 1.5).all())
+
+
+# ------------------------------------------------------------------------------------------ TF32
+
+TF32_TOL = 1e-3
+TF32_SHAPES = [(1, 1, 1), (17, 17, 17), (129, 129, 129), (1000, 1000, 1000), (7, 300, 129), (300, 7, 65),
+               (33, 65, 1000), (1000, 17, 31), (256, 96, 513), (129, 257, 1), (130, 66, 8192), (256, 256, 8192)]
+
+
+def _f32(shape, rng):
+    """(CuPy fp32 array, its values as float64 on the host)."""
+    import cupy as cp
+
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    return cp.asarray(x), x.astype(np.float64)
+
+
+def _tf32_rna(x: np.ndarray) -> np.ndarray:
+    """fp32 -> tf32 as cvt.rna does: round the magnitude to 10 mantissa bits, ties away from zero."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("mnk", TF32_SHAPES, ids=lambda t: "x".join(map(str, t)))
+def test_tf32_against_float64(mnk, rng):
+    m, n, k = mnk
+    a, a64 = _f32((m, k), rng)
+    b, b64 = _f32((k, n), rng)
+    out = gemmlab.matmul(a, b, precision="tf32")
+    assert out.dtype == np.float32 and out.shape == (m, n)
+    got = out.get().astype(np.float64)
+    err = _rel(got, a64 @ b64)
+    assert err <= TF32_TOL, f"tf32 {m}x{n}x{k}: rel. error {err:.2e}"
+    if k >= 64:
+        # It really is tf32 (strict fp32 would be near 1e-7), and the inputs are rounded to nearest (cvt.rna),
+        # not truncated: against the product of the rna-rounded inputs only fp32 accumulation error is left.
+        assert err > 2e-5, f"tf32 {m}x{n}x{k}: rel. error {err:.2e} looks like strict fp32"
+        ra = _tf32_rna(a.get()).astype(np.float64)
+        rb = _tf32_rna(b.get()).astype(np.float64)
+        assert _rel(got, ra @ rb) < 2e-5
+
+
+def test_tf32_is_only_used_when_asked(rng):
+    a, a64 = _f32((256, 512), rng)
+    b, b64 = _f32((512, 128), rng)
+    strict = _rel(gemmlab.matmul(a, b).get().astype(np.float64), a64 @ b64)
+    tf32 = _rel(gemmlab.matmul(a, b, precision="tf32").get().astype(np.float64), a64 @ b64)
+    assert strict < 1e-6 < 2e-5 < tf32 <= TF32_TOL
+
+
+@pytest.mark.parametrize("params", [dict(BM=64, BN=64, BK=8, WM=32, WN=32, STAGES=2),
+                                    dict(BM=128, BN=256, BK=32, WM=64, WN=64, STAGES=3),
+                                    dict(BM=64, BN=128, BK=16, WM=32, WN=64, STAGES=4), dict(BK=32)], ids=str)
+def test_tf32_other_tiles(params, rng):
+    for m, n, k in [(129, 67, 33), (300, 520, 200), (64, 64, 4100)]:
+        a, a64 = _f32((m, k), rng)
+        b, b64 = _f32((k, n), rng)
+        out = gemmlab.matmul(a, b, kernel="mma_sync", precision="tf32", **params)
+        assert _rel(out.get().astype(np.float64), a64 @ b64) <= TF32_TOL, (params, m, n, k)
+
+
+@pytest.mark.parametrize("activation", list(ACTS), ids=str)
+@pytest.mark.parametrize("bias_mode", [None, "row", "col"], ids=str)
+def test_tf32_epilogues_against_numpy(activation, bias_mode, rng):
+    import cupy as cp
+
+    m, n, k = 133, 70, 90
+    a, a64 = _f32((m, k), rng)
+    b, b64 = _f32((k, n), rng)
+    c, c64 = _f32((m, n), rng)
+    res, r64 = _f32((m, n), rng)
+    bias, b_ref = None, 0.0
+    if bias_mode:
+        vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
+        bias = cp.asarray(vec.reshape(m, 1) if bias_mode == "row" else vec)
+        b_ref = vec.reshape(m, 1) if bias_mode == "row" else vec.reshape(1, n)
+    want = ACTS[activation](1.5 * (a64 @ b64) - 0.5 * c64 + b_ref) + r64
+    out = gemmlab.matmul(a, b, c, alpha=1.5, beta=-0.5, bias=bias, activation=activation, residual=res,
+                         precision="tf32")
+    assert out is c
+    assert _rel(c.get().astype(np.float64), want) <= TF32_TOL, (activation, bias_mode)
+
+
+def test_tf32_beta_zero_never_reads_c_and_16_bit_outputs(rng):
+    import cupy as cp
+
+    torch = _torch()
+    a, a64 = _f32((77, 45), rng)
+    b, b64 = _f32((45, 99), rng)
+    c = cp.full((77, 99), cp.nan, cp.float32)
+    gemmlab.matmul(a, b, c, beta=0.0, alpha=2.0, precision="tf32")
+    assert _rel(c.get().astype(np.float64), 2 * (a64 @ b64)) <= TF32_TOL
+    for od in ("float16", "bfloat16"):
+        out = gemmlab.matmul(torch.from_dlpack(a), torch.from_dlpack(b), precision="tf32", out_dtype=od)
+        assert out.dtype == getattr(torch, od) and _rel(_host(out), a64 @ b64) <= TOL
+    c16 = torch.full((77, 99), float("nan"), device="cuda", dtype=torch.float16)
+    gemmlab.matmul(torch.from_dlpack(a), torch.from_dlpack(b), c16, precision="tf32")  # C's dtype is the output's
+    assert _rel(_host(c16), a64 @ b64) <= TOL
+
+
+def test_tf32_unaligned_operands_and_host_arrays(rng):
+    """Rows not 16-byte aligned (odd leading dimension, offset base) take the element-wise loader; numpy
+    in, numpy out."""
+    import cupy as cp
+
+    big = cp.asarray(rng.uniform(-1, 1, (300, 301)).astype(np.float32))
+    a, b = big[1:130, 3:70], big[100:167, 1:91]  # lda = ldb = 301, bases off 16 bytes
+    out = gemmlab.matmul(a, b, precision="tf32")
+    assert _rel(out.get().astype(np.float64), a.get().astype(np.float64) @ b.get().astype(np.float64)) <= TF32_TOL
+    ha, hb = rng.uniform(-1, 1, (70, 50)).astype(np.float32), rng.uniform(-1, 1, (50, 40)).astype(np.float32)
+    hout = gemmlab.matmul(ha, hb, precision="tf32")
+    assert isinstance(hout, np.ndarray) and _rel(hout.astype(np.float64), ha.astype(np.float64) @ hb) <= TF32_TOL
+
+
+def test_tf32_auto_dispatch_is_explained():
+    from gemmlab import api
+    from gemmlab.runtime import device
+
+    info = device.device_info()
+    choice = api.explain_choice("float32", "tf32", shape=(1024, 1024, 1024), info=info)
+    assert choice.spec.name == api.choose_kernel("float32", info.compute_capability, "tf32").name == "mma_sync"
+    assert choice.params["A_TYPE"] == 3 and choice.params_source in ("defaults", "tuned")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
 
 from . import arrays
 from .kernels import KernelSpec, registry
+from .kernels.spec import NATIVE_PRECISION, REDUCED_PRECISIONS
 from .runtime import compiler, device, launch
 
 AUTO = "auto"
@@ -39,13 +40,180 @@ def _cpu_baselines():
     return BASELINES
 
 
-def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None) -> KernelSpec:
-    """The kernel `kernel="auto"` runs: the highest rung that supports the dtype and the device."""
-    candidates = [s for s in registry.specs_for_dtype(dtype) if cc is None or cc >= s.min_cc]
-    if not candidates:
-        where = "" if cc is None else f" on compute capability {cc[0]}.{cc[1]}"
-        raise TypeError(f"no GPU kernel supports dtype {dtype}{where}")
-    return candidates[-1]
+# ----------------------------------------------------------------------------------------- dispatch
+# kernel="auto": the highest rung that runs the inputs' dtype at the asked precision, on this device's
+# compute capability (min_cc, and exact targets such as sm_90a), with a fused epilogue when one is asked
+# for, and whose operand rules (extra["operand_problems"]) the arrays meet. Nothing here names a rung: a
+# new rung is chosen wherever its spec says it fits. `explain_choice` returns the whole decision as data.
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One rung as kernel="auto" saw it: whether it fits the call, and why (not)."""
+
+    name: str
+    rung: int
+    min_cc: tuple[int, int]
+    fits: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """What a GEMM runs and why: the rung (with every rung considered) and, given a problem shape, its
+    parameters and where they came from. `gemmlab run --explain` prints `describe()`."""
+
+    dtype: str
+    precision: str
+    cc: tuple[int, int] | None
+    epilogue: bool
+    candidates: tuple[Candidate, ...]
+    spec: KernelSpec
+    named: bool = False                  # the caller named the kernel (no choice was made)
+    shape: tuple[int, int, int] | None = None
+    params: dict[str, int] | None = None  # the full parameter set it runs (validated)
+    params_source: str | None = None      # "given", "tuned", "heuristic" or "defaults"
+    params_detail: str = ""
+
+    def describe(self) -> str:
+        where = f"compute capability {self.cc[0]}.{self.cc[1]}" if self.cc else "an unknown compute capability"
+        what = f"{self.dtype} inputs at {self.precision}" + (" with a fused epilogue" if self.epilogue else "")
+        head = (f"kernel {self.spec.name} (named) for {what} on {where}" if self.named else
+                f'kernel="auto" for {what} on {where}: {self.spec.name} (rung {self.spec.rung:02d})')
+        lines = [head, f"  {'rung':4s}  {'kernel':14s}  {'min cc':6s}  verdict"]
+        for c in self.candidates:
+            lines.append(f"  {c.rung:02d}    {c.name:14s}  {c.min_cc[0]}.{c.min_cc[1]:<4d}  {c.reason}")
+        if self.params is not None:
+            m, n, k = self.shape
+            lines.append(f"parameters for M x N x K = {m} x {n} x {k}: {self.params_source} ({self.params_detail})")
+            lines.append("  " + " ".join(f"{key}={v}" for key, v in self.params.items()))
+        return "\n".join(lines)
+
+
+_ranked_memo: dict[tuple, tuple[tuple[KernelSpec, str | None], ...]] = {}
+
+
+def _ranked(dtype: str, precision: str, cc: tuple[int, int] | None, epilogue: bool):
+    """Every rung with None (it fits) or the reason it does not, before any operand rule. Memoised."""
+    key = (dtype, precision, cc, epilogue, id(registry.REGISTRY), len(registry.REGISTRY))
+    hit = _ranked_memo.get(key)
+    if hit is None:
+        out = []
+        for s in registry.all_specs():
+            why = None
+            if not registry.takes(s, dtype, precision):
+                runs = [f"{d} at {NATIVE_PRECISION.get(d, d)}" for d in s.dtypes]
+                runs += [f"{REDUCED_PRECISIONS[p]} at {p}" for p in s.precisions if p in REDUCED_PRECISIONS]
+                why = f"runs {' / '.join(runs)}, not {dtype} at {precision}"
+            elif cc is not None:
+                why = registry.cc_problem(s, cc)
+            if why is None and epilogue and not s.extra.get("epilogue"):
+                why = "takes no fused epilogue (bias, activation, residual)"
+            out.append((s, why))
+        hit = _ranked_memo[key] = tuple(out)
+    return hit
+
+
+def _operand_problems(spec: KernelSpec, operands, element_bytes: int) -> list[str]:
+    check = spec.extra.get("operand_problems")
+    if check is None or operands is None:
+        return []
+    return list(check(*operands, element_bytes))
+
+
+def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None) -> tuple[KernelSpec | None, tuple[Candidate, ...]]:
+    ranked = _ranked(dtype, precision, cc, epilogue)
+    element_bytes = 4 if dtype == "float32" else 2
+    verdicts: list[tuple[KernelSpec, str | None]] = list(ranked)
+    chosen = None
+    for i in range(len(verdicts) - 1, -1, -1):  # from the top rung down: the first that fits is taken
+        s, why = verdicts[i]
+        if why is not None:
+            continue
+        problems = _operand_problems(s, operands, element_bytes)
+        if problems:
+            verdicts[i] = (s, "operands: " + "; ".join(problems))
+            continue
+        chosen = s
+        break
+    cands = []
+    for s, why in verdicts:
+        if s is chosen:
+            reason = "chosen: the highest rung that fits"
+        elif why is None:
+            reason = "fits; a higher rung is chosen" if chosen is not None and s.rung < chosen.rung else "fits"
+        else:
+            reason = why
+        cands.append(Candidate(s.name, s.rung, tuple(s.min_cc), why is None, reason))
+    return chosen, tuple(cands)
+
+
+def _no_kernel(dtype: str, precision: str, cc, epilogue: bool) -> TypeError:
+    where = "" if cc is None else f" on compute capability {cc[0]}.{cc[1]}"
+    at = "" if precision == NATIVE_PRECISION.get(dtype) else f" at precision {precision!r}"
+    with_epi = " with a fused epilogue" if epilogue else ""
+    return TypeError(f"no GPU kernel supports dtype {dtype}{at}{with_epi}{where}")
+
+
+def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, precision: str | None = None, *,
+                  epilogue: bool = False, operands: tuple | None = None) -> KernelSpec:
+    """The kernel `kernel="auto"` runs: the highest rung that runs `dtype` at `precision` (None: the dtype's
+    own) on compute capability `cc` (None: any), with a fused epilogue when `epilogue`, and whose operand
+    rules (a_ptr, lda, b_ptr, ldb) the arrays meet when `operands` are given. TypeError if none does."""
+    precision = precision or NATIVE_PRECISION.get(dtype, "fp32")
+    spec, _ = _decide(dtype, precision, tuple(cc) if cc is not None else None, epilogue, operands)
+    if spec is None:
+        raise _no_kernel(dtype, precision, cc, epilogue)
+    return spec
+
+
+def explain_choice(dtype: str = "float32", precision: str | None = None, *, shape: tuple[int, int, int] | None = None,
+                   cc: tuple[int, int] | None = None, info: device.DeviceInfo | None = None,
+                   sm_count: int | None = None, epilogue: bool = False, kernel: str = AUTO,
+                   params: Mapping[str, int] | None = None, out_dtype=None) -> KernelChoice:
+    """The decision `matmul` makes, as data: which rung (every rung with its verdict) and, with `shape`,
+    which parameters and why (given, this device's tuned entry, the spec's heuristic, or its defaults).
+
+    info: the device (its compute capability, SM count and tuned entries); without one, `cc` and
+    `sm_count` stand in and no tuned entries are read. Raises as matmul does for a bad dtype/precision."""
+    precision = _resolve_precision(dtype, dtype, precision)
+    if cc is None and info is not None:
+        cc = info.compute_capability
+    cc = tuple(cc) if cc is not None else None
+    if info is not None and cc != tuple(info.compute_capability):
+        info = None  # a what-if for another device: this one's tuned entries do not apply
+    if kernel == AUTO:
+        spec, cands = _decide(dtype, precision, cc, epilogue)
+        if spec is None:
+            raise _no_kernel(dtype, precision, cc, epilogue)
+    else:
+        spec = registry.get(kernel)
+        why = next(w for s, w in _ranked(dtype, precision, cc, epilogue) if s.name == spec.name)
+        cands = (Candidate(spec.name, spec.rung, tuple(spec.min_cc), why is None, why or "named by the caller"),)
+    choice = KernelChoice(dtype, precision, cc, epilogue, cands, spec, named=kernel != AUTO)
+    if shape is None:
+        return choice
+    m, n, k = shape
+    element = _element(dtype, precision)
+    partial, source, detail = resolve_params(spec, m, n, k, info, element=element, given=params,
+                                             sm_count=sm_count if info is None else None)
+    out_label = _dtype_label(out_dtype) if out_dtype is not None else dtype
+    full = spec.validate({**partial, **_type_params(spec, element, out_label)})
+    return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail)
+
+
+def _element(dtype: str, precision: str) -> str:
+    """The input element type a kernel instantiates: the dtype, or "tf32" for fp32 storage at tf32."""
+    return precision if precision in REDUCED_PRECISIONS else dtype
+
+
+def _type_params(spec: KernelSpec, element: str, out_label: str) -> dict[str, int]:
+    """A_TYPE / C_TYPE for rungs whose element types are template parameters (extra["type_params"])."""
+    if not spec.extra.get("type_params"):
+        return {}
+    from .kernels.rungs import mma_sync as tc
+
+    return {"A_TYPE": tc.INPUT_TYPES[element], "C_TYPE": tc.C_TYPES[out_label]}
 
 
 _validated: dict[tuple, dict[str, int]] = {}
@@ -80,15 +248,45 @@ def tuned_cache(info: device.DeviceInfo):
     return cache
 
 
-def default_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo) -> dict[str, int]:
+def default_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo,
+                   element: str = "float32") -> dict[str, int]:
     """What a call that names no parameters runs: this device's tuned entry for the problem's shape
-    class, else the spec's heuristic, else its defaults."""
-    tuned = tuned_cache(info).lookup(spec.name, m, n, k)
-    if tuned is not None:
-        return tuned
-    if spec.heuristic is not None:
-        return spec.heuristic(m, n, k, info.sm_count)
-    return {}
+    class, else the spec's heuristic, else its defaults (those of `element`, where the spec has
+    extra["type_defaults"]). A partial set: validate() fills in the rest."""
+    return resolve_params(spec, m, n, k, info, element=element)[0]
+
+
+def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo | None, *,
+                   element: str = "float32", given: Mapping[str, int] | None = None,
+                   sm_count: int | None = None) -> tuple[dict[str, int], str, str]:
+    """(parameters, source, detail): the caller's (`given`), else the device's tuned entry for the
+    shape class (keyed by kernel and element type), else the spec's heuristic (for info's SM count, or
+    `sm_count` without a device), else the defaults. The element type's defaults
+    (extra["type_defaults"]) sit under all of them."""
+    base = dict(spec.extra.get("type_defaults", {}).get(element, {}))
+    under = f"; under them the {element} defaults {_fmt_params(base)}" if base else ""
+    if given:
+        return {**base, **given}, "given", "named by the caller" + under
+    if info is not None:
+        from .tune.cache import shape_class
+
+        cache = tuned_cache(info)
+        key = cache.entry_key(spec.name, element, shape_class(m, n, k))
+        tuned = cache.lookup(spec.name, m, n, k, dtype=element)
+        if tuned is not None:
+            return {**base, **tuned}, "tuned", f"entry {key} in {cache.path}"
+        miss = f"no tuned entry {key} in {cache.path}"
+        sm_count = info.sm_count
+    else:
+        miss = "no device to read tuned entries from"
+    if spec.heuristic is not None and sm_count:
+        return {**base, **spec.heuristic(m, n, k, sm_count)}, "heuristic", f"{miss}; {spec.name}'s shape heuristic for {sm_count} SMs{under}"
+    why = "has no heuristic" if spec.heuristic is None else "has a heuristic but no SM count was given"
+    return base, "defaults", f"{miss}; {spec.name} {why}{under}"
+
+
+def _fmt_params(p: Mapping[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in p.items())
 
 
 def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> _Prepared:
@@ -103,7 +301,7 @@ def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> _Prepa
     info = device.device_info(dev)
     if info.compute_capability < spec.min_cc:
         raise ValueError(f"kernel {spec.name} needs compute capability {spec.min_cc}, the device is {info.compute_capability}")
-    module = compiler.compile_file(spec.source_path, [spec.name_expression(p)], info.arch)
+    module = compiler.compile_file(spec.source_path, [spec.name_expression(p)], spec.require_target(info.arch))
     kern = launch.load(module, spec.name_expression(p))
     prepared = _Prepared(spec, p, kern, module.compile_seconds)
     _prepared[raw_key] = prepared
@@ -151,15 +349,21 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     baseline name (`cpu_naive`, ...; host arrays only) or "auto"; `params` are that rung's template
     parameters (e.g. BLOCK_DIM=16).
 
-    Precision is explicit: float32 inputs run in strict fp32 (precision None or "fp32"; "tf32" has no
-    kernel yet and is refused); float16 / bfloat16 inputs run on the tensor cores with fp32 accumulation
-    (precision None, or "fp16" / "bf16" matching the inputs). Tensor-core calls take a fused epilogue,
-    applied to the fp32 accumulator before the one store:
+    Precision is explicit: float32 inputs run in strict fp32 (precision None or "fp32") unless the caller
+    asks for precision="tf32": then they run on the tensor cores, rounded to tf32 (10-bit mantissa) with
+    fp32 accumulation (relative error about 1e-3 instead of 1e-6). float16 / bfloat16 inputs run on the
+    tensor cores with fp32 accumulation (precision None, or "fp16" / "bf16" matching the inputs).
+
+    Fused epilogue, applied to the fp32 accumulator before the one store (tensor-core rungs, and the fp32
+    rungs whose spec declares extra["epilogue"], such as sgemm, which kernel="auto" picks):
         out = activation(alpha * A @ B + beta * C + bias) + residual, cast to out_dtype
     bias: fp32 (or any float) vector, per column when its length is N (or shape 1 x N), per row when its
     length is M != N (or shape M x 1); activation: None, "relu", "gelu_tanh", "gelu_erf", "silu";
     residual: an M x N array of the output dtype; out_dtype: "float32", "float16" or "bfloat16" (default:
-    C's dtype when C is given, else the inputs' dtype). The fp32 rungs take no epilogue yet.
+    C's dtype when C is given, else the inputs' dtype; strict fp32 writes float32 only). With split-K the
+    epilogue runs once, on the reduced sums. A named kernel without an epilogue refuses these arguments.
+
+    `explain_choice` (and `gemmlab run --explain`) shows what kernel="auto" picks and why.
     """
     if bias is None and activation is None and residual is None and out_dtype is None and precision is None:
         plan = _fast_plans.get(_fast_key(a, b, c, kernel, params)) if type(a) is _fast_type[0] else None
@@ -175,41 +379,53 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     if kernel in _cpu_baselines():
         for name, v in extras.items():
             if v is not None:
-                raise ValueError(f"{name} is a fused epilogue of the tensor-core kernels; CPU kernel {kernel} takes none")
+                raise ValueError(f"{name} is a fused epilogue of the GPU kernels; CPU kernel {kernel} takes none")
         return _matmul_cpu(kernel, a, b, c, kinds, dts, alpha, beta, params)
 
     host = [arrays.is_host(kd) for kd in kinds if kd is not None]
     if any(host) and not all(host):
         raise TypeError(f"A, B and C must all be host arrays or all device arrays, got {', '.join(kd for kd in kinds if kd)}")
-    if _resolve_precision(dts["A"], dts["B"], precision) != "fp32":
+    resolved = _resolve_precision(dts["A"], dts["B"], precision)
+    if resolved != "fp32":
         return _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bias, activation,
-                              residual, out_dtype, params)
-    for name, v in extras.items():
-        if v is not None and not (name == "out_dtype" and _dtype_label(v) == "float32"):
-            raise ValueError(f"{name} is a fused epilogue of the tensor-core kernels (float16 / bfloat16 inputs); "
-                             "the fp32 rungs take none yet")
+                              residual, out_dtype, params, resolved)
+    if out_dtype is not None and _dtype_label(out_dtype) != "float32":
+        raise ValueError(f"out_dtype={out_dtype!r}: strict fp32 kernels write float32; a float16 / bfloat16 output "
+                         "needs precision='tf32' or 16-bit inputs")
     for name, dt in dts.items():
         if dt != "float32":
             raise TypeError(f"the GPU kernels take float32; {name} is {dt} (convert with .astype('float32'))")
 
-    spec = choose_kernel("float32") if kernel == AUTO else registry.get(kernel)
-    if "float32" not in spec.dtypes:
-        raise TypeError(f"kernel {spec.name} takes {' or '.join(spec.dtypes)} inputs; A and B are float32 "
-                        "(use kernel='auto' or an fp32 rung)")
+    epilogue = _wants_epilogue(bias, activation, residual)
+    spec = None if kernel == AUTO else registry.get(kernel)
+    if spec is not None:
+        if "float32" not in spec.dtypes:
+            also = "".join(f" (float32 with precision={p!r})" for p in spec.precisions)
+            raise TypeError(f"kernel {spec.name} takes {' or '.join(spec.dtypes)} inputs{also}; A and B are float32 "
+                            "(use kernel='auto' or an fp32 rung)")
+        if epilogue and not spec.extra.get("epilogue"):
+            raise ValueError(f"kernel {spec.name} takes no fused epilogue (bias, activation, residual); fp32 kernels "
+                             f"that do: {', '.join(_epilogue_rungs('float32')) or 'none'} (or kernel='auto')")
     if kernel == AUTO and params:
         raise ValueError(f"parameters {sorted(params)} need a named kernel, not kernel='auto'")
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v > INT32_MAX:
             raise ValueError(f"{name} = {v} exceeds the kernels' 32-bit index range")
-    validated_params(spec, params)  # parameter errors are reported before any GPU is needed
+    if spec is not None:
+        validated_params(spec, params)  # parameter errors are reported before any GPU is needed
+    _check_epilogue(bias, activation, residual, m, n, "float32")
 
     cp = device.require_cupy()
     dev_ctx = _device_of(a, kinds[0], cp)
     with dev_ctx:
-        chosen = params or default_params(spec, m, n, k, device.device_info(cp.cuda.Device().id))
+        info = device.device_info(cp.cuda.Device().id)
+        if spec is None:
+            spec = choose_kernel("float32", info.compute_capability, epilogue=epilogue)
+        chosen = params or default_params(spec, m, n, k, info)
         prepared = prepare(spec, chosen)
-        out = _launch_gpu(prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp)
-    if kinds[0] == arrays.CUPY and all(kd in (None, arrays.CUPY) for kd in kinds) and m and n:
+        epi = _epilogue_args(spec, bias, activation, residual, m, n, "float32", cp)
+        out = _launch_gpu(prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp, epi)
+    if not epilogue and kinds[0] == arrays.CUPY and all(kd in (None, arrays.CUPY) for kd in kinds) and m and n:
         _remember_fast_plan(prepared, a, b, c, kernel, params, m, n, k, cp)
     return out
 
@@ -221,6 +437,8 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
 
 _scratch: dict[tuple[int, int], dict[str, Any]] = {}
 _NULL = np.uint64(0)
+# The fused-epilogue arguments (bias, R, ldr, flags) of a call without one.
+_NO_EPILOGUE = (_NULL, _NULL, np.int32(0), np.int32(0))
 
 
 def _workspace_args(spec: KernelSpec, p: dict[str, int], m: int, n: int, k: int, stream, cp) -> tuple:
@@ -267,6 +485,7 @@ class _FastPlan:
     getdevice: Any
     scratch: Any = None  # stream -> the workspace arguments, for kernels that take them
     contiguous: Any = None  # array -> C-contiguous?, the cheapest test this CuPy offers
+    tail: tuple = ()  # arguments after the workspace: "no epilogue" for kernels that take one
 
     def accepts(self, a, b, c, alpha, beta) -> bool:
         ta = type(a)
@@ -296,7 +515,7 @@ class _FastPlan:
         extra = self.scratch(stream) if self.scratch is not None else ()
         self.function(self.grid, self.block,
                       (self.m, self.n, self.k, np.float32(alpha), a, self.k, b, self.n, np.float32(beta), out, self.n,
-                       *extra),
+                       *extra, *self.tail),
                       shared_mem=self.smem, stream=stream)
         return out
 
@@ -325,7 +544,7 @@ def _remember_fast_plan(prepared: _Prepared, a, b, c, kernel, params, m, n, k, c
     _fast_plans[_fast_key(a, b, c, kernel, params)] = _FastPlan(
         prepared.kernel.function, geo.grid, geo.block, geo.smem, a.data.device_id,
         np.int32(m), np.int32(n), np.int32(k), cp.empty, cp.cuda.runtime.getDevice, scratch,
-        _contiguity_test(a),
+        _contiguity_test(a), _NO_EPILOGUE if spec.extra.get("epilogue") else (),
     )
     _fast_type[0] = cp.ndarray
 
@@ -338,7 +557,7 @@ def _device_of(a, kind: str, cp):
     return cp.cuda.Device()  # host inputs (and foreign arrays) run on the current device
 
 
-def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp):
+def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp, epilogue_args: tuple = ()):
     da = arrays.to_cupy(a, kinds[0])
     db = arrays.to_cupy(b, kinds[1])
     dev = cp.cuda.Device().id
@@ -370,7 +589,7 @@ def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, strea
                              f"this device allows {limit}")
         args = (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), va.array, np.int32(va.ld),
                 vb.array, np.int32(vb.ld), np.float32(beta), vc.array, np.int32(vc.ld),
-                *_workspace_args(spec, p, m, n, k, stream, cp))
+                *_workspace_args(spec, p, m, n, k, stream, cp), *epilogue_args)
         prepared.kernel(geo.grid, geo.block, args, smem=geo.smem, stream=stream)
 
     if c is None:
@@ -404,11 +623,13 @@ def _matmul_cpu(name, a, b, c, kinds, dts, alpha, beta, params):
 
 
 # ----------------------------------------------------------------------------------------- tensor cores
-# fp16 / bf16 inputs: precision resolved from the dtypes, element types passed as the rung's type
-# parameters (A_TYPE, C_TYPE), the epilogue as flags. bfloat16 has no CuPy dtype everywhere, so 16-bit
-# operands travel to the kernel as int16 views of the same memory.
+# fp16 / bf16 inputs, and fp32 inputs at precision "tf32": precision resolved from the dtypes (tf32 only when
+# asked for), element types passed as the rung's type parameters (A_TYPE, C_TYPE), the epilogue as flags.
+# bfloat16 has no CuPy dtype everywhere, so 16-bit operands travel to the kernel as int16 views of the
+# same memory; fp32 operands as they are.
 
-_PRECISIONS = {"float32": ("fp32", "tf32"), "float16": ("fp16",), "bfloat16": ("bf16",)}
+# Per input dtype: its own precision first (the default), then those a caller may ask for instead.
+_PRECISIONS = {dt: (own, *(p for p, d in REDUCED_PRECISIONS.items() if d == dt)) for dt, own in NATIVE_PRECISION.items()}
 _DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32", "float16": "float16",
                   "fp16": "float16", "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 
@@ -437,9 +658,6 @@ def _resolve_precision(a_dtype: str, b_dtype: str, precision: str | None) -> str
     if precision not in allowed:
         raise ValueError(f"precision={precision!r} does not fit {a_dtype} inputs (allowed: "
                          f"{', '.join(repr(x) for x in allowed)}); convert A and B to change precision")
-    if precision == "tf32":
-        raise ValueError("precision='tf32' has no kernel yet (the tf32 mma_sync variant is future work); "
-                         "use precision='fp32' or bfloat16 / float16 inputs")
     return precision
 
 
@@ -483,11 +701,19 @@ def _as_dtype(result, label: str, kind: str):
 _ACTIVATIONS = ("relu", "gelu_tanh", "gelu_erf", "silu")
 
 
-def _epilogue_inputs(bias, activation, residual, m, n, out_label, cp):
-    """(bias as fp32 CuPy vector or None, bias mode, residual kind) after checking them; raises naming each."""
+def _wants_epilogue(bias, activation, residual) -> bool:
+    return bias is not None or residual is not None or activation not in (None, "none")
+
+
+def _epilogue_rungs(dtype: str) -> list[str]:
+    return [s.name for s in registry.specs_for_dtype(dtype) if s.extra.get("epilogue")]
+
+
+def _check_epilogue(bias, activation, residual, m, n, out_label) -> str | None:
+    """Check the epilogue arguments without touching a GPU; return the bias mode (None, "row", "col")."""
     if activation is not None and activation not in _ACTIVATIONS and activation != "none":
         raise ValueError(f"activation={activation!r} is not one of None, {', '.join(repr(x) for x in _ACTIVATIONS)}")
-    mode, vec = None, None
+    mode = None
     if bias is not None:
         kind = arrays.kind_of(bias)
         shape = tuple(bias.shape)
@@ -497,25 +723,62 @@ def _epilogue_inputs(bias, activation, residual, m, n, out_label, cp):
             mode = "row"
         else:
             raise ValueError(f"bias must have N = {n} elements (per column) or M = {m} (per row), got shape {_fmt(shape)}")
-        if kind in (arrays.TORCH_CUDA, arrays.TORCH_CPU):
-            bias = bias.detach().float()
-        elif arrays.dtype_name(bias, kind) not in ("float32", "float16", "float64"):
+        if arrays.dtype_name(bias, kind) not in ("float32", "float16", "float64", "bfloat16"):
             raise TypeError(f"bias must be a float vector, got {arrays.dtype_name(bias, kind)}")
-        vec = cp.ascontiguousarray(arrays.to_cupy(bias, kind).reshape(-1), dtype=cp.float32)
+        if kind not in (arrays.TORCH_CUDA, arrays.TORCH_CPU) and arrays.dtype_name(bias, kind) == "bfloat16":
+            raise TypeError("a bfloat16 bias must be a torch tensor (or convert it to float32)")
     if residual is not None:
         kind = arrays.kind_of(residual)
         if tuple(residual.shape) != (m, n):
             raise ValueError(f"residual must be M x N = {m} x {n}, got {_fmt(residual.shape)}")
         if arrays.dtype_name(residual, kind) != out_label:
             raise TypeError(f"residual must have the output dtype {out_label}, got {arrays.dtype_name(residual, kind)}")
+    return mode
+
+
+def _epilogue_inputs(bias, activation, residual, m, n, out_label, cp):
+    """(bias as fp32 CuPy vector or None, bias mode) after checking them; raises naming each."""
+    mode = _check_epilogue(bias, activation, residual, m, n, out_label)
+    vec = None
+    if bias is not None:
+        kind = arrays.kind_of(bias)
+        if kind in (arrays.TORCH_CUDA, arrays.TORCH_CPU):
+            bias = bias.detach().float()
+        vec = cp.ascontiguousarray(arrays.to_cupy(bias, kind).reshape(-1), dtype=cp.float32)
     return vec, mode
 
 
+def _epilogue_args(spec: KernelSpec, bias, activation, residual, m, n, out_label, cp) -> tuple:
+    """The kernel's fused-epilogue arguments (bias, R, ldr, flags) for a spec that takes them (on the
+    current device), else (). Residuals of 16-bit types travel as their bits."""
+    if not spec.extra.get("epilogue"):
+        return ()
+    if not _wants_epilogue(bias, activation, residual):
+        return _NO_EPILOGUE
+    from .kernels.rungs import mma_sync as tc
+
+    vec, mode = _epilogue_inputs(bias, activation, residual, m, n, out_label, cp)
+    dev = cp.cuda.Device().id
+    vr = None
+    if residual is not None:
+        vr = arrays.row_major(_bits16(residual, arrays.kind_of(residual), cp))
+        if vr.array.device.id != dev:
+            raise ValueError(f"residual is on device {vr.array.device.id}, the kernel runs on device {dev}; "
+                             "move them to one device")
+        if vr.ld > INT32_MAX:
+            raise ValueError(f"ldr = {vr.ld} exceeds the kernels' 32-bit index range")
+    flags = tc.epilogue_flags(mode, None if activation == "none" else activation, vr is not None)
+    return (vec if vec is not None else _NULL, vr.array if vr is not None else _NULL,
+            np.int32(vr.ld if vr is not None else 0), np.int32(flags))
+
+
 def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bias, activation, residual,
-                   out_dtype, params):
+                   out_dtype, params, precision=None):
     from .kernels.rungs import mma_sync as tc
 
     in_label = dts["A"]
+    precision = precision or NATIVE_PRECISION[in_label]
+    element = _element(in_label, precision)  # "float16", "bfloat16" or "tf32"
     out_label = _dtype_label(out_dtype) if out_dtype is not None else dts.get("C", in_label)
     if out_label not in tc.C_TYPES:
         raise ValueError(f"out_dtype={out_dtype!r} is not one of 'float32', 'float16', 'bfloat16'")
@@ -525,35 +788,39 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
         raise ValueError(f"parameters {sorted(params)} need a named kernel, not kernel='auto'")
     for name in tc.TYPE_PARAMS:
         if name in params:
-            raise ValueError(f"parameter {name} is set from the arrays' dtypes and out_dtype; do not pass it")
+            raise ValueError(f"parameter {name} is set from the arrays' dtypes, precision and out_dtype; do not pass it")
     spec = None if kernel == AUTO else registry.get(kernel)
-    if spec is not None and in_label not in spec.dtypes:
-        raise TypeError(f"kernel {spec.name} takes {' or '.join(spec.dtypes)} inputs; A and B are {in_label} "
-                        "(use kernel='auto' or a tensor-core rung)")
+    if spec is not None and not registry.takes(spec, in_label, precision):
+        if precision == NATIVE_PRECISION[in_label]:
+            raise TypeError(f"kernel {spec.name} takes {' or '.join(spec.dtypes)} inputs; A and B are {in_label} "
+                            "(use kernel='auto' or a tensor-core rung)")
+        offer = [s.name for s in registry.specs_for(in_label, precision)]
+        raise TypeError(f"kernel {spec.name} has no precision={precision!r} mode for {in_label} inputs (kernels "
+                        f"that do: {', '.join(offer) or 'none'}; or kernel='auto')")
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v > INT32_MAX:
             raise ValueError(f"{name} = {v} exceeds the kernels' 32-bit index range")
-    types = {"A_TYPE": tc.A_TYPES[in_label], "C_TYPE": tc.C_TYPES[out_label]}
-    if spec is not None:
-        validated_params(spec, {**params, **types})  # parameter errors before any GPU is needed
-    if activation is not None and activation not in _ACTIVATIONS and activation != "none":
-        raise ValueError(f"activation={activation!r} is not one of None, {', '.join(repr(x) for x in _ACTIVATIONS)}")
+    types = {"A_TYPE": tc.INPUT_TYPES[element], "C_TYPE": tc.C_TYPES[out_label]}
+    if spec is not None:  # parameter errors before any GPU is needed
+        validated_params(spec, {**resolve_params(spec, m, n, k, None, element=element, given=params)[0], **types})
+    _check_epilogue(bias, activation, residual, m, n, out_label)
 
     cp = device.require_cupy()
     with _device_of(a, kinds[0], cp):
         dev = cp.cuda.Device().id
         info = device.device_info(dev)
-        if spec is None:
-            spec = choose_kernel(in_label, info.compute_capability)
-        chosen = dict(params or default_params(spec, m, n, k, info))
-        chosen.update(types)
-        prepared = prepare(spec, chosen)
-        vec, mode = _epilogue_inputs(bias, activation, residual, m, n, out_label, cp)
-
         va, vb = arrays.row_major(_bits16(a, kinds[0], cp)), arrays.row_major(_bits16(b, kinds[1], cp))
         for name, x in (("A", va.array), ("B", vb.array)):
             if x.device.id != dev:
                 raise ValueError(f"{name} is on device {x.device.id}, the kernel runs on device {dev}; move them to one device")
+        if spec is None:  # the operands are known now: rungs with operand rules (extra["operand_problems"]) are checked
+            spec = choose_kernel(in_label, info.compute_capability, precision,
+                                 epilogue=_wants_epilogue(bias, activation, residual),
+                                 operands=(int(va.array.data.ptr), va.ld, int(vb.array.data.ptr), vb.ld))
+        chosen = resolve_params(spec, m, n, k, info, element=element, given=params)[0]
+        chosen.update(types)
+        prepared = prepare(spec, chosen)
+        vec, mode = _epilogue_inputs(bias, activation, residual, m, n, out_label, cp)
         out_cp = cp.float32 if out_label == "float32" else cp.float16 if out_label == "float16" else cp.int16
         dc = None
         if c is None or (arrays.is_host(kinds[2]) and beta == 0):
@@ -585,7 +852,13 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
                     vb.array, np.int32(vb.ld), np.float32(beta), vc.array, np.int32(vc.ld),
                     vec if vec is not None else _NULL, vr.array if vr is not None else _NULL,
                     np.int32(vr.ld if vr is not None else 0), np.int32(flags))
-            prepared.kernel(geo.grid, geo.block, args, smem=geo.smem, stream=stream)
+            grid = geo.grid
+            if spec.extra.get("host_args") is not None:  # e.g. TMA tensor maps, passed by value
+                args += spec.extra["host_args"](int(va.array.data.ptr), va.ld, int(vb.array.data.ptr), vb.ld, m, n,
+                                                k, p)
+            if spec.extra.get("persistent"):  # blocks walk the tiles: at most one resident block per SM
+                grid = (min(grid[0], info.sm_count), 1, 1)
+            prepared.kernel(grid, geo.block, args, smem=geo.smem, stream=stream)
 
     if c is None:
         return _as_dtype(vc.array, out_label, kinds[0])

@@ -115,6 +115,8 @@ def kernels(
             try:
                 r = registry.resources(spec, {}, target)
                 row += [str(r.registers), str(r.smem_static), str(r.stack_frame + r.spill_stores)]
+            except ValueError as exc:  # a rung built for other exact targets (e.g. sm_90a only)
+                row += ["-", "-", str(exc).splitlines()[0]]
             except GemmlabError as exc:
                 row += ["-", "-", f"compile failed: {str(exc).splitlines()[0]}"]
         t.add_row(*row)
@@ -132,6 +134,27 @@ def kernels(
 # ------------------------------------------------------------------------------------------- run
 
 
+# Verification tolerance per precision (relative Frobenius error against float64).
+RUN_TOLERANCE = {"fp32": 1e-4, "tf32": 2e-3, "fp16": 1e-2, "bf16": 2e-2}
+
+
+def parse_cc(text: str) -> tuple[int, int]:
+    """'9.0', '90', 'sm_90' or 'sm_90a' -> (9, 0); exits with one line otherwise."""
+    t = text.strip().lower()
+    if "." in t:
+        major, _, minor = t.partition(".")
+        if major.isdigit() and minor.isdigit():
+            return int(major), int(minor)
+    else:
+        try:
+            arch = compiler.normalise_arch(t)
+            digits = arch[3:].rstrip("abcdefghijklmnopqrstuvwxyz")
+            return int(digits[:-1]), int(digits[-1])
+        except ValueError:
+            pass
+    fail(f"--cc takes a compute capability such as 9.0, 8.6 or sm_90, got {text!r}")
+
+
 @app.command()
 def run(
     kernel: str = typer.Argument("auto", help="a rung name, a CPU baseline (cpu_...) or auto"),
@@ -143,8 +166,15 @@ def run(
     beta: float = typer.Option(0.0),
     param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="template parameter NAME=VALUE (repeatable)"),
     seed: int = typer.Option(0),
+    dtype: str = typer.Option("float32", "--dtype", help="input dtype: float32, float16 or bfloat16 (bfloat16 needs torch)"),
+    precision: Optional[str] = typer.Option(None, "--precision",
+                                            help="fp32 (float32's default), tf32 (float32 on the tensor cores), fp16, bf16"),
+    explain: bool = typer.Option(False, "--explain", help="print which kernel and parameters run, and why"),
+    cc: Optional[str] = typer.Option(None, "--cc", help="decide for this compute capability (e.g. 9.0) instead of the "
+                                                        "GPU's; prints the decision only (no GPU needed)"),
+    sms: Optional[int] = typer.Option(None, "--sms", help="SM count for the parameter heuristic with --cc"),
 ) -> None:
-    """One GEMM: verify against a float64 reference, then time it."""
+    """One GEMM: verify against a float64 reference, then time it. --explain (or --cc) shows the dispatch."""
     from ..cpu import BASELINES
 
     M, N, K = m or size, n or size, k or size
@@ -157,6 +187,9 @@ def run(
         except ValueError as exc:
             fail(str(exc))
     if is_cpu:
+        if explain or cc or dtype != "float32" or precision not in (None, "fp32"):
+            fail(f"{kernel} is a CPU baseline: float32, no dispatch to explain (--explain, --cc, --dtype and "
+                 "--precision are for the GPU kernels)")
         a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
         b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
         c = rng.uniform(-1, 1, (M, N)).astype(np.float32)
@@ -177,34 +210,95 @@ def run(
             fail(f"{kernel} failed verification: relative error {err:.2e}")
         return
 
+    dt = api._dtype_label(dtype)
+    if dt not in ("float32", "float16", "bfloat16"):
+        fail(f"--dtype takes float32, float16 or bfloat16, got {dtype!r}")
+    info = device.device_info() if device.gpu_available() else None
+    what_if = parse_cc(cc) if cc else None
+    if (explain or what_if) and what_if is None and info is None:
+        fail(f"GPU unavailable ({device.gpu_unavailable_reason()}): give --cc X.Y (e.g. --cc 9.0) to see the "
+             "decision without one")
+    try:
+        choice = api.explain_choice(dt, precision, shape=(M, N, K), cc=what_if, info=info, sm_count=sms,
+                                    kernel=kernel, params=params or None) if (info or what_if) else None
+    except (ValueError, TypeError) as exc:
+        fail(str(exc))
+    if explain or what_if:
+        console.print(choice.describe(), highlight=False, markup=False, soft_wrap=True)
+        if choice.named and not choice.candidates[0].fits:
+            fail(f"{choice.spec.name}: {choice.candidates[0].reason}")
+    if what_if is not None:
+        return  # a decision for another device: nothing runs
+
     _gpu_or_fail()
     cp = device.require_cupy()
     from ..bench.ladder import rel_error
     from ..bench.timing import time_gpu, tflops
 
-    spec = api.choose_kernel() if kernel == "auto" else registry.get(kernel)
+    resolved = choice.precision
     g = cp.random.default_rng(seed)
-    a = g.uniform(-1, 1, (M, K), dtype=cp.float32)
-    b = g.uniform(-1, 1, (K, N), dtype=cp.float32)
-    c0 = g.uniform(-1, 1, (M, N), dtype=cp.float32)
-    ref = alpha * (a.astype(cp.float64) @ b.astype(cp.float64)) + beta * c0.astype(cp.float64)
-    c = c0.copy() if beta else cp.full((M, N), cp.nan, dtype=cp.float32)
+    a, a64 = _operand(g.uniform(-1, 1, (M, K), dtype=cp.float32), dt)
+    b, b64 = _operand(g.uniform(-1, 1, (K, N), dtype=cp.float32), dt)
+    c0, c64 = _operand(g.uniform(-1, 1, (M, N), dtype=cp.float32), dt)
+    ref = alpha * (a64 @ b64) + beta * c64
+    c = _copy(c0) if beta else _nan_like(c0)
+    name = "auto" if kernel == "auto" else choice.spec.name
+    call = lambda: api.matmul(a, b, c, alpha=alpha, beta=beta, kernel=name, precision=precision, **params)  # noqa: E731
     try:
         t0 = time.perf_counter()
-        api.matmul(a, b, c, alpha=alpha, beta=beta, kernel=spec.name, **params)
-        cp.cuda.get_current_stream().synchronize()
+        call()
+        cp.cuda.runtime.deviceSynchronize()
         first = time.perf_counter() - t0
     except (ValueError, TypeError) as exc:
         fail(str(exc))
-    err = rel_error(c, ref)
-    if not err < 1e-4:
-        fail(f"{spec.name} failed verification: relative error {err:.2e} at {M}x{N}x{K}")
-    timing = time_gpu(lambda: api.matmul(a, b, c, alpha=alpha, beta=beta, kernel=spec.name, **params),
-                      reset=(lambda: c.__setitem__(Ellipsis, c0)) if beta else None)
-    console.print(f"{spec.name} {spec.validate(params)}  {M}x{N}x{K}  {timing.median_ms:.4f} ms "
+    err = rel_error(_as_cupy64(c), ref)
+    tol = RUN_TOLERANCE[resolved]
+    if not err < tol:
+        fail(f"{choice.spec.name} failed verification: relative error {err:.2e} at {M}x{N}x{K} ({dt} at {resolved}, "
+             f"tolerance {tol:.0e})")
+    timing = time_gpu(call, reset=(lambda: _copy_into(c, c0)) if beta else None)
+    shown = " ".join(f"{key}={v}" for key, v in choice.params.items())
+    console.print(f"{choice.spec.name} {shown}  {dt} at {resolved}  {M}x{N}x{K}  {timing.median_ms:.4f} ms "
                   f"(IQR {timing.iqr_ms:.4f}, n={timing.samples}, L2 {timing.l2})  "
                   f"{tflops(M, N, K, timing.median_ms):.2f} TFLOP/s  rel. error {err:.2e}  "
                   f"(first call incl. compile/load: {first * 1e3:.0f} ms)")
+
+
+def _operand(x32, dtype: str):
+    """(the device array of `dtype` the GEMM reads, its exact values as a CuPy float64 array)."""
+    cp = device.require_cupy()
+    if dtype == "float32":
+        return x32, x32.astype(cp.float64)
+    if dtype == "float16":
+        x = x32.astype(cp.float16)
+        return x, x.astype(cp.float64)
+    try:
+        import torch
+    except ImportError:
+        fail("--dtype bfloat16 needs torch (CuPy has no bfloat16 arrays)")
+    x = torch.from_dlpack(x32).to(torch.bfloat16)
+    return x, cp.from_dlpack(x.float()).astype(cp.float64)
+
+
+def _as_cupy64(x):
+    cp = device.require_cupy()
+    if type(x).__module__.startswith("torch"):
+        return cp.from_dlpack(x.float()).astype(cp.float64)
+    return x.astype(cp.float64)
+
+
+def _copy(x):
+    return x.clone() if type(x).__module__.startswith("torch") else x.copy()
+
+
+def _nan_like(x):
+    y = _copy(x)
+    y[...] = float("nan")
+    return y
+
+
+def _copy_into(dst, src):
+    dst[...] = src
 
 
 def _rel(out: np.ndarray, ref: np.ndarray) -> float:

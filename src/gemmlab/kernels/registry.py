@@ -12,7 +12,7 @@ from typing import Mapping
 
 from ..runtime import compiler
 from . import rungs as _rungs_pkg
-from .spec import CUDA_DIR, KernelSpec
+from .spec import CUDA_DIR, NATIVE_PRECISION, REDUCED_PRECISIONS, KernelSpec
 
 
 def _discover() -> dict[str, KernelSpec]:
@@ -52,6 +52,29 @@ def specs_for_dtype(dtype: str) -> list[KernelSpec]:
     return [s for s in REGISTRY.values() if dtype in s.dtypes]
 
 
+def takes(spec: KernelSpec, dtype: str, precision: str | None = None) -> bool:
+    """Whether `spec` runs inputs of `dtype` at `precision` (None: the dtype's own)."""
+    if precision is None or precision == NATIVE_PRECISION.get(dtype):
+        return dtype in spec.dtypes
+    return precision in spec.precisions and REDUCED_PRECISIONS.get(precision) == dtype
+
+
+def specs_for(dtype: str, precision: str | None = None) -> list[KernelSpec]:
+    """The rungs that run `dtype` inputs at `precision` (None: the dtype's own), in rung order."""
+    return [s for s in REGISTRY.values() if takes(s, dtype, precision)]
+
+
+def cc_problem(spec: KernelSpec, cc: tuple[int, int]) -> str | None:
+    """Why `spec` cannot run on a device of compute capability `cc`, or None when it can: below min_cc, or
+    (for a rung built for exact targets, like sm_90a) no target for this architecture."""
+    have = f"{cc[0]}.{cc[1]}"
+    if tuple(cc) < tuple(spec.min_cc):
+        return f"needs compute capability {spec.min_cc[0]}.{spec.min_cc[1]} or newer, the device is {have}"
+    if spec.targets and spec.target_arch(f"sm_{cc[0]}{cc[1]}") is None:
+        return f"built for {' / '.join(spec.targets)} only, the device is {have} (sm_{cc[0]}{cc[1]})"
+    return None
+
+
 def get(name: str) -> KernelSpec:
     try:
         return REGISTRY[name]
@@ -66,11 +89,12 @@ def resources(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compile
 
     p = spec.validate(params)
     expr = spec.name_expression(p)
+    arch = spec.require_target(compiler.normalise_arch(arch))
     module = compile_spec(spec, p, arch)
     r = module.resources.get(expr, compiler.Resources(known=False))
     if r.known:
         return r
-    if device.gpu_available() and device.current_arch() == compiler.normalise_arch(arch):
+    if device.gpu_available() and spec.target_arch(device.current_arch()) == arch:
         return launch.load(module, expr).loaded_resources()
     # No GPU to ask: compile again, in this process (no CUDA context), for the compiler's own report.
     module = compiler.compile_file(spec.source_path, [expr], arch, need_report=True)
@@ -78,6 +102,8 @@ def resources(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compile
 
 
 def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compiler.CompiledModule:
-    """Compile one instantiation of a rung for `arch` (works without a GPU)."""
+    """Compile one instantiation of a rung for `arch` (works without a GPU); a rung built for exact targets
+    ("sm_90a") is compiled for the one that matches `arch`, and refused with a ValueError where none does."""
     p = spec.validate(params)
+    arch = spec.require_target(compiler.normalise_arch(arch))
     return compiler.compile_file(spec.source_path, [spec.name_expression(p)], arch)

@@ -21,6 +21,12 @@ CUDA_DIR = Path(__file__).with_name("cuda")
 
 Params = Mapping[str, int]
 
+# The precision each input dtype runs at unless the caller asks for another: the dtype's own.
+NATIVE_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+# Precisions a caller may ask for instead of the native one, with the input dtype they apply to: tf32 runs
+# fp32 operands on the tensor cores (inputs rounded to a 10-bit mantissa, fp32 accumulation). Never a default.
+REDUCED_PRECISIONS = {"tf32": "float32"}
+
 
 @dataclass(frozen=True)
 class Param:
@@ -95,7 +101,19 @@ class KernelSpec:
     # kernel leaves zero. None: the kernel takes the standard eleven arguments only.
     workspace: Callable[[int, int, int, dict[str, int]], tuple[int, int]] | None = None
     min_cc: tuple[int, int] = (7, 5)
+    # Exact architectures the rung is built for, when it uses features only they have (wgmma and
+    # setmaxnreg: "sm_90a"). Empty: any architecture from min_cc up, built for the device's own.
+    targets: tuple[str, ...] = ()
+    # Input dtypes the rung takes at their own precision (NATIVE_PRECISION). "float32" here means a strict
+    # fp32 rung: the ladder, the tuner and the analysis run exactly those.
     dtypes: tuple[str, ...] = ("float32",)
+    # Reduced precisions the rung also offers (keys of REDUCED_PRECISIONS, e.g. "tf32"), used only when a
+    # caller asks for one (`matmul(..., precision="tf32")`), never for plain fp32 work.
+    precisions: tuple[str, ...] = ()
+    # Free-form facts other code reads. Among them: "epilogue" (True: the kernel takes the fused-epilogue
+    # arguments bias, R, ldr, flags after the standard ones and any workspace; see epilogue.cuh),
+    # "type_params" (template parameters set from the dtypes, not by callers), "type_defaults" ({input
+    # element type: parameters} replacing the defaults for that type).
     extra: dict = field(default_factory=dict)
 
     # -------------------------------------------------------------------------------- parameters
@@ -143,6 +161,23 @@ class KernelSpec:
         for p in self.params:
             out = [dict(d, **{p.name: v}) for d in out for v in p.choices]
         return [d for d in out if not self.constraints(d)]
+
+    def target_arch(self, arch: str) -> str | None:
+        """The architecture to compile for on a device of `arch` ("sm_90"), or None where the rung cannot run."""
+        if not self.targets:
+            return arch
+        base = arch[:-1] if arch.endswith("a") else arch
+        for t in self.targets:
+            if t == arch or (t.endswith("a") and t[:-1] == base):
+                return t
+        return None
+
+    def require_target(self, arch: str) -> str:
+        """target_arch, or a ValueError naming what the rung needs."""
+        t = self.target_arch(arch)
+        if t is None:
+            raise ValueError(f"kernel {self.name} is built for {' / '.join(self.targets)} only; this target is {arch}")
+        return t
 
     def name_expression(self, params: Params) -> str:
         args = ", ".join(str(int(params[p.name])) for p in self.params)

@@ -1,4 +1,4 @@
-// Rung 11 - mma_sync: tensor cores through warp-level mma.sync, fp16 / bf16 in, fp32 accumulate, fused epilogue.
+// Rung 11 - mma_sync: tensor cores through warp-level mma.sync, fp16 / bf16 / tf32 in, fp32 accumulate, fused epilogue.
 //
 // Idea: leave the FMA pipes. One `mma.sync.aligned.m16n8k16` does 4096 multiply-adds for a warp in one
 // instruction (the fp32 rungs need 128 FFMAs per lane for the same work), so the limit moves from issue
@@ -15,79 +15,34 @@
 //   (odd base, lda or ldb not a multiple of 8) take a checked element-wise path into the same buffers.
 // - Epilogue on the fp32 accumulator before the one store: alpha, beta * C (C not read when beta == 0),
 //   bias, activation, residual, cast to the output type. out = act(alpha*acc + beta*C + bias) + residual.
-// Changed from rung 10: tensor cores, 16-bit inputs, cp.async multistage pipeline, ldmatrix, fused epilogue.
-// Traffic: as rung 10 in elements, half the bytes (2-byte inputs).
+// - TF32 (A_TYPE 3, only when the caller asks for precision "tf32"): fp32 operands in global and shared
+//   memory, `mma.sync.aligned.m16n8k8...tf32` (k = 8 per instruction), each fragment element rounded with
+//   `cvt.rna.tf32.f32` after the shared-memory read (the tensor cores would truncate). The same cp.async
+//   ring moves 16-byte chunks of 4 floats. Shared-memory layout and why it is conflict-free:
+//   * A (BM x BK, k contiguous), row pitch BK + 4 floats. `ldmatrix.x4.b16` on 32-bit data hands lane l
+//     the 4 bytes at (row l / 4, bytes 4 (l % 4)) of each 8 x 16-byte matrix, i.e. the fp32 element
+//     (g, t) with g = lane / 4, t = lane % 4: exactly the m16n8k8 tf32 A fragment (a0 = (g, t),
+//     a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4)) when lanes 0-15 point at rows 0-15, k 0 and
+//     lanes 16-31 at rows 0-15, k 4. BK is a multiple of 8, so the pitch is (BK + 4) * 4 = 16 x (an odd
+//     number) bytes: the 8 rows of each ldmatrix phase start in 8 different 16-byte bank groups.
+//   * B (BK x BN, n contiguous: B stays k-major, as it lies in global memory), row pitch BN + 8 floats.
+//     ldmatrix.trans moves 16-bit elements only, so B fragments are read with 32-bit LDS: b0 = (k = t,
+//     n = g), b1 = (t + 4, g). With BN a multiple of 32 the pitch is 8 (mod 32) words, so lane (g, t)
+//     reads bank (8 t + g + const) mod 32: the 32 lanes hit 32 different banks, for b0 and for b1.
+//   Both pads are 16 bytes or more, so cp.async chunks stay 16-byte aligned.
+// Changed from rung 10: tensor cores, 16-bit (or tf32) inputs, cp.async multistage pipeline, ldmatrix,
+// fused epilogue.
+// Traffic: as rung 10 in elements, half the bytes (2-byte inputs); the same bytes with tf32.
 // Bottleneck left: mma.sync issues from every warp and ldmatrix feeds it through registers; Hopper's wgmma
 // reads shared memory directly and is about twice as fast (next rung).
 // Predicted: 55-70% of cuBLAS BF16/FP16 on H100 (cuBLAS uses wgmma); on sm_80-89, close to cuBLAS.
+// TF32 predicted (before its first measurement): about half the fp16 rate of this kernel (m16n8k8 does half
+// the multiply-adds of m16n8k16 per instruction, plus one cvt per fragment element), 20-35% of cuBLAS TF32
+// on H100; relative error about 3e-4 against float64, independent of K.
 // Measured: docs/performance.md (scripts/device_tensor_check.py prints the figures).
 
-// Input element type codes (A_TYPE): 1 = fp16, 2 = bf16. Output element type codes (C_TYPE): 1 = fp32,
-// 2 = fp16, 3 = bf16. 16-bit values travel as raw bits (unsigned short); conversions are single PTX cvt
-// instructions, so the kernel needs neither cuda_fp16.h nor cuda_bf16.h.
 #include "common.cuh"
-
-typedef unsigned short bits16;
-
-// Epilogue flags (a run-time int: one uniform branch per element, negligible next to the K loop; a
-// template parameter per combination would multiply compile time by 30).
-#define EPI_BIAS_MASK 3      // bits 0-1: 0 no bias, 1 per row (length M), 2 per column (length N)
-#define EPI_BIAS_ROW 1
-#define EPI_BIAS_COL 2
-#define EPI_ACT_SHIFT 2      // bits 2-4: activation
-#define EPI_ACT_MASK 7
-#define EPI_ACT_RELU 1
-#define EPI_ACT_GELU_TANH 2
-#define EPI_ACT_GELU_ERF 3
-#define EPI_ACT_SILU 4
-#define EPI_RESIDUAL 32      // bit 5: add a residual matrix R (output type, leading dimension ldr)
-
-// ------------------------------------------------------------------------------------------ conversions
-
-__device__ __forceinline__ float half_bits_to_float(bits16 h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-__device__ __forceinline__ float bf16_bits_to_float(bits16 h) { return __uint_as_float(((unsigned)h) << 16); }
-__device__ __forceinline__ bits16 float_to_half_bits(float f) {
-    bits16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-__device__ __forceinline__ bits16 float_to_bf16_bits(float f) {
-    bits16 h;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-
-// The output element type of code C_TYPE, with load / store of one and of two adjacent elements.
-template <int C_TYPE> struct Out;
-template <> struct Out<1> {
-    typedef float T;
-    static __device__ __forceinline__ float load(const float* p) { return *p; }
-    static __device__ __forceinline__ void store(float* p, float v) { *p = v; }
-    static __device__ __forceinline__ void store2(float* p, float v0, float v1) {
-        *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
-    }
-    static __device__ __forceinline__ float2 load2(const float* p) { return *reinterpret_cast<const float2*>(p); }
-};
-template <int C_TYPE> struct Out16 {
-    typedef bits16 T;
-    static __device__ __forceinline__ float cvt_in(bits16 h) { return C_TYPE == 2 ? half_bits_to_float(h) : bf16_bits_to_float(h); }
-    static __device__ __forceinline__ bits16 cvt_out(float f) { return C_TYPE == 2 ? float_to_half_bits(f) : float_to_bf16_bits(f); }
-    static __device__ __forceinline__ float load(const bits16* p) { return cvt_in(*p); }
-    static __device__ __forceinline__ void store(bits16* p, float v) { *p = cvt_out(v); }
-    static __device__ __forceinline__ void store2(bits16* p, float v0, float v1) {
-        *reinterpret_cast<unsigned*>(p) = (unsigned)cvt_out(v0) | ((unsigned)cvt_out(v1) << 16);
-    }
-    static __device__ __forceinline__ float2 load2(const bits16* p) {
-        const unsigned u = *reinterpret_cast<const unsigned*>(p);
-        return make_float2(cvt_in((bits16)(u & 0xffff)), cvt_in((bits16)(u >> 16)));
-    }
-};
-template <> struct Out<2> : Out16<2> {};
-template <> struct Out<3> : Out16<3> {};
+#include "epilogue.cuh"
 
 // ------------------------------------------------------------------------------------------ PTX wrappers
 
@@ -113,7 +68,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned add
 // D += A (16x16, row) * B (16x8, col), fp32 accumulators; A_TYPE 1: fp16, 2: bf16.
 template <int A_TYPE>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    if (A_TYPE == 1) {
+    if constexpr (A_TYPE == 1) {
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                      "{%8, %9}, {%0, %1, %2, %3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -126,81 +81,86 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
     }
 }
 
-// ------------------------------------------------------------------------------------------ epilogue
-
-__device__ __forceinline__ float activate(float v, int act) {
-    switch (act) {
-        case EPI_ACT_RELU: return fmaxf(v, 0.0f);
-        case EPI_ACT_GELU_TANH: {
-            const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);  // sqrt(2/pi) (v + 0.044715 v^3)
-            return 0.5f * v * (1.0f + tanhf(u));
-        }
-        case EPI_ACT_GELU_ERF: return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-        case EPI_ACT_SILU: return v / (1.0f + __expf(-v));
-        default: return v;
-    }
+// D += A (16x8, row) * B (8x8, col) in tf32, fp32 accumulators. a and b hold tf32 bits (float_to_tf32).
+__device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Copy a ROWS x COLS tile (16-bit elements, row-major, row stride ld) into shared memory with row pitch
-// PITCH. `rows_left` / `cols_left`: how much of the tile lies inside the matrix. cp.async when `vec`
-// (base 16-byte aligned and ld a multiple of 8), else element by element. Out-of-range elements are 0.
-template <int ROWS, int COLS, int PITCH, int NT>
-__device__ __forceinline__ void load_tile_async(bits16* dst, const bits16* __restrict__ src, int ld, int rows_left,
+// Copy a ROWS x COLS tile (elements of type T: 16-bit bits or fp32, row-major, row stride ld) into shared
+// memory with row pitch PITCH. `rows_left` / `cols_left`: how much of the tile lies inside the matrix.
+// cp.async in 16-byte chunks (8 16-bit elements or 4 floats) when `vec` (base 16-byte aligned and ld a
+// multiple of the chunk), else element by element. Out-of-range elements are 0.
+template <int ROWS, int COLS, int PITCH, int NT, typename T>
+__device__ __forceinline__ void load_tile_async(T* dst, const T* __restrict__ src, int ld, int rows_left,
                                                 int cols_left, bool vec, int tid) {
-    constexpr int CHUNKS_PER_ROW = COLS / 8, CHUNKS = ROWS * CHUNKS_PER_ROW;
+    constexpr int CHUNK = 16 / (int)sizeof(T);  // elements per 16-byte chunk
+    constexpr int CHUNKS_PER_ROW = COLS / CHUNK, CHUNKS = ROWS * CHUNKS_PER_ROW;
+    static_assert(COLS % CHUNK == 0 && PITCH % CHUNK == 0, "tile rows must be whole 16-byte chunks");
     static_assert(CHUNKS % NT == 0, "the tile's 16-byte chunks must split evenly over the block's threads");
 #pragma unroll
     for (int i = 0; i < CHUNKS / NT; ++i) {
         const int e = tid + i * NT;
-        const int r = e / CHUNKS_PER_ROW, c = (e % CHUNKS_PER_ROW) * 8;
-        bits16* d = dst + r * PITCH + c;
+        const int r = e / CHUNKS_PER_ROW, c = (e % CHUNKS_PER_ROW) * CHUNK;
+        T* d = dst + r * PITCH + c;
         const int left = r < rows_left ? cols_left - c : 0;  // elements of this chunk inside the matrix
         if (vec) {
-            const int bytes = left >= 8 ? 16 : (left > 0 ? 2 * left : 0);
+            const int bytes = left >= CHUNK ? 16 : (left > 0 ? (int)sizeof(T) * left : 0);
             // A chunk with nothing to read still needs a valid address: point it at the tile's start.
             cp_async16(smem_addr(d), bytes ? src + (size_t)r * ld + c : src, bytes);
         } else {
 #pragma unroll
-            for (int j = 0; j < 8; ++j) d[j] = j < left ? src[(size_t)r * ld + c + j] : (bits16)0;
+            for (int j = 0; j < CHUNK; ++j) d[j] = j < left ? src[(size_t)r * ld + c + j] : (T)0;
         }
     }
 }
 
 // ------------------------------------------------------------------------------------------ kernel
 
-// BM, BN: block tile; BK: depth per pipeline stage (multiple of 16); WM, WN: warp tile (WM multiple of 16,
-// WN multiple of 16); STAGES: tiles in the cp.async ring (>= 2); GROUP_M: block rows per group of the
-// L2-friendly block order; A_TYPE: input type (1 fp16, 2 bf16); C_TYPE: output type (1 fp32, 2 fp16,
-// 3 bf16). A, B and C point at raw elements; `bias` (fp32, length M or N) and `R` (output type, leading
-// dimension ldr) are read only when `epilogue` asks for them.
+// BM, BN: block tile; BK: depth per pipeline stage (multiple of 16; of 8 for tf32); WM, WN: warp tile (WM
+// multiple of 16, WN multiple of 16); STAGES: tiles in the cp.async ring (>= 2); GROUP_M: block rows per
+// group of the L2-friendly block order; A_TYPE: input type (1 fp16, 2 bf16, 3 tf32 from fp32 storage);
+// C_TYPE: output type (1 fp32, 2 fp16, 3 bf16). A, B and C point at raw elements; `bias` (fp32, length M
+// or N) and `R` (output type, leading dimension ldr) are read only when `epilogue` asks for them.
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int A_TYPE, int C_TYPE>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
-mma_sync_gemm(int M, int N, int K, float alpha, const bits16* __restrict__ A, int lda,
-              const bits16* __restrict__ B, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc,
-              const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
-    typedef Out<C_TYPE> O;
-    typedef typename O::T OutT;
+mma_sync_gemm(int M, int N, int K, float alpha, const typename In<A_TYPE>::T* __restrict__ A, int lda,
+              const typename In<A_TYPE>::T* __restrict__ B, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
+              int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr,
+              int epilogue) {
+    typedef typename In<A_TYPE>::T InT;
+    constexpr bool TF32 = A_TYPE == 3;
+    constexpr int CHUNK = 16 / (int)sizeof(InT);  // elements per 16-byte chunk: 8 (16-bit), 4 (fp32)
+    constexpr int KSTEP = TF32 ? 8 : 16;          // k per mma instruction: m16n8k8 (tf32), m16n8k16
     constexpr int WARPS_N = BN / WN, NT = (BM / WM) * WARPS_N * 32;
-    constexpr int MI = WM / 16, NI = WN / 8;        // mma tiles per warp along M and N
-    constexpr int A_PITCH = BK + 8, B_PITCH = BN + 8;  // +16 bytes per row: conflict-free ldmatrix
+    constexpr int MI = WM / 16, NI = WN / 8;  // mma tiles per warp along M and N
+    // A rows padded by 16 bytes (conflict-free ldmatrix); B rows by 8 elements: 16 bytes for 16-bit
+    // (conflict-free ldmatrix.trans), 32 bytes for tf32 (conflict-free 32-bit LDS; see the header).
+    constexpr int A_PITCH = BK + CHUNK, B_PITCH = BN + 8;
     constexpr int A_STAGE = BM * A_PITCH, B_STAGE = BK * B_PITCH;
     static_assert(BM % WM == 0 && BN % WN == 0, "warp tiles must divide the block tile");
-    static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "WM, WN and BK must be multiples of 16");
+    static_assert(WM % 16 == 0 && WN % 16 == 0, "WM and WN must be multiples of 16");
+    static_assert(BK % KSTEP == 0, "BK must be a multiple of the mma's k: 16 (fp16, bf16) or 8 (tf32)");
+    static_assert(!TF32 || (BK % 8 == 0 && B_PITCH % 32 == 8),
+                  "tf32: BK a multiple of 8 and BN a multiple of 32 (conflict-free shared-memory layout)");
     static_assert(STAGES >= 2, "the pipeline needs at least two stages");
-    static_assert(A_TYPE == 1 || A_TYPE == 2, "A_TYPE: 1 fp16, 2 bf16");
+    static_assert(A_TYPE >= 1 && A_TYPE <= 3, "A_TYPE: 1 fp16, 2 bf16, 3 tf32");
     static_assert(C_TYPE >= 1 && C_TYPE <= 3, "C_TYPE: 1 fp32, 2 fp16, 3 bf16");
 
-    extern __shared__ __align__(16) bits16 smem[];  // STAGES x (BM x A_PITCH + BK x B_PITCH), sized by the host
-    bits16* As = smem;
-    bits16* Bs = smem + STAGES * A_STAGE;
+    // STAGES x (BM x A_PITCH + BK x B_PITCH) elements, sized by the host.
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    InT* As = reinterpret_cast<InT*>(smem_raw);
+    InT* Bs = As + STAGES * A_STAGE;
 
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
     int tile_row, tile_col;
     grouped_tile(GROUP_M, tile_row, tile_col);
     const int row0 = tile_row * BM, col0 = tile_col * BN;
-    const bool vec_a = ((reinterpret_cast<size_t>(A) & 15) == 0) && (lda % 8 == 0);
-    const bool vec_b = ((reinterpret_cast<size_t>(B) & 15) == 0) && (ldb % 8 == 0);
+    const bool vec_a = ((reinterpret_cast<size_t>(A) & 15) == 0) && (lda % CHUNK == 0);
+    const bool vec_b = ((reinterpret_cast<size_t>(B) & 15) == 0) && (ldb % CHUNK == 0);
 
     const int k_tiles = (K + BK - 1) / BK;
     auto load_stage = [&](int stage, int kt) {
@@ -226,9 +186,12 @@ mma_sync_gemm(int M, int N, int K, float alpha, const bits16* __restrict__ A, in
         cp_async_commit();
     }
 
-    // ldmatrix lane addressing: A x4 covers a 16x16 block (lanes 0-15 rows at k, 16-31 rows at k + 8);
-    // B x4.trans covers 16 (k) x 16 (n): lanes 0-15 rows k at n, 16-31 rows k at n + 8.
-    const int a_row = lane % 16, a_col = (lane / 16) * 8;
+    // Fragment coordinates of m16n8kK: g = lane / 4 (row of A and C, column of B), t = lane % 4.
+    const int g = lane / 4, t = lane % 4;
+    // ldmatrix lane addressing: A x4 covers 16 rows x 16 bytes of k (lanes 0-15 rows at k, 16-31 rows at
+    // k + 16 bytes: k + 8 for 16-bit, k + 4 for tf32); B x4.trans covers 16 (k) x 16 (n): lanes 0-15 rows k
+    // at n, 16-31 rows k at n + 8.
+    const int a_row = lane % 16, a_col = (lane / 16) * CHUNK;
     const int b_row = lane % 16, b_col = (lane / 16) * 8;
 
     for (int kt = 0; kt < k_tiles; ++kt) {
@@ -239,86 +202,65 @@ mma_sync_gemm(int M, int N, int K, float alpha, const bits16* __restrict__ A, in
             if (next < k_tiles) load_stage(next % STAGES, next);
             cp_async_commit();
         }
-        const bits16* as = As + (kt % STAGES) * A_STAGE;
-        const bits16* bs = Bs + (kt % STAGES) * B_STAGE;
+        const InT* as = As + (kt % STAGES) * A_STAGE;
+        const InT* bs = Bs + (kt % STAGES) * B_STAGE;
+        if constexpr (TF32) {
 #pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) {
-            unsigned af[MI][4], bf[NI / 2][4];
+            for (int kk = 0; kk < BK; kk += 8) {
+                unsigned af[MI][4], bf[NI][2];
 #pragma unroll
-            for (int i = 0; i < MI; ++i)
-                ldmatrix_x4(af[i], smem_addr(as + (wm + i * 16 + a_row) * A_PITCH + kk + a_col));
+                for (int i = 0; i < MI; ++i) {
+                    ldmatrix_x4(af[i], smem_addr(as + (wm + i * 16 + a_row) * A_PITCH + kk + a_col));
 #pragma unroll
-            for (int j = 0; j < NI / 2; ++j)
-                ldmatrix_x4_trans(bf[j], smem_addr(bs + (kk + b_row) * B_PITCH + wn + j * 16 + b_col));
+                    for (int q = 0; q < 4; ++q) af[i][q] = float_to_tf32(__uint_as_float(af[i][q]));
+                }
 #pragma unroll
-            for (int i = 0; i < MI; ++i)
+                for (int j = 0; j < NI; ++j) {
+                    const InT* b = bs + (kk + t) * B_PITCH + wn + j * 8 + g;
+                    bf[j][0] = float_to_tf32(b[0]);
+                    bf[j][1] = float_to_tf32(b[4 * B_PITCH]);
+                }
 #pragma unroll
-                for (int j = 0; j < NI; ++j)
-                    mma_16816<A_TYPE>(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+                for (int i = 0; i < MI; ++i)
+#pragma unroll
+                    for (int j = 0; j < NI; ++j) mma_1688_tf32(acc[i][j], af[i], bf[j][0], bf[j][1]);
+            }
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 16) {
+                unsigned af[MI][4], bf[NI / 2][4];
+#pragma unroll
+                for (int i = 0; i < MI; ++i)
+                    ldmatrix_x4(af[i], smem_addr(as + (wm + i * 16 + a_row) * A_PITCH + kk + a_col));
+#pragma unroll
+                for (int j = 0; j < NI / 2; ++j)
+                    ldmatrix_x4_trans(bf[j], smem_addr(bs + (kk + b_row) * B_PITCH + wn + j * 16 + b_col));
+#pragma unroll
+                for (int i = 0; i < MI; ++i)
+#pragma unroll
+                    for (int j = 0; j < NI; ++j)
+                        mma_16816<A_TYPE>(acc[i][j], af[i], bf[j / 2][(j % 2) * 2], bf[j / 2][(j % 2) * 2 + 1]);
+            }
         }
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
     // Epilogue. Accumulator layout of m16n8: d0, d1 at (row g, cols 2t, 2t+1), d2, d3 at row g + 8.
-    const int g = lane / 4, t = lane % 4;
-    const int bias_mode = epilogue & EPI_BIAS_MASK;
-    const int act = (epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK;
-    const bool residual = (epilogue & EPI_RESIDUAL) != 0;
     // Pairs of adjacent outputs move as one 8-byte (fp32) or 4-byte (16-bit) access when rows allow it.
-    const bool vec_c = ((reinterpret_cast<size_t>(C) & (2 * sizeof(OutT) - 1)) == 0) && (ldc % 2 == 0);
-    const bool vec_r = !residual || (((reinterpret_cast<size_t>(R) & (2 * sizeof(OutT) - 1)) == 0) && (ldr % 2 == 0));
+    const bool vec_c = pairs_aligned(C, ldc);
+    const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
 #pragma unroll
     for (int i = 0; i < MI; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int row = row0 + wm + i * 16 + g + h * 8;
             if (row >= M) continue;
-            const float row_bias = bias_mode == EPI_BIAS_ROW ? bias[row] : 0.0f;
 #pragma unroll
             for (int j = 0; j < NI; ++j) {
                 const int col = col0 + wn + j * 8 + 2 * t;
                 if (col >= N) continue;
-                const bool pair = col + 1 < N;
-                float v[2] = {alpha * acc[i][j][2 * h], alpha * acc[i][j][2 * h + 1]};
-                OutT* c = C + (size_t)row * ldc + col;
-                if (beta != 0.0f) {  // BLAS rule: C is not read when beta == 0
-                    if (pair && vec_c) {
-                        const float2 old = O::load2(c);
-                        v[0] += beta * old.x;
-                        v[1] += beta * old.y;
-                    } else {
-                        v[0] += beta * O::load(c);
-                        if (pair) v[1] += beta * O::load(c + 1);
-                    }
-                }
-                if (bias_mode == EPI_BIAS_ROW) {
-                    v[0] += row_bias;
-                    v[1] += row_bias;
-                } else if (bias_mode == EPI_BIAS_COL) {
-                    v[0] += bias[col];
-                    if (pair) v[1] += bias[col + 1];
-                }
-                if (act) {
-                    v[0] = activate(v[0], act);
-                    v[1] = activate(v[1], act);
-                }
-                if (residual) {
-                    const OutT* r = R + (size_t)row * ldr + col;
-                    if (pair && vec_r) {
-                        const float2 rr = O::load2(r);
-                        v[0] += rr.x;
-                        v[1] += rr.y;
-                    } else {
-                        v[0] += O::load(r);
-                        if (pair) v[1] += O::load(r + 1);
-                    }
-                }
-                if (pair && vec_c) {
-                    O::store2(c, v[0], v[1]);
-                } else {
-                    O::store(c, v[0]);
-                    if (pair) O::store(c + 1, v[1]);
-                }
+                epilogue_pair<C_TYPE>(C, ldc, row, col, col + 1 < N, acc[i][j][2 * h], acc[i][j][2 * h + 1], alpha,
+                                      beta, bias, R, ldr, epilogue, vec_c, vec_r);
             }
         }
     }

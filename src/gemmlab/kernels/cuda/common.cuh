@@ -30,16 +30,20 @@ __device__ __forceinline__ void load_tile_zero_padded(float* __restrict__ dst, c
     }
 }
 
-// The tile (row, column of tiles) a block computes when blocks are taken in groups of `group` tile rows:
-// block ids (row-major over the 2-D grid) run down `group` tile rows before moving one tile column
+// The tile (row, column of tiles) of tile number `id` when tiles are taken in groups of `group` tile rows:
+// ids (row-major over the 2-D grid) run down `group` tile rows before moving one tile column
 // right, so the blocks resident at once read a few row stripes of A and a few column stripes of B
 // instead of one row stripe and every column stripe. group = 1 is the plain row-major order.
-__device__ __forceinline__ void grouped_tile(int group, int& tile_row, int& tile_col) {
-    const int tiles_m = gridDim.y, tiles_n = gridDim.x;
-    const int id = blockIdx.y * tiles_n + blockIdx.x;
+__device__ __forceinline__ void grouped_tile_of(int id, int tiles_m, int tiles_n, int group, int& tile_row,
+                                                int& tile_col) {
     const int per_group = group * tiles_n;
     const int first = (id / per_group) * group;
     const int rows = min(tiles_m - first, group);
     tile_row = first + (id % per_group) % rows;
     tile_col = (id % per_group) / rows;
+}
+
+// The same for the block itself: its id is its row-major position in the 2-D grid.
+__device__ __forceinline__ void grouped_tile(int group, int& tile_row, int& tile_col) {
+    grouped_tile_of(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, group, tile_row, tile_col);
 }

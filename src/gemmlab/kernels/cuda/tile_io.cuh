@@ -85,3 +85,113 @@ __device__ __forceinline__ void store_grouped_tile(float* __restrict__ C, int ld
         }
     }
 }
+
+// Store a thread's TM x TN results whose rows are ROW_STEP apart and whose columns come in groups of 4
+// (rung 10): result (i, j) goes to row row0 + i * ROW_STEP and column col0 + (j / 4) * COL_STEP + j % 4 of
+// a matrix with row stride ld, as C = alpha * acc + beta * C (C not read when beta == 0). A thread whose
+// results all lie inside C, with 16-byte aligned rows (`vec`), stores 16 bytes at a time; the others
+// store element by element. Written so that the compiler emits two short paths per case, not one path
+// per combination of edge tests.
+template <int TM, int TN, int ROW_STEP, int COL_STEP>
+__device__ __forceinline__ void store_strided_tile(float* __restrict__ C, int ld, int row0, int col0, int M, int N,
+                                                   const float (&acc)[TM][TN], bool vec, float alpha, float beta) {
+    // Addresses are a row pointer plus compile-time offsets, so no per-element address is ever computed
+    // (or kept in a register).
+    const int n_left = N - col0;  // columns of C from col0 on
+    const bool whole = vec && row0 + (TM - 1) * ROW_STEP < M && (TN / 4 - 1) * COL_STEP + 4 <= n_left;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int row = row0 + i * ROW_STEP;
+        float* rp = C + (size_t)row * ld + col0;
+        if (whole) {
+#pragma unroll
+            for (int g = 0; g < TN / 4; ++g) {
+                float4 out = make_float4(alpha * acc[i][4 * g], alpha * acc[i][4 * g + 1], alpha * acc[i][4 * g + 2],
+                                         alpha * acc[i][4 * g + 3]);
+                if (beta != 0.0f) {
+                    const float4 old = *reinterpret_cast<const float4*>(rp + g * COL_STEP);
+                    out.x += beta * old.x; out.y += beta * old.y; out.z += beta * old.z; out.w += beta * old.w;
+                }
+                *reinterpret_cast<float4*>(rp + g * COL_STEP) = out;
+            }
+        } else if (row < M) {
+#pragma unroll
+            for (int j = 0; j < TN; ++j) {
+                const int off = (j / 4) * COL_STEP + j % 4;
+                if (off < n_left) {
+                    float out = alpha * acc[i][j];
+                    if (beta != 0.0f) out += beta * rp[off];
+                    rp[off] = out;
+                }
+            }
+        }
+    }
+}
+
+// p + rows * ld floats (rows * ld below 2^31) as one wide multiply-add: the compiler would otherwise
+// widen the offset to 64 bits once, keep it in two registers and spend two adds on every use.
+__device__ __forceinline__ const float* advance_rows(const float* p, int rows, int ld) {
+    const float* r;
+    asm("mad.wide.s32 %0, %1, %2, %3;" : "=l"(r) : "r"(ld), "r"(4 * rows), "l"(p));
+    return r;
+}
+
+// ---- Asynchronous global -> shared copies (cp.async, sm_80 onwards; a plain load and store before).
+// Shared-memory destinations are 32-bit shared-window addresses (shared_addr). A copy group is committed
+// with async_commit; async_wait<N> returns when at most N of this thread's groups are still in flight.
+// The copies of other threads are visible only after a barrier that follows the wait.
+
+__device__ __forceinline__ unsigned shared_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// 16 bytes from a 16-byte aligned global address.
+__device__ __forceinline__ void async_copy16(unsigned dst, const float* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+#else
+    float4 v = __ldg(reinterpret_cast<const float4*>(src));
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w));
+#endif
+}
+
+// 16 bytes of which the first `bytes` (0, 4, 8, 12 or 16) are read from a 16-byte aligned global address
+// and the rest written as zero. With bytes == 0 nothing is read (src must still be a valid address).
+__device__ __forceinline__ void async_copy16_zfill(unsigned dst, const float* src, int bytes) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+#else
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = 4 * j < bytes ? __ldg(src + j) : 0.0f;
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]));
+#endif
+}
+
+// One float (4 bytes, any float address), or a zero when !inside (then src is not read).
+__device__ __forceinline__ void async_copy4_zfill(unsigned dst, const float* src, bool inside) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(inside ? 4 : 0));
+#else
+    const float v = inside ? __ldg(src) : 0.0f;
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(dst), "f"(v));
+#endif
+}
+
+// 16 bytes from shared memory at a 32-bit shared-window address.
+__device__ __forceinline__ float4 lds128(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
+    return v;
+}
+
+__device__ __forceinline__ void async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}

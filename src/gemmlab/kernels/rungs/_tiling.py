@@ -22,7 +22,10 @@ def block_threads(p: dict[str, int]) -> int:
 
 
 def tile_constraints(p: dict[str, int], smem_floats: int, fragment_sets: int = 1,
-                     smem_limit: int = STATIC_SMEM_LIMIT) -> list[str]:
+                     smem_limit: int = STATIC_SMEM_LIMIT, fragment_regs: int | None = None,
+                     staged_loads: bool = True) -> list[str]:
+    """fragment_regs: registers a thread holds for A and B fragments (default fragment_sets x (TM + TN));
+    staged_loads: global loads pass through registers (4 per float4); False for cp.async kernels."""
     bm, bn, bk, tm, tn = p["BM"], p["BN"], p["BK"], p["TM"], p["TN"]
     errs = []
     if tm % 4 or tn % 4 or bk % 4:
@@ -46,8 +49,9 @@ def tile_constraints(p: dict[str, int], smem_floats: int, fragment_sets: int = 1
         errs.append(f"the A tile ({bm}x{bk}) and B tile ({bk}x{bn}) must split evenly into float4s over {nt} threads")
     if 4 * smem_floats > smem_limit:
         errs.append(f"shared memory {4 * smem_floats} bytes exceeds the {smem_limit // 1024} KiB limit")
-    loads = (bm * bk + bk * bn) // 4 // nt if nt else 0
-    need = tm * tn + fragment_sets * (tm + tn) + 4 * loads + REGISTER_OVERHEAD
+    loads = (bm * bk + bk * bn) // 4 // nt if nt and staged_loads else 0
+    frags = fragment_sets * (tm + tn) if fragment_regs is None else fragment_regs
+    need = tm * tn + frags + 4 * loads + REGISTER_OVERHEAD
     if need > 255:
         errs.append(f"TM x TN = {tm} x {tn} needs about {need} registers per thread (at most 255): it would spill")
     elif need * nt > REGISTERS_PER_SM:

@@ -1,8 +1,10 @@
-"""Rung 11: tensor cores through warp-level mma.sync (fp16 / bf16 in, fp32 accumulate, fused epilogue).
+"""Rung 11: tensor cores through warp-level mma.sync (fp16 / bf16 / tf32 in, fp32 accumulate, fused epilogue).
 
 The element types are template parameters like the tiles (A_TYPE, C_TYPE), so one spec covers every
-instantiation; `gemmlab.matmul` sets them from the arrays' dtypes (callers do not pass them). The
-epilogue is a run-time argument (`epilogue_flags`), not a template parameter.
+instantiation; `gemmlab.matmul` sets them from the arrays' dtypes, `precision` and `out_dtype` (callers do
+not pass them). tf32 (A_TYPE 3: fp32 operands, m16n8k8, inputs rounded with cvt.rna) runs only when a
+caller asks for precision="tf32". The epilogue is a run-time argument (`epilogue_flags`), not a template
+parameter.
 """
 
 from __future__ import annotations
@@ -10,10 +12,16 @@ from __future__ import annotations
 from ..spec import KernelSpec, Launch, Param, Traffic, cdiv, pow2_choices
 from ._tiling import DYNAMIC_SMEM_LIMIT
 
-# Element type codes shared with 11_mma_sync.cu (from 1: spec parameters are positive).
+# Element type codes shared with epilogue.cuh (from 1: spec parameters are positive). A_TYPES are the 16-bit
+# input types every tensor-core rung takes; this rung adds tf32 (fp32 storage), INPUT_TYPES is its full set.
 A_TYPES = {"float16": 1, "bfloat16": 2}
+TF32 = 3
+INPUT_TYPES = {**A_TYPES, "tf32": TF32}
 C_TYPES = {"float32": 1, "float16": 2, "bfloat16": 3}
 TYPE_PARAMS = ("A_TYPE", "C_TYPE")
+# Parameters that replace the defaults for one input type. tf32 stages BK = 16 fp32 columns: the same 64
+# bytes per row, the same shared memory per stage and the same blocks per SM as BK = 32 of fp16 / bf16.
+TYPE_DEFAULTS = {"tf32": {"BK": 16}}
 
 # Epilogue flags (the `epilogue` kernel argument), as in 11_mma_sync.cu.
 BIAS_MODES = {None: 0, "row": 1, "col": 2}
@@ -30,23 +38,39 @@ def warps(p: dict[str, int]) -> int:
     return (p["BM"] // p["WM"]) * (p["BN"] // p["WN"])
 
 
+def element_bytes(p: dict[str, int]) -> int:
+    """Bytes per stored input element: 4 for tf32 (fp32 storage), else 2."""
+    return 4 if p.get("A_TYPE") == TF32 else 2
+
+
 def smem_bytes(p: dict[str, int]) -> int:
-    """STAGES x (A tile BM x (BK + 8) + B tile BK x (BN + 8)) 16-bit elements (rows padded by 16 bytes)."""
-    return 2 * p["STAGES"] * (p["BM"] * (p["BK"] + 8) + p["BK"] * (p["BN"] + 8))
+    """STAGES x (A tile BM x (BK + 16 bytes) + B tile BK x (BN + 8 elements)) input elements: rows of A
+    padded by one 16-byte chunk, rows of B by 8 elements (16 bytes for 16-bit types, 32 for tf32)."""
+    e = element_bytes(p)
+    return e * p["STAGES"] * (p["BM"] * (p["BK"] + 16 // e) + p["BK"] * (p["BN"] + 8))
 
 
 def _constraints(p: dict[str, int]) -> list[str]:
     bm, bn, bk, wm, wn = p["BM"], p["BN"], p["BK"], p["WM"], p["WN"]
+    tf32 = p["A_TYPE"] == TF32
     errs = []
-    if wm % 16 or wn % 16 or bk % 16:
-        errs.append(f"WM = {wm}, WN = {wn} and BK = {bk} must be multiples of 16 (the m16n8k16 shape, "
-                    "B fragments loaded in pairs)")
+    if wm % 16 or wn % 16:
+        errs.append(f"WM = {wm} and WN = {wn} must be multiples of 16 (m16 tiles; B fragments in pairs of n8)")
+    if tf32 and bk % 8:
+        errs.append(f"BK = {bk} must be a multiple of 8 for tf32 (the m16n8k8 shape)")
+    elif not tf32 and bk % 16:
+        errs.append(f"BK = {bk} must be a multiple of 16 for fp16 / bf16 (the m16n8k16 shape)")
+    if tf32 and bk > 32:
+        errs.append(f"BK = {bk}: at most 32 for tf32 (BK = 64 unrolls 8 k-steps of fragments; ptxas spills)")
+    if tf32 and bn % 32:
+        errs.append(f"BN = {bn} must be a multiple of 32 for tf32 (the conflict-free B layout: row pitch "
+                    "8 words mod 32)")
     if bm % wm or bn % wn:
         errs.append(f"warp tile WM x WN = {wm} x {wn} must divide the block tile BM x BN = {bm} x {bn}")
     if p["STAGES"] < 2:
         errs.append(f"STAGES = {p['STAGES']}: the cp.async pipeline needs at least 2")
-    if p["A_TYPE"] not in A_TYPES.values():
-        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code (1 fp16, 2 bf16)")
+    if p["A_TYPE"] not in INPUT_TYPES.values():
+        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code (1 fp16, 2 bf16, 3 tf32)")
     if p["C_TYPE"] not in C_TYPES.values():
         errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
     if errs:
@@ -54,11 +78,12 @@ def _constraints(p: dict[str, int]) -> list[str]:
     nt = warps(p) * 32
     if not 32 <= nt <= 1024:
         return [f"{nt} threads per block (warps {bm // wm} x {bn // wn}), must be 32..1024"]
-    if (bm * bk // 8) % nt or (bk * bn // 8) % nt:
+    chunk = 16 // element_bytes(p)  # elements per 16-byte cp.async chunk
+    if (bm * bk // chunk) % nt or (bk * bn // chunk) % nt:
         errs.append(f"the A tile ({bm}x{bk}) and B tile ({bk}x{bn}) must split evenly into 16-byte chunks over {nt} threads")
     if smem_bytes(p) > DYNAMIC_SMEM_LIMIT:
-        errs.append(f"STAGES = {p['STAGES']} x ({bm}x{bk} + {bk}x{bn}) tiles need {smem_bytes(p)} bytes of shared "
-                    f"memory, over the {DYNAMIC_SMEM_LIMIT // 1024} KiB limit")
+        errs.append(f"STAGES = {p['STAGES']} x ({bm}x{bk} + {bk}x{bn}) tiles of {element_bytes(p)}-byte elements need "
+                    f"{smem_bytes(p)} bytes of shared memory, over the {DYNAMIC_SMEM_LIMIT // 1024} KiB limit")
     # Per thread: WM x WN / 32 fp32 accumulators, A and B fragments, ~40 for addresses and loop state.
     need = wm * wn // 32 + 4 * (wm // 16) + 2 * (wn // 8) + 40
     if need > 255:
@@ -91,16 +116,17 @@ SPEC = KernelSpec(
     rung=11,
     source="11_mma_sync.cu",
     template="mma_sync_gemm",
-    idea="tensor cores: mma.sync m16n8k16 (fp16/bf16, fp32 accumulate), ldmatrix, cp.async pipeline, fused epilogue",
+    idea="tensor cores: mma.sync (fp16/bf16; tf32 on request; fp32 accumulate), ldmatrix, cp.async pipeline, fused epilogue",
     params=(
         Param("BM", 128, pow2_choices(32, 256), "rows of C per block"),
         Param("BN", 128, pow2_choices(32, 256), "columns of C per block"),
-        Param("BK", 32, (16, 32, 64), "depth of one pipeline stage"),
+        Param("BK", 32, (8, 16, 32, 64), "depth of one pipeline stage (tf32 default: 16)"),
         Param("WM", 64, pow2_choices(16, 128), "rows of C per warp"),
         Param("WN", 64, pow2_choices(16, 128), "columns of C per warp"),
         Param("STAGES", 4, (2, 3, 4, 5), "tiles in the cp.async ring"),
         Param("GROUP_M", 8, (1, 4, 8, 16), "block rows per group of the L2-friendly block order"),
-        Param("A_TYPE", 2, tuple(A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (set from the dtype)"),
+        Param("A_TYPE", 2, tuple(INPUT_TYPES.values()),
+              "input type of A and B: 1 fp16, 2 bf16, 3 tf32 (set from the dtype and precision)"),
         Param("C_TYPE", 1, tuple(C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (set from out_dtype)"),
     ),
     constraints=_constraints,
@@ -109,5 +135,6 @@ SPEC = KernelSpec(
     traffic_model=_traffic,
     min_cc=(8, 0),
     dtypes=("float16", "bfloat16"),
-    extra={"type_params": TYPE_PARAMS, "epilogue": True, "element_bytes": 2},
+    precisions=("tf32",),
+    extra={"type_params": TYPE_PARAMS, "type_defaults": TYPE_DEFAULTS, "epilogue": True, "element_bytes": 2},
 )

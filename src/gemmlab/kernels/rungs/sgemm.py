@@ -5,11 +5,16 @@ from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_t
 
 
 def smem_bytes(p: dict[str, int]) -> int:
-    return 4 * 2 * p["BK"] * (p["BM"] + 4 + p["BN"])
+    """STAGES x (the A tile BM x (BK + 4), rows padded by 16 bytes, + the B tile BK x BN) floats."""
+    return 4 * p["STAGES"] * (p["BM"] * (p["BK"] + 4) + p["BK"] * p["BN"])
 
 
 def _constraints(p: dict[str, int]) -> list[str]:
-    errs = tile_constraints(p, smem_floats=smem_bytes(p) // 4, fragment_sets=2, smem_limit=DYNAMIC_SMEM_LIMIT)
+    # Fragments: B's values for four k (4 x TN) and the next row of A (4); tiles arrive by cp.async.
+    errs = tile_constraints(p, smem_floats=smem_bytes(p) // 4, smem_limit=DYNAMIC_SMEM_LIMIT,
+                            fragment_regs=4 * p["TN"] + 4, staged_loads=False)
+    if p["STAGES"] < 2:
+        errs.append(f"STAGES = {p['STAGES']}: the cp.async ring needs at least 2")
     if p["GROUP_M"] < 1:
         errs.append(f"GROUP_M = {p['GROUP_M']} must be at least 1")
     if not errs:
@@ -17,7 +22,7 @@ def _constraints(p: dict[str, int]) -> list[str]:
         if threads * blocks > 2048 or smem_bytes(p) * blocks > DYNAMIC_SMEM_LIMIT:
             errs.append(f"MIN_BLOCKS = {blocks} blocks of {threads} threads and {smem_bytes(p)} bytes of shared "
                         "memory do not fit on one SM")
-        elif 65536 // (threads * blocks) < p["TM"] * p["TN"] + 32:
+        elif 65536 // (threads * blocks) < p["TM"] * p["TN"] + 4 * p["TN"] + 44:  # accumulators, fragments, state
             errs.append(f"MIN_BLOCKS = {blocks} leaves {65536 // (threads * blocks)} registers per thread, too few "
                         f"for a {p['TM']} x {p['TN']} thread tile")
     return errs
@@ -94,6 +99,7 @@ SPEC = KernelSpec(
         Param("GROUP_M", 8, (1, 4, 8, 16), "block rows per group of the L2-friendly block order"),
         Param("SPLIT_K", 1, (1, 2, 4, 8, 16, 32), "blocks sharing one tile of C along K (1: no split)"),
         Param("MIN_BLOCKS", 1, (1, 2, 3, 4), "resident blocks per SM the register budget must allow"),
+        Param("STAGES", 3, (2, 3), "tiles in the cp.async ring: steps in flight + 1 (more may be asked for)"),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -101,4 +107,7 @@ SPEC = KernelSpec(
     traffic_model=tile_traffic,
     heuristic=_heuristic,
     workspace=_workspace,
+    # The fused epilogue of epilogue.cuh (bias, activation, residual; fp32 out), applied once after any
+    # split-K reduction; its four arguments follow the workspace ones.
+    extra={"epilogue": True},
 )

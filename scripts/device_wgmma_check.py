@@ -1,0 +1,157 @@
+"""One call on an H100 for rung 12 (wgmma): correctness against float64, then wgmma (and its variants),
+mma_sync and cuBLAS (torch.matmul) side by side, and GEMM + bias + GELU against torch eager.
+
+    PYTHONPATH=src python3 scripts/device_wgmma_check.py [--sizes 4096,8192] [--variants "BN=128,STAGES=6;..."]
+                                                         [--no-correctness] [--budget-ms 300]
+
+A short table last; everything also in $OUT/wgmma.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+OUT = Path(os.environ.get("OUT", "out"))
+
+SHAPES = [(1, 1, 1), (17, 17, 17), (129, 257, 65), (1000, 1000, 1000), (7, 300, 129), (300, 8, 64),
+          (33, 72, 1000), (256, 512, 8), (2048, 2048, 2048), (1536, 4096, 1024)]
+
+
+def parse_variants(text: str) -> list[dict[str, int]]:
+    out = []
+    for chunk in filter(None, (c.strip() for c in text.split(";"))):
+        out.append({k: int(v) for k, v in (kv.split("=") for kv in chunk.split(","))})
+    return out
+
+
+def correctness(torch, gemmlab, variants) -> list[str]:
+    failures = []
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for params in [{}] + variants:
+        for dt in (torch.bfloat16, torch.float16):
+            for m, n, k in SHAPES:
+                a = (torch.rand(m, k, device="cuda", generator=g) * 2 - 1).to(dt)
+                b = (torch.rand(k, n, device="cuda", generator=g) * 2 - 1).to(dt)
+                ref = a.double() @ b.double()
+                try:
+                    for out_dtype in ("float32", None):
+                        c = gemmlab.matmul(a, b, kernel="wgmma", out_dtype=out_dtype, **params)
+                        err = ((c.double() - ref).norm() / max(ref.norm(), 1e-30)).item()
+                        ok = err <= 1e-2 and bool(torch.isfinite(c).all())
+                        if not ok:
+                            failures.append(f"{params} {dt} {m}x{n}x{k} -> {out_dtype}: rel {err:.2e}")
+                except Exception as exc:  # noqa: BLE001
+                    failures.append(f"{params} {dt} {m}x{n}x{k}: {type(exc).__name__}: {str(exc)[:200]}")
+    # Epilogue with beta, bias, GELU, residual on an odd shape; NaN C with beta = 0.
+    m, n, k = 300, 520, 200
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    b = torch.randn(k, n, device="cuda").bfloat16()
+    c0 = torch.randn(m, n, device="cuda").bfloat16()
+    r = torch.randn(m, n, device="cuda").bfloat16()
+    bias = torch.randn(n, device="cuda")
+    ref = torch.nn.functional.gelu(1.5 * (a.double() @ b.double()) + 0.5 * c0.double() + bias.double(),
+                                   approximate="tanh") + r.double()
+    try:
+        c = c0.clone()
+        gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="gelu_tanh", residual=r, kernel="wgmma")
+        err = ((c.double() - ref).norm() / ref.norm()).item()
+        if err > 1e-2:
+            failures.append(f"epilogue: rel {err:.2e}")
+        nanc = torch.full((m, n), float("nan"), device="cuda")
+        gemmlab.matmul(a, b, nanc, beta=0.0, kernel="wgmma")
+        if not bool(torch.isfinite(nanc).all()):
+            failures.append("beta = 0 read C (NaN leaked)")
+    except Exception as exc:  # noqa: BLE001
+        failures.append(f"epilogue: {type(exc).__name__}: {str(exc)[:300]}")
+    return failures
+
+
+def timings(torch, gemmlab, sizes, variants, budget_ms) -> list[dict]:
+    import cupy as cp
+
+    from gemmlab.bench.timing import time_gpu
+
+    rows = []
+    side = cp.cuda.Stream(non_blocking=True)
+    for shape in sizes:
+        m, n, k = shape
+        a = torch.randn(m, k, device="cuda").bfloat16()
+        b = torch.randn(k, n, device="cuda").bfloat16()
+        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        flops = 2.0 * m * n * k
+        n = "x".join(map(str, shape)) if len(set(shape)) > 1 else m
+        cands = [("cublas", lambda: torch.matmul(a, b, out=out))]
+        cands.append(("mma_sync", lambda: gemmlab.matmul(a, b, out, kernel="mma_sync")))
+        for params in [{}] + variants:
+            label = "wgmma" + ("" if not params else " " + ",".join(f"{k}={v}" for k, v in params.items()))
+            cands.append((label, lambda p=params: gemmlab.matmul(a, b, out, kernel="wgmma", **p)))
+        # Fused GEMM + bias + GELU(tanh), BF16 out: torch eager (three kernels) against one gemmlab launch.
+        bias = torch.randn(n if isinstance(n, int) else shape[1], device="cuda").bfloat16()
+        bias32 = bias.float()
+        cands.append(("torch eager mm+bias+gelu", lambda: torch.nn.functional.gelu(torch.matmul(a, b) + bias,
+                                                                                   approximate="tanh")))
+        cands.append(("gemmlab fused mm+bias+gelu", lambda: gemmlab.matmul(a, b, out, bias=bias32,
+                                                                           activation="gelu_tanh")))
+        with side, torch.cuda.stream(torch.cuda.ExternalStream(side.ptr)):
+            base = None
+            for label, fn in cands:
+                try:
+                    fn()
+                    t = time_gpu(fn, budget_ms=budget_ms, graph=False)
+                    sec = t.median_ms * 1e-3
+                    tf = flops / sec / 1e12
+                    base = tf if label == "cublas" else base
+                    rows.append({"n": n, "kernel": label, "tflops": tf, "ratio": tf / base if base else None})
+                    print(f"  {n!s:>5} {label:32s} {tf:7.1f} TFLOP/s  {tf / base if base else 0:.3f} x cuBLAS", flush=True)
+                except Exception as exc:  # noqa: BLE001
+                    rows.append({"n": n, "kernel": label, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                    print(f"  {n!s:>5} {label:32s} ERROR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="4096,8192", help="N (square) or MxNxK, comma-separated")
+    ap.add_argument("--variants", default="")
+    ap.add_argument("--no-correctness", action="store_true")
+    ap.add_argument("--budget-ms", type=float, default=300.0)
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    import gemmlab
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    variants = parse_variants(args.variants)
+    result: dict = {}
+    t0 = time.time()
+    if not args.no_correctness:
+        try:
+            result["failures"] = correctness(torch, gemmlab, variants)
+        except Exception:  # noqa: BLE001
+            result["failures"] = [traceback.format_exc()]
+        print(f"correctness: {len(result['failures'])} failures ({time.time() - t0:.0f} s)")
+        for f in result["failures"][:30]:
+            print("  FAIL", f)
+    shapes = [tuple(int(x) for x in s.split("x")) if "x" in s else (int(s),) * 3 for s in args.sizes.split(",") if s]
+    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms)
+    (OUT / "wgmma.json").write_text(json.dumps(result, indent=1))
+    print("\n| N | kernel | TFLOP/s | x cuBLAS |\n|---|---|---|---|")
+    for r in result["timings"]:
+        if "error" in r:
+            print(f"| {r['n']} | {r['kernel']} | error | {r['error'][:60]} |")
+        else:
+            print(f"| {r['n']} | {r['kernel']} | {r['tflops']:.1f} | {r['ratio']:.3f} |")
+    return 0 if not result.get("failures") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,340 @@
+// Rung 12 - wgmma: Hopper warpgroup MMA fed by the tensor memory accelerator, warp-specialised, persistent.
+//
+// Idea: on sm_90a the tensor cores take their operands straight from shared memory. One
+// `wgmma.mma_async.m64nNk16` issued by a warpgroup (4 warps, 128 threads) multiplies a 64 x 16 tile of A by
+// a 16 x N tile of B (N up to 256) into fp32 registers, asynchronously; no ldmatrix, no register
+// fragments, so the issue slots that rung 11 spent feeding mma.sync are free.
+// - Global -> shared by TMA (`cp.async.bulk.tensor.2d`): one thread issues a whole tile copy described by
+//   a tensor map (built on the host by the driver, passed by value as a __grid_constant__ parameter). The
+//   copy engine writes the tile 128-byte swizzled, which is the layout wgmma reads without bank conflicts,
+//   zero-fills what lies outside the matrix (edges need no code), and signals an mbarrier with the bytes.
+// - Warp specialisation: warpgroup 0 is the producer (one thread issues TMA copies into a ring of STAGES
+//   slots; `setmaxnreg` gives its registers away), warpgroups 1 and 2 are consumers (BM / 2 rows of C
+//   each, up to 128 fp32 accumulators per thread). Slots are handed over with two mbarriers each: `full`
+//   (the producer's copy has landed: transaction bytes) and `empty` (every consumer warp is done).
+// - Persistent grid: one block per SM walks tiles blockIdx.x, + gridDim.x, ... in a grouped order
+//   (GROUP_M tile rows, then the next column), so the producer loads the next tile while the consumers
+//   run the epilogue of the last one, and the tiles in flight at once share panels of A and B in L2.
+// - Operands: A is M x K row-major (K-major for wgmma); B is K x N row-major, which wgmma reads
+//   N-major ("transposed" bit set; allowed for 16-bit types). Both need 16-byte aligned rows (lda, ldb
+//   multiples of 8 elements, 16-byte aligned base): TMA's rule. The spec refuses other operands and
+//   kernel="auto" falls back to rung 11.
+// - Epilogue: the accumulators are staged through shared memory 32 columns at a time and written by an
+//   out-of-line routine through epilogue.cuh (alpha, beta * C, bias, activation, residual, output cast),
+//   a warp writing 4 rows of 32 contiguous outputs per step.
+// Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
+// consumer warpgroups, persistent grouped tile order.
+// Traffic: per tile BM x K of A and K x BN of B through L2, as rung 11 with larger tiles.
+// Predicted: 80-100% of cuBLAS BF16 at 4096^3 (tensor pipe fed from shared memory with a 4-stage ring;
+// the register-to-global epilogue and the lack of clusters / TMA multicast are what is left).
+// Measured: docs/performance.md (scripts/device_tensor_check.py prints the figures).
+#include "common.cuh"
+#include "epilogue.cuh"
+
+// CUtensorMap: 128 opaque bytes, 64-byte aligned, encoded on the host (runtime/tma.py).
+struct __align__(64) TensorMap {
+    unsigned long long opaque[16];
+};
+
+// ------------------------------------------------------------------------------------------ PTX wrappers
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+// Arrive once and add `bytes` to the transaction count the phase waits for (the TMA copies complete them).
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Wait until the phase with the given parity has completed.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n"
+            "}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// A 2-D tile copy global -> shared by the copy engine; coordinates are (inner, outer) element indices.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int inner, int outer, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(bar)
+        : "memory");
+}
+
+// Shared-memory matrix descriptor for a 128-byte swizzled operand: start address, leading and stride
+// byte offsets (all >> 4), swizzle mode 1 (128 B) in bits 62-63.
+__device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+
+// Keep the compiler from moving accumulator reads or writes across the asynchronous wgmma window.
+template <int R>
+__device__ __forceinline__ void fence_accumulators(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define WG_REGS64 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_REGS128 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+#define WG_ACC8(i) "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), "+f"(d[(i) + 4]), \
+    "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
+#define WG_ACC64(i) WG_ACC8(i), WG_ACC8((i) + 8), WG_ACC8((i) + 16), WG_ACC8((i) + 24), WG_ACC8((i) + 32), \
+    WG_ACC8((i) + 40), WG_ACC8((i) + 48), WG_ACC8((i) + 56)
+
+// D (64 x N, fp32, N / 2 registers per thread) += A (64 x 16, K-major, from desc_a) * B (16 x N, N-major,
+// from desc_b). Immediates: scale-d 1 (accumulate), scale-a 1, scale-b 1, transpose-a 0, transpose-b 1.
+template <int N, int A_TYPE>
+__device__ __forceinline__ void wgmma_k16(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
+    static_assert(N == 128 || N == 256, "wgmma tiles of N = 128 or 256 columns");
+    if constexpr (N == 256) {
+        if constexpr (A_TYPE == 1) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, 1;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, 1;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
+        }
+    } else {
+        if constexpr (A_TYPE == 1) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, 1;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, 1;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------ epilogue
+
+constexpr int EPI_COLS = 32;                // columns of C per epilogue chunk
+constexpr int EPI_PITCH = EPI_COLS + 8;     // floats per staged row: 64-bit writes of 8 rows x 4 lanes hit
+                                            // 32 distinct banks per half-warp; 16-byte row reads stay aligned
+
+// The second half of the epilogue: ROWS x EPI_COLS staged accumulators (row pitch EPI_PITCH) to C, through
+// epilogue.cuh. Each of the 128 threads takes 4 consecutive columns of a row, so a warp writes 4 rows of
+// 32 contiguous outputs. Kept out of line: one copy of the epilogue code serves every chunk and tile
+// (unrolled over 128 accumulators it is tens of thousands of instructions, and fetching that from L2 once
+// per tile cost as much as the main loop).
+template <int C_TYPE, int ROWS>
+__device__ __noinline__ void store_chunk(const float* stage, int row0, int col0, int M, int N,
+                                         typename Out<C_TYPE>::T* C, int ldc, float alpha, float beta,
+                                         const float* bias, const typename Out<C_TYPE>::T* R, int ldr, int epilogue,
+                                         bool vec_c, bool vec_r, int tid) {
+    const int r_in = tid / (EPI_COLS / 4), c_in = (tid % (EPI_COLS / 4)) * 4;
+#pragma unroll 1
+    for (int r = r_in; r < ROWS; r += 128 / (EPI_COLS / 4)) {
+        const int row = row0 + r, col = col0 + c_in;
+        if (row >= M || col >= N) continue;
+        const float4 v = *reinterpret_cast<const float4*>(stage + r * EPI_PITCH + c_in);
+        epilogue_pair<C_TYPE>(C, ldc, row, col, col + 1 < N, v.x, v.y, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r);
+        if (col + 2 < N)
+            epilogue_pair<C_TYPE>(C, ldc, row, col + 2, col + 3 < N, v.z, v.w, alpha, beta, bias, R, ldr, epilogue, vec_c,
+                                  vec_r);
+    }
+}
+
+__device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+
+// ------------------------------------------------------------------------------------------ kernel
+
+// BM: rows of C per tile (two consumer warpgroups of BM / 2 rows; BM / 2 = 64 or 128); BN: columns per
+// tile (128 or 256); BK is 64 (one 128-byte swizzle row of 16-bit elements); STAGES: slots in the TMA
+// ring; HELD: slots a consumer holds (1: wait for this slot's own wgmmas, then release it; 2: release the
+// previous slot once this one's wgmmas are issued, which keeps the tensor cores queued but holds two
+// slots per consumer); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16; C_TYPE: 1 fp32, 2 fp16,
+// 3 bf16. Tensor maps: tmap_a over A as (K, M) with boxes of 64 x BM, tmap_b over B as (N, K) with boxes
+// of 64 x 64. A and B pointers are unused by the main loop (the maps carry them) and kept for the
+// common argument list.
+template <int BM, int BN, int STAGES, int HELD, int GROUP_M, int A_TYPE, int C_TYPE>
+__global__ void __launch_bounds__(384, 1)
+wgmma_gemm(int M, int N, int K, float alpha, const bits16* __restrict__ A, int lda, const bits16* __restrict__ B,
+           int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,
+           const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
+           const __grid_constant__ TensorMap tmap_a, const __grid_constant__ TensorMap tmap_b) {
+    typedef typename Out<C_TYPE>::T OutT;
+    constexpr int BK = 64;
+    constexpr int CONSUMERS = 2;
+    constexpr int WG_M = BM / CONSUMERS;         // rows per consumer warpgroup
+    constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
+    constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
+    constexpr int A_BYTES = BM * BK * 2;         // BM rows of 128 bytes
+    constexpr int B_CHUNK = BK * 64 * 2;         // 64 k-rows of 64 columns (128 bytes): one TMA box
+    constexpr int B_BYTES = BK * BN * 2;
+    constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    static_assert(WG_M == 64 || WG_M == 128, "BM must be 128 or 256 (two consumer warpgroups of 64 or 128 rows)");
+    static_assert(BN == 128 || BN == 256, "BN must be 128 or 256");
+    static_assert(MT * ACC <= 128, "at most 128 accumulators per consumer thread (BM x BN <= 128 x 256)");
+    static_assert(STAGES >= 2, "the TMA ring needs at least two slots");
+    static_assert(HELD == 1 || HELD == 2, "HELD: 1 or 2 slots per consumer");
+    static_assert(A_TYPE == 1 || A_TYPE == 2, "A_TYPE: 1 fp16, 2 bf16");
+    static_assert(C_TYPE >= 1 && C_TYPE <= 3, "C_TYPE: 1 fp32, 2 fp16, 3 bf16");
+
+    // STAGES x (A tile, B tile), then one WG_M x EPI_PITCH fp32 staging area per consumer, + 1024 bytes of
+    // alignment slack.
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ __align__(8) unsigned long long full_bar[STAGES], empty_bar[STAGES];
+    // The 128-byte swizzle repeats every 1024 bytes; the tiles start on such a boundary.
+    const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    const int k_tiles = (K + BK - 1) / BK;
+    const int wg = threadIdx.x / 128, tid_wg = threadIdx.x % 128;
+
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(smem_u32(&full_bar[s]), 1);                  // the producer's arrive (+ TMA bytes)
+            mbar_init(smem_u32(&empty_bar[s]), CONSUMERS * 4);     // one arrive per consumer warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        // ---------------------------------------------------------------- producer warpgroup
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid_wg == 0 && k_tiles > 0) {
+            int s = 0;
+            unsigned phase = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int tile_row, tile_col;
+                grouped_tile_of(tile, tiles_m, tiles_n, GROUP_M, tile_row, tile_col);
+                const int m0 = tile_row * BM, n0 = tile_col * BN;
+                for (int kt = 0; kt < k_tiles; ++kt) {
+                    mbar_wait(smem_u32(&empty_bar[s]), phase ^ 1);  // a fresh barrier passes parity 1 at once
+                    const unsigned full = smem_u32(&full_bar[s]);
+                    mbar_arrive_expect_tx(full, STAGE_BYTES);
+                    const unsigned a_dst = base + s * STAGE_BYTES, b_dst = a_dst + A_BYTES;
+                    tma_load_2d(a_dst, &tmap_a, kt * BK, m0, full);
+#pragma unroll
+                    for (int c = 0; c < BN / 64; ++c) tma_load_2d(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, full);
+                    if (++s == STAGES) {
+                        s = 0;
+                        phase ^= 1;
+                    }
+                }
+            }
+        }
+    } else {
+        // ---------------------------------------------------------------- consumer warpgroups
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int cw = wg - 1;
+        const int warp = tid_wg / 32, lane = tid_wg % 32;
+        float acc[MT][ACC];
+        int s = 0;
+        unsigned phase = 0;
+        // Accumulator layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8 (g = lane / 4); register
+        // 4 j + q is column 8 j + 2 t + (q & 1) (t = lane % 4), row + 8 for q >= 2.
+        const int g = lane / 4, t = lane % 4;
+        const bool vec_c = ((reinterpret_cast<size_t>(C) & (2 * sizeof(OutT) - 1)) == 0) && (ldc % 2 == 0);
+        const bool vec_r = !(epilogue & EPI_RESIDUAL) ||
+                           (((reinterpret_cast<size_t>(R) & (2 * sizeof(OutT) - 1)) == 0) && (ldr % 2 == 0));
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            int tile_row, tile_col;
+            grouped_tile_of(tile, tiles_m, tiles_n, GROUP_M, tile_row, tile_col);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int i = 0; i < ACC; ++i) acc[mt][i] = 0.0f;
+            int prev = -1;
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                mbar_wait(smem_u32(&full_bar[s]), phase);
+                const unsigned a_tile = base + s * STAGE_BYTES + cw * WG_M * 128, b_tile = base + s * STAGE_BYTES + A_BYTES;
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BK / 16; ++kk) {
+                    // B: 16 k-rows further is 2048 bytes into each 64-column chunk; chunks are B_CHUNK apart
+                    // (leading byte offset), 8-row groups 1024 bytes apart (stride byte offset).
+                    const unsigned long long desc_b = smem_desc(b_tile + kk * 2048, B_CHUNK, 1024);
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        // A: rows of 128 bytes, 8-row groups 1024 bytes apart; 16 k-columns further is 32 bytes
+                        // (the swizzle is applied by the hardware on the final address).
+                        const unsigned long long desc_a = smem_desc(a_tile + mt * 64 * 128 + kk * 32, 16, 1024);
+                        wgmma_k16<BN, A_TYPE>(acc[mt], desc_a, desc_b);
+                    }
+                }
+                wgmma_commit();
+                if constexpr (HELD == 2) {
+                    wgmma_wait<1>();  // the previous slot's wgmmas are done: hand that slot back
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+                    if (prev >= 0 && lane == 0) mbar_arrive(smem_u32(&empty_bar[prev]));
+                    prev = s;
+                } else {
+                    wgmma_wait<0>();  // this slot's wgmmas are done: hand it back at once
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+                    if (lane == 0) mbar_arrive(smem_u32(&empty_bar[s]));
+                }
+                if (++s == STAGES) {
+                    s = 0;
+                    phase ^= 1;
+                }
+            }
+            wgmma_wait<0>();
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+            if (prev >= 0 && lane == 0) mbar_arrive(smem_u32(&empty_bar[prev]));
+
+            // Epilogue (the producer is already filling slots for the next tile): EPI_COLS columns at a time,
+            // the accumulators go to this warpgroup's staging area (unrolled: register indices are
+            // compile-time), then out of line to C.
+            float* stage = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + STAGES * STAGE_BYTES) +
+                           cw * WG_M * EPI_PITCH;
+            const int srow = warp * 16 + g;
+#pragma unroll
+            for (int chunk = 0; chunk < BN / EPI_COLS; ++chunk) {
+                warpgroup_barrier(1 + cw);  // the previous chunk has been read out
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int jj = 0; jj < EPI_COLS / 8; ++jj)
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int j = chunk * (EPI_COLS / 8) + jj;
+                            *reinterpret_cast<float2*>(stage + (mt * 64 + srow + 8 * h) * EPI_PITCH + jj * 8 + 2 * t) =
+                                make_float2(acc[mt][4 * j + 2 * h], acc[mt][4 * j + 2 * h + 1]);
+                        }
+                warpgroup_barrier(1 + cw);  // the chunk is staged
+                store_chunk<C_TYPE, WG_M>(stage, tile_row * BM + cw * WG_M, tile_col * BN + chunk * EPI_COLS, M, N, C,
+                                          ldc, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r, tid_wg);
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+// epilogue.cuh: the fused epilogue every tensor-core rung (and the fp32 kernel that takes one) shares.
+//
+// out = activation(alpha * acc + beta * C + bias) + residual, cast to the output type, applied to the fp32
+// accumulator before the one store. C is not read when beta == 0 (BLAS rule). The epilogue is a run-time
+// int of flags (one uniform branch per element, negligible next to the K loop; a template parameter per
+// combination would multiply compile time by 30).
+#pragma once
+
+// Input element type codes (A_TYPE): 1 = fp16, 2 = bf16, 3 = tf32 (fp32 storage, rounded to tf32 on the
+// way into the tensor cores). Output element type codes (C_TYPE): 1 = fp32, 2 = fp16, 3 = bf16. 16-bit
+// values travel as raw bits (unsigned short); conversions are single PTX cvt instructions, so the kernel
+// needs neither cuda_fp16.h nor cuda_bf16.h.
+typedef unsigned short bits16;
+
+// The storage type of input code A_TYPE: 16-bit raw bits for fp16 / bf16, float for tf32.
+template <int A_TYPE> struct In {
+    static_assert(A_TYPE >= 1 && A_TYPE <= 3, "A_TYPE: 1 fp16, 2 bf16, 3 tf32");
+    typedef bits16 T;
+};
+template <> struct In<3> { typedef float T; };
+
+// Epilogue flags (a run-time int: one uniform branch per element, negligible next to the K loop; a
+// template parameter per combination would multiply compile time by 30).
+#define EPI_BIAS_MASK 3      // bits 0-1: 0 no bias, 1 per row (length M), 2 per column (length N)
+#define EPI_BIAS_ROW 1
+#define EPI_BIAS_COL 2
+#define EPI_ACT_SHIFT 2      // bits 2-4: activation
+#define EPI_ACT_MASK 7
+#define EPI_ACT_RELU 1
+#define EPI_ACT_GELU_TANH 2
+#define EPI_ACT_GELU_ERF 3
+#define EPI_ACT_SILU 4
+#define EPI_RESIDUAL 32      // bit 5: add a residual matrix R (output type, leading dimension ldr)
+
+// ------------------------------------------------------------------------------------------ conversions
+
+__device__ __forceinline__ float half_bits_to_float(bits16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ float bf16_bits_to_float(bits16 h) { return __uint_as_float(((unsigned)h) << 16); }
+__device__ __forceinline__ bits16 float_to_half_bits(float f) {
+    bits16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ bits16 float_to_bf16_bits(float f) {
+    bits16 h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+// fp32 -> tf32 (10-bit mantissa), rounded to nearest with ties away from zero, as the bits mma.sync's
+// .tf32 operands expect (the low 13 bits zero). The tensor cores would otherwise truncate.
+__device__ __forceinline__ unsigned float_to_tf32(float f) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return r;
+}
+
+// The output element type of code C_TYPE, with load / store of one and of two adjacent elements.
+template <int C_TYPE> struct Out;
+template <> struct Out<1> {
+    typedef float T;
+    static __device__ __forceinline__ float load(const float* p) { return *p; }
+    static __device__ __forceinline__ void store(float* p, float v) { *p = v; }
+    static __device__ __forceinline__ void store2(float* p, float v0, float v1) {
+        *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+    }
+    static __device__ __forceinline__ float2 load2(const float* p) { return *reinterpret_cast<const float2*>(p); }
+};
+template <int C_TYPE> struct Out16 {
+    typedef bits16 T;
+    static __device__ __forceinline__ float cvt_in(bits16 h) { return C_TYPE == 2 ? half_bits_to_float(h) : bf16_bits_to_float(h); }
+    static __device__ __forceinline__ bits16 cvt_out(float f) { return C_TYPE == 2 ? float_to_half_bits(f) : float_to_bf16_bits(f); }
+    static __device__ __forceinline__ float load(const bits16* p) { return cvt_in(*p); }
+    static __device__ __forceinline__ void store(bits16* p, float v) { *p = cvt_out(v); }
+    static __device__ __forceinline__ void store2(bits16* p, float v0, float v1) {
+        *reinterpret_cast<unsigned*>(p) = (unsigned)cvt_out(v0) | ((unsigned)cvt_out(v1) << 16);
+    }
+    static __device__ __forceinline__ float2 load2(const bits16* p) {
+        const unsigned u = *reinterpret_cast<const unsigned*>(p);
+        return make_float2(cvt_in((bits16)(u & 0xffff)), cvt_in((bits16)(u >> 16)));
+    }
+};
+template <> struct Out<2> : Out16<2> {};
+template <> struct Out<3> : Out16<3> {};
+
+__device__ __forceinline__ float activate(float v, int act) {
+    switch (act) {
+        case EPI_ACT_RELU: return fmaxf(v, 0.0f);
+        case EPI_ACT_GELU_TANH: {
+            const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);  // sqrt(2/pi) (v + 0.044715 v^3)
+            return 0.5f * v * (1.0f + tanhf(u));
+        }
+        case EPI_ACT_GELU_ERF: return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+        case EPI_ACT_SILU: return v / (1.0f + __expf(-v));
+        default: return v;
+    }
+}
+
+// The epilogue of two horizontally adjacent outputs (row, col) and (row, col + 1) with accumulators acc0,
+// acc1; `pair` says whether col + 1 < N (else only the first is written). `vec_c` / `vec_r`: C and R allow
+// one 2-element access at even columns (base aligned to two elements, even leading dimension).
+template <int C_TYPE>
+__device__ __forceinline__ void epilogue_pair(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int row, int col,
+                                              bool pair, float acc0, float acc1, float alpha, float beta,
+                                              const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R,
+                                              int ldr, int epilogue, bool vec_c, bool vec_r) {
+    typedef Out<C_TYPE> O;
+    typedef typename O::T OutT;
+    const int bias_mode = epilogue & EPI_BIAS_MASK;
+    const int act = (epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK;
+    float v0 = alpha * acc0, v1 = alpha * acc1;
+    OutT* c = C + (size_t)row * ldc + col;
+    if (beta != 0.0f) {  // BLAS rule: C is not read when beta == 0
+        if (pair && vec_c) {
+            const float2 old = O::load2(c);
+            v0 += beta * old.x;
+            v1 += beta * old.y;
+        } else {
+            v0 += beta * O::load(c);
+            if (pair) v1 += beta * O::load(c + 1);
+        }
+    }
+    if (bias_mode == EPI_BIAS_ROW) {
+        const float b = bias[row];
+        v0 += b;
+        v1 += b;
+    } else if (bias_mode == EPI_BIAS_COL) {
+        v0 += bias[col];
+        if (pair) v1 += bias[col + 1];
+    }
+    if (act) {
+        v0 = activate(v0, act);
+        v1 = activate(v1, act);
+    }
+    if (epilogue & EPI_RESIDUAL) {
+        const OutT* r = R + (size_t)row * ldr + col;
+        if (pair && vec_r) {
+            const float2 rr = O::load2(r);
+            v0 += rr.x;
+            v1 += rr.y;
+        } else {
+            v0 += O::load(r);
+            if (pair) v1 += O::load(r + 1);
+        }
+    }
+    if (pair && vec_c) {
+        O::store2(c, v0, v1);
+    } else {
+        O::store(c, v0);
+        if (pair) O::store(c + 1, v1);
+    }
+}
+
+// True when a matrix allows one 2-element access at every even column: the base is aligned to two
+// elements and the leading dimension is even (the `vec_c` / `vec_r` arguments of epilogue_pair).
+template <typename T>
+__device__ __forceinline__ bool pairs_aligned(const T* p, int ld) {
+    return ((reinterpret_cast<size_t>(p) & (2 * sizeof(T) - 1)) == 0) && (ld % 2 == 0);
+}
+
+// The fused epilogue over a thread's TM x TN fp32 results (the fp32 register-tiled kernels' layouts):
+// result (i, j) belongs at row row0 + (i / ROW_GROUP) * ROW_STEP + i % ROW_GROUP and column
+// col0 + (j / 4) * COL_STEP + j % 4 of C (ROW_GROUP 1: rows ROW_STEP apart; 4: groups of four adjacent
+// rows). Adjacent pairs (j, j + 1) go through epilogue_pair; outputs outside M x N are skipped. fp32 out.
+template <int TM, int TN, int ROW_GROUP, int ROW_STEP, int COL_STEP>
+__device__ __forceinline__ void epilogue_fp32_tile(float* __restrict__ C, int ldc, int row0, int col0, int M, int N,
+                                                   const float (&acc)[TM][TN], float alpha, float beta,
+                                                   const float* __restrict__ bias, const float* __restrict__ R,
+                                                   int ldr, int epilogue) {
+    static_assert(TM % ROW_GROUP == 0 && TN % 4 == 0, "TM must be whole row groups, TN a multiple of 4");
+    static_assert(COL_STEP % 2 == 0, "pairs must start at even columns");
+    const bool even = col0 % 2 == 0;  // then every pair starts at an even column (j % 4 and COL_STEP are even)
+    const bool vec_c = even && pairs_aligned(C, ldc);
+    const bool vec_r = even && (!(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr));
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int row = row0 + (i / ROW_GROUP) * ROW_STEP + i % ROW_GROUP;
+        if (row >= M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j += 2) {
+            const int col = col0 + (j / 4) * COL_STEP + j % 4;
+            if (col >= N) continue;
+            epilogue_pair<1>(C, ldc, row, col, col + 1 < N, acc[i][j], acc[i][j + 1], alpha, beta, bias, R, ldr,
+                             epilogue, vec_c, vec_r);
+        }
+    }
+}

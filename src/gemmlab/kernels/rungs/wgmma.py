@@ -1,0 +1,118 @@
+"""Rung 12: Hopper wgmma fed by TMA, warp-specialised and persistent (fp16 / bf16 in, fp32 accumulate).
+
+Built for sm_90a only (wgmma and setmaxnreg exist on no other target). The element types and the epilogue
+follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launch needs beyond the common
+argument list come from here: the tensor maps of A and B (`host_args`, encoded by runtime/tma.py) and the
+persistent grid (one block per SM at most: `extra["persistent"]`).
+"""
+
+from __future__ import annotations
+
+from ..spec import KernelSpec, Launch, Param, Traffic, cdiv
+from . import mma_sync
+
+BK = 64                 # one 128-byte swizzle row of 16-bit elements per stage
+THREADS = 384           # producer warpgroup + two consumer warpgroups
+SMEM_LIMIT = 227 * 1024
+ALIGN_SLACK = 1024      # the kernel rounds the dynamic shared-memory base up to 1024 bytes
+
+
+EPI_PITCH = 40          # fp32 per staged row of the epilogue (32 columns + 8 of padding)
+
+
+def smem_bytes(p: dict[str, int]) -> int:
+    """The TMA ring (STAGES x (BM + BN) x 64 16-bit elements), the epilogue staging (BM rows x 40 fp32,
+    split between the two consumers) and the alignment slack."""
+    return p["STAGES"] * (p["BM"] + p["BN"]) * BK * 2 + p["BM"] * EPI_PITCH * 4 + ALIGN_SLACK
+
+
+def _constraints(p: dict[str, int]) -> list[str]:
+    bm, bn = p["BM"], p["BN"]
+    errs = []
+    if bm not in (128, 256):
+        errs.append(f"BM = {bm}: two consumer warpgroups of 64 or 128 rows, so BM is 128 or 256")
+    if bn not in (128, 256):
+        errs.append(f"BN = {bn}: the wgmma tiles used are 128 or 256 columns wide")
+    if not errs and (bm // 2 // 64) * (bn // 2) > 128:
+        errs.append(f"BM x BN = {bm} x {bn} needs {(bm // 128) * bn} accumulators per consumer thread (at most 128)")
+    if p["HELD"] not in (1, 2):
+        errs.append(f"HELD = {p['HELD']}: a consumer holds 1 or 2 slots")
+    if p["STAGES"] < 2:
+        errs.append(f"STAGES = {p['STAGES']}: the TMA ring needs at least 2 slots")
+    if smem_bytes(p) > SMEM_LIMIT:
+        errs.append(f"STAGES = {p['STAGES']} x ({bm} + {bn}) x {BK} 16-bit elements need {smem_bytes(p)} bytes of "
+                    f"shared memory, over the {SMEM_LIMIT // 1024} KiB a block may have")
+    if p["A_TYPE"] not in mma_sync.A_TYPES.values():
+        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code (1 fp16, 2 bf16)")
+    if p["C_TYPE"] not in mma_sync.C_TYPES.values():
+        errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
+    return errs
+
+
+def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
+    # One block per tile; the launcher caps the grid at the SM count (extra["persistent"]) and each block
+    # then walks tiles blockIdx.x, + gridDim.x, ...
+    return Launch((cdiv(m, p["BM"]) * cdiv(n, p["BN"]), 1, 1), (THREADS, 1, 1), smem=smem_bytes(p))
+
+
+def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
+    bm, bn = p["BM"], p["BN"]
+    # The tensor cores read each stage's A and B tiles from shared memory once per consumer warpgroup
+    # (each reads its half of A and all of B).
+    kp = cdiv(k, BK) * BK
+    tiles = cdiv(m, bm) * cdiv(n, bn)
+    return Traffic(a_loads=m * k * cdiv(n, bn), b_loads=k * n * cdiv(m, bm), c_loads=0, c_stores=m * n,
+                   smem_loads=tiles * kp * (bm + 2 * bn))
+
+
+def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
+    """What keeps A and B from being read by TMA (16-byte aligned base and rows); empty when fine."""
+    errs = []
+    for name, ptr, ld in (("A", a_ptr, lda), ("B", b_ptr, ldb)):
+        if ptr % 16:
+            errs.append(f"{name}'s base address is not 16-byte aligned")
+        if (ld * elem_bytes) % 16:
+            errs.append(f"{name}'s rows are {ld} elements apart, not a multiple of {16 // elem_bytes}")
+    return errs
+
+
+def host_args(a_ptr: int, lda: int, b_ptr: int, ldb: int, m: int, n: int, k: int, p: dict[str, int]) -> tuple:
+    """The two tensor maps, in the kernel's argument order (A as (K, M) boxes 64 x BM, B as (N, K) boxes 64 x 64)."""
+    from ...runtime import tma
+
+    if m == 0 or n == 0 or k == 0:  # nothing is read: the kernel only runs the epilogue (or nothing)
+        return tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES)), tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))
+    errs = operand_problems(a_ptr, lda, b_ptr, ldb)
+    if errs:
+        raise ValueError("wgmma reads A and B by TMA: " + "; ".join(errs) + " (use kernel='mma_sync' or 'auto')")
+    ta = tma.encode_2d(a_ptr, 2, m, k, lda, p["BM"], BK, swizzle=128)
+    tb = tma.encode_2d(b_ptr, 2, k, n, ldb, BK, 64, swizzle=128)
+    return tma.kernel_arg(ta), tma.kernel_arg(tb)
+
+
+SPEC = KernelSpec(
+    name="wgmma",
+    rung=12,
+    source="12_wgmma.cu",
+    template="wgmma_gemm",
+    idea="Hopper: TMA into swizzled shared memory, wgmma from producer/consumer warpgroups, persistent grid",
+    params=(
+        Param("BM", 128, (128, 256), "rows of C per tile (two consumer warpgroups of BM / 2 rows)"),
+        Param("BN", 256, (128, 256), "columns of C per tile (the wgmma N)"),
+        Param("STAGES", 4, (2, 3, 4, 5, 6), "slots in the TMA ring (BK = 64 each)"),
+        Param("HELD", 1, (1, 2), "slots a consumer holds: 1 waits for its wgmmas before handing a slot back, "
+                                 "2 hands back the previous one"),
+        Param("GROUP_M", 8, (1, 4, 8, 16), "tile rows per group of the persistent tile order"),
+        Param("A_TYPE", 2, tuple(mma_sync.A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (set from the dtype)"),
+        Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (set from out_dtype)"),
+    ),
+    constraints=_constraints,
+    geometry=_geometry,
+    outputs_per_thread=lambda p: (p["BM"] // 128) * p["BN"] // 2,
+    traffic_model=_traffic,
+    min_cc=(9, 0),
+    targets=("sm_90a",),
+    dtypes=("float16", "bfloat16"),
+    extra={"type_params": mma_sync.TYPE_PARAMS, "epilogue": True, "element_bytes": 2, "persistent": True,
+           "host_args": host_args, "operand_problems": operand_problems},
+)

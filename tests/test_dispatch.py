@@ -1,0 +1,169 @@
+"""kernel="auto" without a GPU: which rung it picks for a dtype, precision, compute capability, epilogue and
+operands, why (explain_choice, `gemmlab run --explain --cc`), and that a new rung is picked up from its
+spec alone (min_cc, exact targets, operand rules) with no change to the API."""
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from gemmlab import api
+from gemmlab.cli import app
+from gemmlab.kernels import cc_problem, get, registry, specs_for, takes
+from gemmlab.runtime import device
+from gemmlab.tune.cache import TunedCache
+
+runner = CliRunner()
+MMA = get("mma_sync")
+SGEMM = get("sgemm")
+
+
+def _with_rungs(monkeypatch, *specs):
+    """The registry plus `specs` (new rungs on top), for this test only."""
+    reg = dict(registry.REGISTRY)
+    for s in specs:
+        reg[s.name] = s
+    monkeypatch.setattr(registry, "REGISTRY", dict(sorted(reg.items(), key=lambda kv: kv[1].rung)))
+
+
+def test_strict_fp32_is_the_default_and_tf32_only_on_request():
+    assert api.choose_kernel("float32", (9, 0)).name == "sgemm"
+    assert api.choose_kernel("float32", (9, 0), "fp32").name == "sgemm"
+    assert api.choose_kernel("float32", (9, 0), "tf32").name == "mma_sync"
+    assert api.choose_kernel("float32", (8, 0), "tf32").name == "mma_sync"
+    assert takes(MMA, "float32", "tf32") and not takes(MMA, "float32") and not takes(SGEMM, "float32", "tf32")
+    assert MMA not in registry.specs_for_dtype("float32")  # ladder, tuner and analysis never meet tf32
+    assert [s.name for s in specs_for("float32", "tf32")] == ["mma_sync"]
+    with pytest.raises(TypeError, match="float32 at precision 'tf32' on compute capability 7.5"):
+        api.choose_kernel("float32", (7, 5), "tf32")
+
+
+def test_cc_problems_name_what_the_rung_needs():
+    assert cc_problem(MMA, (8, 0)) is None and cc_problem(MMA, (9, 0)) is None
+    assert "8.0 or newer, the device is 7.5" in cc_problem(MMA, (7, 5))
+    exact = replace(MMA, name="exact", rung=90, min_cc=(9, 0), targets=("sm_90a",))
+    assert cc_problem(exact, (9, 0)) is None
+    assert "built for sm_90a only, the device is 10.0" in cc_problem(exact, (10, 0))
+    assert "9.0 or newer, the device is 8.9" in cc_problem(exact, (8, 9))
+
+
+def test_a_new_rung_is_chosen_from_its_spec_alone(monkeypatch):
+    """A rung with a higher min_cc and an exact target (like sm_90a) wins where it runs, and only there."""
+    hopper = replace(MMA, name="hopper_only", rung=90, min_cc=(9, 0), targets=("sm_90a",), precisions=())
+    _with_rungs(monkeypatch, hopper)
+    assert api.choose_kernel("bfloat16", (9, 0)).name == "hopper_only"
+    assert api.choose_kernel("float16", (8, 9)).name == "mma_sync"
+    assert api.choose_kernel("float16", (10, 0)).name == "mma_sync"  # sm_90a code does not run on sm_100
+    assert api.choose_kernel("float32", (9, 0), "tf32").name == "mma_sync"  # it offers no tf32
+    choice = api.explain_choice("bfloat16", cc=(8, 6))
+    verdicts = {c.name: c for c in choice.candidates}
+    assert not verdicts["hopper_only"].fits and "9.0 or newer, the device is 8.6" in verdicts["hopper_only"].reason
+    assert verdicts["mma_sync"].reason.startswith("chosen")
+
+
+def test_operand_rules_send_auto_to_the_next_rung(monkeypatch):
+    seen = []
+
+    def problems(a_ptr, lda, b_ptr, ldb, element_bytes):
+        seen.append((a_ptr, lda, b_ptr, ldb, element_bytes))
+        return [] if lda % 8 == 0 else [f"lda = {lda} is not a multiple of 8"]
+
+    picky = replace(MMA, name="picky", rung=91, precisions=(), extra=dict(MMA.extra, operand_problems=problems))
+    _with_rungs(monkeypatch, picky)
+    assert api.choose_kernel("float16", (9, 0), operands=(256, 64, 512, 64)).name == "picky"
+    assert api.choose_kernel("float16", (9, 0), operands=(256, 63, 512, 64)).name == "mma_sync"
+    assert seen[-1] == (256, 63, 512, 64, 2)
+    assert api.choose_kernel("float16", (9, 0)).name == "picky"  # operands unknown: the rule is checked per call
+    _, cands = api._decide("float16", "fp16", (9, 0), False, (256, 63, 512, 64))
+    assert "operands: lda = 63 is not a multiple of 8" in {c.name: c for c in cands}["picky"].reason
+
+
+def test_an_epilogue_skips_rungs_without_one(monkeypatch):
+    plain = replace(SGEMM, name="plain_fp32", rung=92, extra={})
+    _with_rungs(monkeypatch, plain)
+    assert api.choose_kernel("float32", (9, 0)).name == "plain_fp32"
+    assert api.choose_kernel("float32", (9, 0), epilogue=True).name == "sgemm"
+    why = {c.name: c.reason for c in api.explain_choice("float32", cc=(9, 0), epilogue=True).candidates}
+    assert "takes no fused epilogue" in why["plain_fp32"]
+    assert SGEMM.extra.get("epilogue") and MMA.extra.get("epilogue")
+
+
+def test_explain_choice_gives_parameters_and_their_source():
+    c = api.explain_choice("float32", "tf32", shape=(4096, 4096, 4096), cc=(9, 0))
+    assert c.spec.name == "mma_sync" and c.precision == "tf32" and c.params_source == "defaults"
+    assert c.params["A_TYPE"] == 3 and c.params["C_TYPE"] == 1 and c.params["BK"] == 16  # tf32 defaults
+    assert "tf32 defaults BK=16" in c.params_detail
+    text = c.describe()
+    assert "mma_sync (rung 11)" in text and "chosen: the highest rung that fits" in text
+    assert "runs float32 at fp32, not float32 at tf32" in text  # why sgemm was passed over
+    assert "A_TYPE=3" in text
+
+    h = api.explain_choice("float32", shape=(64, 64, 65536), cc=(9, 0), sm_count=132)
+    assert h.spec.name == "sgemm" and h.params_source == "heuristic" and h.params["SPLIT_K"] > 1
+    assert "132 SMs" in h.params_detail
+
+    g = api.explain_choice("float32", shape=(512, 512, 512), cc=(9, 0), kernel="sgemm", params={"BM": 128})
+    assert g.named and g.params_source == "given" and g.params["BM"] == 128
+
+    o = api.explain_choice("float32", "tf32", shape=(256, 256, 256), cc=(8, 0), out_dtype="bf16")
+    assert o.params["C_TYPE"] == 3
+
+
+def test_explain_choice_reads_the_devices_tuned_entry(monkeypatch, tmp_path):
+    info = SimpleNamespace(name="test device", compute_capability=(9, 0), sm_count=132)
+    cache = TunedCache("test-device", tmp_path / "tuned.json", {})
+    tuned = dict(SGEMM.defaults, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8)
+    cache.store("sgemm", "m-le4096.n-le4096.k-le4096", tuned, 40.0)
+    monkeypatch.setattr(api, "tuned_cache", lambda _info: cache)
+    c = api.explain_choice("float32", shape=(4096, 4096, 4096), info=info)
+    assert c.params_source == "tuned" and c.params["BM"] == 128 and "sgemm/float32/m-le4096" in c.params_detail
+    # tf32 entries are keyed apart from strict fp32 ones
+    assert api.resolve_params(MMA, 4096, 4096, 4096, info, element="tf32")[1] == "defaults"
+    # a what-if for another compute capability does not read this device's entries
+    w = api.explain_choice("float32", shape=(4096, 4096, 4096), info=info, cc=(8, 0))
+    assert w.params_source == "defaults" and "no device to read tuned entries from" in w.params_detail
+
+
+def test_explain_refuses_bad_precision():
+    with pytest.raises(ValueError, match="precision='bf16' does not fit float32"):
+        api.explain_choice("float32", "bf16", cc=(9, 0))
+    with pytest.raises(TypeError, match="float32"):
+        api.explain_choice("float64", cc=(9, 0))
+
+
+# ------------------------------------------------------------------------------------------- CLI
+
+
+def test_run_explain_with_a_compute_capability_needs_no_gpu():
+    r = runner.invoke(app, ["run", "--explain", "--cc", "9.0", "--precision", "tf32", "--size", "4096"],
+                      terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert 'kernel="auto" for float32 inputs at tf32 on compute capability 9.0: mma_sync (rung 11)' in r.output
+    assert "BK=16" in r.output and "A_TYPE=3" in r.output
+
+
+def test_run_cc_shows_the_fp32_heuristic_and_a_named_kernel_that_cannot_run():
+    r = runner.invoke(app, ["run", "--cc", "sm_90", "--sms", "132", "--m", "64", "--n", "64", "--k", "65536"],
+                      terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "sgemm (rung 10)" in r.output and "heuristic" in r.output and "SPLIT_K=" in r.output
+    r = runner.invoke(app, ["run", "mma_sync", "--cc", "7.5", "--dtype", "float16"], terminal_width=200)
+    assert r.exit_code != 0 and "needs compute capability 8.0 or newer" in r.output
+
+
+@pytest.mark.parametrize("args,match", [
+    (["run", "--cc", "hopper"], "--cc takes a compute capability"),
+    (["run", "--cc", "9.0", "--dtype", "float64"], "--dtype takes float32, float16 or bfloat16"),
+    (["run", "--cc", "9.0", "--dtype", "float16", "--precision", "tf32"], "precision='tf32' does not fit float16"),
+    (["run", "cpu_naive", "--explain"], "CPU baseline"),
+])
+def test_run_explain_refuses_bad_options_in_one_line(args, match):
+    r = runner.invoke(app, args, terminal_width=200)
+    assert r.exit_code != 0 and match in r.output
+
+
+@pytest.mark.skipif(device.gpu_available(), reason="checks the no-GPU message")
+def test_run_explain_without_gpu_or_cc_says_what_to_give():
+    r = runner.invoke(app, ["run", "--explain"], terminal_width=200)
+    assert r.exit_code != 0 and "--cc" in r.output

@@ -1,0 +1,91 @@
+"""Rung 12 (wgmma) without a GPU: built for sm_90a only, no local memory, SASS with HGMMA and TMA copies,
+its spec and the tensor-map checks name what is wrong."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gemmlab.kernels import compile_spec, get
+from gemmlab.kernels.rungs import wgmma
+from gemmlab.runtime import compiler, tma
+
+from test_tensor_cores import _cuobjdump
+
+needs_nvrtc = pytest.mark.skipif(not compiler.nvrtc_available(), reason="NVRTC (cuda-bindings) not installed")
+SPEC = get("wgmma")
+
+
+def test_targets_only_sm_90a():
+    assert SPEC.target_arch("sm_90") == "sm_90a" and SPEC.target_arch("sm_90a") == "sm_90a"
+    for arch in ("sm_80", "sm_86", "sm_89", "sm_100"):
+        assert SPEC.target_arch(arch) is None
+        with pytest.raises(ValueError, match="built for sm_90a only"):
+            SPEC.require_target(arch)
+    assert get("sgemm").target_arch("sm_89") == "sm_89"
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128, STAGES=3), dict(BM=128, BN=128, STAGES=6), dict(A_TYPE=1, C_TYPE=3)],
+                         ids=str)
+def test_compiles_without_local_memory(params):
+    p = SPEC.validate(params)
+    mod = compile_spec(SPEC, p, "sm_90")
+    r = mod.resources[SPEC.name_expression(p)]
+    assert r.registers > 0 and not r.uses_local_memory, r
+    assert r.registers * wgmma.THREADS <= 65536
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("a_type,mnemonic", [(1, "HGMMA.64x256x16.F32 "), (2, "HGMMA.64x256x16.F32.BF16")])
+def test_sass_has_hgmma_and_tma(a_type, mnemonic):
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found")
+    mod = compile_spec(SPEC, dict(A_TYPE=a_type), "sm_90")
+    env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True,
+                          env=env).stdout
+    assert mnemonic in sass
+    assert "tnspB" in sass                       # B read N-major (row-major K x N) by the tensor cores
+    for op in ("UTMALDG.2D", "SYNCS.PHASECHK", "USETMAXREG"):  # TMA loads, mbarrier waits, setmaxnreg
+        assert op in sass, op
+    assert "HMMA" not in sass and "LDSM" not in sass  # no mma.sync / ldmatrix path left in it
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(BM=64), "BM = 64"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
+    (dict(STAGES=5), "shared memory"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=3), "A_TYPE = 3"),
+])
+def test_spec_names_bad_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        SPEC.validate(params)
+
+
+def test_smem_and_geometry():
+    p = SPEC.defaults
+    assert wgmma.smem_bytes(p) == 4 * (128 + 256) * 64 * 2 + 128 * 40 * 4 + 1024
+    g = SPEC.launch(4096, 4096, 4096, p)
+    assert g.grid == (32 * 16, 1, 1) and g.block == (384, 1, 1)
+    assert SPEC.launch(129, 257, 1, p).grid == (2 * 2, 1, 1)
+
+
+def test_operand_problems_name_the_operand():
+    assert wgmma.operand_problems(0x1000, 64, 0x2000, 128) == []
+    errs = wgmma.operand_problems(0x1002, 64, 0x2000, 100)
+    assert any("A's base address" in e for e in errs) and any("B's rows are 100 elements" in e for e in errs)
+    with pytest.raises(ValueError, match="B's rows are 100"):
+        wgmma.host_args(0x1000, 64, 0x2000, 100, 64, 100, 64, SPEC.defaults)
+
+
+def test_tensor_map_checks():
+    assert tma.check_2d(0x1000, 2, 100, 64, 64, 128, 64, 128) == []
+    errs = tma.check_2d(0x1008, 2, 100, 63, 63, 300, 128, 128)
+    text = "; ".join(errs)
+    assert "16-byte aligned" in text and "row stride 63" in text and "box 300 x 128" in text
+    assert "exceed the 128-byte swizzle span" in "; ".join(tma.check_2d(0x1000, 2, 8, 128, 128, 8, 128, 128))
+    with pytest.raises(tma.TensorMapError, match="a tensor map is 128 bytes"):
+        tma.kernel_arg(b"\0" * 64)
+    arg = tma.kernel_arg(bytes(range(128)))
+    assert arg.dtype.itemsize == 128 and bytes(arg.tobytes()) == bytes(range(128))

@@ -1,0 +1,97 @@
+"""GPU correctness of rung 12 (wgmma, sm_90a): shapes that are not multiples of the tile, every tiling the
+spec allows, the fused epilogue, output types, the BLAS rule, and the refusal of operands TMA cannot read.
+Skipped on GPUs other than sm_90."""
+
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab.kernels import get
+
+from test_tensor_gpu import ACTS, TOL, _host, _make, _rel
+
+pytestmark = pytest.mark.gpu
+SPEC = get("wgmma")
+# TMA needs rows 16-byte aligned: K and N multiples of 8 (A is M x K, B is K x N, both row-major).
+SHAPES = [(1, 8, 8), (64, 128, 64), (129, 264, 72), (1000, 1000, 1000), (7, 304, 136), (300, 8, 64),
+          (33, 72, 1000), (256, 512, 8), (130, 136, 4104), (2048, 2048, 2048)]
+TILINGS = [dict(BM=128, BN=256, STAGES=4), dict(BM=128, BN=128, STAGES=6), dict(BM=256, BN=128, STAGES=3),
+           dict(BM=128, BN=128, STAGES=2, HELD=1), dict(BM=128, BN=256, STAGES=3, HELD=1, GROUP_M=1)]
+
+
+@pytest.fixture(autouse=True)
+def _hopper_only():
+    from gemmlab.runtime import device
+
+    arch = device.device_info().arch
+    if SPEC.target_arch(arch) is None:
+        pytest.skip(f"wgmma needs sm_90a; this GPU is {arch}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("mnk", SHAPES, ids=lambda t: "x".join(map(str, t)))
+def test_shapes_against_float64(dtype, mnk, rng):
+    m, n, k = mnk
+    a, a64 = _make(dtype, (m, k), rng)
+    b, b64 = _make(dtype, (k, n), rng)
+    for out_dtype in (None, "float32"):
+        out = gemmlab.matmul(a, b, kernel="wgmma", out_dtype=out_dtype)
+        err = _rel(_host(out), a64 @ b64)
+        assert err <= TOL, f"{dtype} -> {out_dtype} {m}x{n}x{k}: rel. error {err:.2e}"
+
+
+@pytest.mark.parametrize("params", TILINGS, ids=str)
+def test_every_tiling(params, rng):
+    for m, n, k in [(129, 264, 72), (520, 392, 712)]:
+        a, a64 = _make("bfloat16", (m, k), rng)
+        b, b64 = _make("bfloat16", (k, n), rng)
+        out = gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", **params)
+        assert _rel(_host(out), a64 @ b64) <= TOL, (params, m, n, k)
+
+
+@pytest.mark.parametrize("activation", list(ACTS), ids=str)
+@pytest.mark.parametrize("bias_mode", [None, "row", "col"], ids=str)
+def test_epilogues_against_numpy(activation, bias_mode, rng):
+    import cupy as cp
+
+    m, n, k = 133, 72, 88
+    a, a64 = _make("bfloat16", (m, k), rng)
+    b, b64 = _make("bfloat16", (k, n), rng)
+    c, c64 = _make("bfloat16", (m, n), rng)
+    res, r64 = _make("bfloat16", (m, n), rng)
+    bias, b_ref = None, 0.0
+    if bias_mode:
+        vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
+        bias = cp.asarray(vec.reshape(m, 1) if bias_mode == "row" else vec)
+        b_ref = vec.reshape(m, 1) if bias_mode == "row" else vec.reshape(1, n)
+    want = ACTS[activation](1.5 * (a64 @ b64) - 0.5 * c64 + b_ref) + r64
+    out = gemmlab.matmul(a, b, c, alpha=1.5, beta=-0.5, bias=bias, activation=activation, residual=res,
+                         kernel="wgmma")
+    assert out is c and _rel(_host(c), want) <= TOL, (activation, bias_mode)
+
+
+def test_beta_zero_never_reads_c_and_output_types(rng):
+    torch = pytest.importorskip("torch")
+    a, a64 = _make("float16", (77, 48), rng)
+    b, b64 = _make("float16", (48, 96), rng)
+    for cdt in (torch.float16, torch.bfloat16, torch.float32):
+        c = torch.full((77, 96), float("nan"), device="cuda", dtype=cdt)
+        gemmlab.matmul(a, b, c, beta=0.0, alpha=2.0, kernel="wgmma")
+        assert _rel(_host(c), 2 * (a64 @ b64)) <= TOL, cdt
+
+
+def test_k_zero_runs_the_epilogue_only():
+    import cupy as cp
+
+    c = cp.full((40, 24), 3.0, cp.float16)
+    gemmlab.matmul(cp.ones((40, 0), cp.float16), cp.ones((0, 24), cp.float16), c, beta=0.5, kernel="wgmma")
+    assert bool((c == 1.5).all())
+
+
+def test_operands_tma_cannot_read_are_refused(rng):
+    import cupy as cp
+
+    a = cp.asarray(rng.uniform(-1, 1, (64, 63)).astype(np.float16))   # rows of 63 elements: 126 bytes
+    b = cp.asarray(rng.uniform(-1, 1, (63, 64)).astype(np.float16))
+    with pytest.raises(ValueError, match="A's rows are 63 elements apart"):
+        gemmlab.matmul(a, b, kernel="wgmma")
