@@ -74,7 +74,7 @@ def correctness(torch, gemmlab, variants) -> list[str]:
     return failures
 
 
-def timings(torch, gemmlab, sizes, variants, budget_ms) -> list[dict]:
+def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False) -> list[dict]:
     import cupy as cp
 
     from gemmlab.bench.timing import time_gpu
@@ -100,6 +100,22 @@ def timings(torch, gemmlab, sizes, variants, budget_ms) -> list[dict]:
                                                                                    approximate="tanh")))
         cands.append(("gemmlab fused mm+bias+gelu", lambda: gemmlab.matmul(a, b, out, bias=bias32,
                                                                            activation="gelu_tanh")))
+        if tf32:  # fp32 inputs: cuBLAS with TF32 allowed (only here) against gemmlab precision="tf32"
+            a32, b32 = a.float(), b.float()
+            out32 = torch.empty(m, n, device="cuda")
+
+            def cublas_tf32():
+                torch.backends.cuda.matmul.allow_tf32 = True
+                try:
+                    torch.matmul(a32, b32, out=out32)
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = False
+
+            cands = [("cublas", cublas_tf32),
+                     ("gemmlab tf32 (auto)", lambda: gemmlab.matmul(a32, b32, out32, precision="tf32"))]
+            for params in variants:
+                label = "wgmma tf32 " + ",".join(f"{k}={v}" for k, v in params.items())
+                cands.append((label, lambda p=params: gemmlab.matmul(a32, b32, out32, precision="tf32", kernel="wgmma", **p)))
         with side, torch.cuda.stream(torch.cuda.ExternalStream(side.ptr)):
             base = None
             for label, fn in cands:
@@ -122,6 +138,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="4096,8192", help="N (square) or MxNxK, comma-separated")
     ap.add_argument("--variants", default="")
     ap.add_argument("--no-correctness", action="store_true")
+    ap.add_argument("--tf32", action="store_true", help="time precision='tf32' against cuBLAS TF32 instead")
     ap.add_argument("--budget-ms", type=float, default=300.0)
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -142,7 +159,7 @@ def main() -> int:
         for f in result["failures"][:30]:
             print("  FAIL", f)
     shapes = [tuple(int(x) for x in s.split("x")) if "x" in s else (int(s),) * 3 for s in args.sizes.split(",") if s]
-    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms)
+    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32)
     (OUT / "wgmma.json").write_text(json.dumps(result, indent=1))
     print("\n| N | kernel | TFLOP/s | x cuBLAS |\n|---|---|---|---|")
     for r in result["timings"]:

@@ -1,24 +1,29 @@
 """The instruction mix of a rung's main loop, from its SASS: no GPU needed.
 
-    PYTHONPATH=src python3 scripts/sass_mix.py KERNEL [PARAM=VALUE ...] [--arch sm_90] [--all-loops] [--dump] [--json]
-    PYTHONPATH=src python3 scripts/sass_mix.py sgemm BM=256 BN=128 BK=16 --arch sm_90
+    python3 scripts/sass_mix.py KERNEL [PARAM=VALUE ...] [--arch sm_90] [--all-loops] [--dump] [--json]
+    python3 scripts/sass_mix.py sgemm BK=8 STAGES=4 --arch sm_90
 
-Compiles one instantiation of a rung through the project's NVRTC path (parameters not named take the
-rung's defaults), disassembles the cubin with nvdisasm and finds the main loop: of every backward
-branch, the one whose loop body holds the most FFMAs. A loop body may branch (edge tests, the last
-step); the mix is counted along one path through it, the *steady state* of an interior block: the path
-that does the most FFMAs, then loads the most bytes from global memory, then stores the most to shared
-memory, then issues the fewest instructions. Printed: the per-iteration histogram of that path (memory instructions by width), the FFMA
-fraction, LDS per 128 FFMAs, the stall cycles the compiler scheduled (a lower bound on one warp's issue
-time), FFMA operands served by the register reuse cache and a register-bank estimate, then the compiler's
-registers, spills and stack frame.
+Compiles one instantiation of a rung through the project's NVRTC path and cache (parameters not named
+take the rung's defaults), disassembles the cubin with nvdisasm and finds the main loop: of every
+backward branch, the one whose loop body holds the most FFMAs. A loop body may branch (edge tests, the
+last step); the mix is counted along one path through it, the steady state of an interior block: the
+path with the most FFMAs, then the most bytes loaded from global memory, then the most stored to shared
+memory, then the fewest instructions.
+
+Printed per iteration of that path: the instruction histogram (memory instructions by width; `@!PT`
+marks instructions that are issued but never executed), the FFMA fraction, LDS per 128 FFMAs, the stall
+cycles the compiler scheduled (the control codes: a lower bound on one warp's time per iteration), FFMA
+operands served by the register reuse cache and a register-bank estimate; and for the function, the
+compiler's registers, spills and stack frame. `--dump` lists the path instruction by instruction with
+its scheduled stall cycles; `--json` gives everything as one object. The functions (analyse, report)
+are what tests/test_compile.py uses.
 
 Register-bank estimate: FP32 registers live in two banks (register number mod 2) that can each supply two
 operands per cycle; an FFMA whose three sources are all read from the register file (none from the reuse
 cache) and all in one bank needs an extra cycle. This is a model for comparing kernels, not a
 measurement.
 
-nvdisasm is taken from PATH, else from the nvidia-cuda-nvdisasm / cu13 wheel beside cuda-bindings.
+nvdisasm is taken from PATH, else from the nvidia-cuda-nvdisasm wheel (pip install 'gemmlab[test]').
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import re
 import shutil
 import subprocess

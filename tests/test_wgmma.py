@@ -27,7 +27,8 @@ def test_targets_only_sm_90a():
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128, STAGES=3), dict(BM=128, BN=128, STAGES=6), dict(A_TYPE=1, C_TYPE=3)],
+@pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128, STAGES=3), dict(BM=128, BN=128, STAGES=6), dict(A_TYPE=1, C_TYPE=3),
+                                    dict(A_TYPE=3), dict(A_TYPE=3, BN=128, C_TYPE=3)],
                          ids=str)
 def test_compiles_without_local_memory(params):
     p = SPEC.validate(params)
@@ -38,7 +39,8 @@ def test_compiles_without_local_memory(params):
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("a_type,mnemonic", [(1, "HGMMA.64x256x16.F32 "), (2, "HGMMA.64x256x16.F32.BF16")])
+@pytest.mark.parametrize("a_type,mnemonic", [(1, "HGMMA.64x256x16.F32 "), (2, "HGMMA.64x256x16.F32.BF16"),
+                                             (3, "HGMMA.64x256x8.F32.TF32")])
 def test_sass_has_hgmma_and_tma(a_type, mnemonic):
     tool = _cuobjdump()
     if tool is None:
@@ -48,7 +50,8 @@ def test_sass_has_hgmma_and_tma(a_type, mnemonic):
     sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True,
                           env=env).stdout
     assert mnemonic in sass
-    assert "tnspB" in sass                       # B read N-major (row-major K x N) by the tensor cores
+    # fp16 / bf16 read B N-major (row-major K x N); tf32 reads it K-major (B^T), no transpose bit
+    assert ("tnspB" in sass) == (a_type != 3)
     for op in ("UTMALDG.2D", "SYNCS.PHASECHK", "USETMAXREG"):  # TMA loads, mbarrier waits, setmaxnreg
         assert op in sass, op
     assert "HMMA" not in sass and "LDSM" not in sass  # no mma.sync / ldmatrix path left in it
@@ -56,7 +59,7 @@ def test_sass_has_hgmma_and_tma(a_type, mnemonic):
 
 @pytest.mark.parametrize("params,match", [
     (dict(BM=64), "BM = 64"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
-    (dict(STAGES=5), "shared memory"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=3), "A_TYPE = 3"),
+    (dict(STAGES=5), "shared memory"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
 ])
 def test_spec_names_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):
@@ -75,8 +78,15 @@ def test_operand_problems_name_the_operand():
     assert wgmma.operand_problems(0x1000, 64, 0x2000, 128) == []
     errs = wgmma.operand_problems(0x1002, 64, 0x2000, 100)
     assert any("A's base address" in e for e in errs) and any("B's rows are 100 elements" in e for e in errs)
+    from types import SimpleNamespace as NS
+
+    def view(ptr, ld):
+        return NS(array=NS(data=NS(ptr=ptr)), ld=ld)
+
     with pytest.raises(ValueError, match="B's rows are 100"):
-        wgmma.host_args(0x1000, 64, 0x2000, 100, 64, 100, 64, SPEC.defaults)
+        wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 64, 100, 64, SPEC.defaults)
+    (ta, tb), keep = wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 0, 100, 64, SPEC.defaults)
+    assert keep is None and bytes(ta.tobytes()) == bytes(128)  # empty problem: no map is encoded
 
 
 def test_tensor_map_checks():

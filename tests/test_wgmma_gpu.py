@@ -95,3 +95,39 @@ def test_operands_tma_cannot_read_are_refused(rng):
     b = cp.asarray(rng.uniform(-1, 1, (63, 64)).astype(np.float16))
     with pytest.raises(ValueError, match="A's rows are 63 elements apart"):
         gemmlab.matmul(a, b, kernel="wgmma")
+
+
+@pytest.mark.parametrize("mnk", [(1, 8, 8), (129, 264, 72), (1000, 1000, 1000), (300, 8, 4104), (2048, 2048, 2048)],
+                         ids=lambda t: "x".join(map(str, t)))
+def test_tf32_against_float64(mnk, rng):
+    """precision='tf32': fp32 inputs on the tensor cores (B transposed on the way in): error <= 1e-3, and
+    above strict fp32's (so the tensor cores did run)."""
+    import cupy as cp
+
+    m, n, k = mnk
+    a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+    b = cp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
+    ref = a.get().astype(np.float64) @ b.get().astype(np.float64)
+    out = gemmlab.matmul(a, b, kernel="wgmma", precision="tf32")
+    assert out.dtype == np.float32
+    err = _rel(out.get().astype(np.float64), ref)
+    assert err <= 1e-3, err
+    if k >= 64:
+        assert err > 1e-5, f"rel. error {err:.1e}: looks like strict fp32, not tf32"
+
+
+def test_tf32_epilogue_and_auto(rng):
+    import cupy as cp
+
+    from gemmlab import api
+    from gemmlab.runtime import device
+
+    m, n, k = 257, 136, 520
+    a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+    b = cp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
+    c = cp.asarray(rng.uniform(-1, 1, (m, n)).astype(np.float32))
+    bias = cp.asarray(rng.uniform(-1, 1, n).astype(np.float32))
+    want = np.maximum(2.0 * (a.get().astype(np.float64) @ b.get()) + 0.5 * c.get() + bias.get(), 0)
+    gemmlab.matmul(a, b, c, alpha=2.0, beta=0.5, bias=bias, activation="relu", precision="tf32", kernel="wgmma")
+    assert _rel(c.get().astype(np.float64), want) <= 1e-3
+    assert api.choose_kernel("float32", device.device_info().compute_capability, "tf32").name == "wgmma"

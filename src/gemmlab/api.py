@@ -853,9 +853,10 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
                     vec if vec is not None else _NULL, vr.array if vr is not None else _NULL,
                     np.int32(vr.ld if vr is not None else 0), np.int32(flags))
             grid = geo.grid
+            keep = None  # a temporary the extra arguments point into, alive until the launch is queued
             if spec.extra.get("host_args") is not None:  # e.g. TMA tensor maps, passed by value
-                args += spec.extra["host_args"](int(va.array.data.ptr), va.ld, int(vb.array.data.ptr), vb.ld, m, n,
-                                                k, p)
+                more, keep = spec.extra["host_args"](va, vb, m, n, k, p)
+                args += more
             if spec.extra.get("persistent"):  # blocks walk the tiles: at most one resident block per SM
                 grid = (min(grid[0], info.sm_count), 1, 1)
             prepared.kernel(grid, geo.block, args, smem=geo.smem, stream=stream)

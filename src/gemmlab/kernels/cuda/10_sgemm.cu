@@ -256,16 +256,29 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     // four k of one row, then 4 x TN FFMAs), the next row read one row ahead. B of the next four k is read
     // during the last row, each k as soon as the current one is done with, so B needs one set of
     // registers, not two. `sync_and_copy` is the barrier and the copy of step s + STAGES - 1 into wr.
-    auto step = [&](const Place& p, auto&& sync_and_copy) {
+    int s = 0;
+    // The barrier and the copy of step s + STAGES - 1 into slot wr: whole interior steps (`fast`, no tests)
+    // or checked ones. A flag, not a callable parameter: generic lambdas are host code to NVRTC 13.0.
+    auto sync_and_copy = [&](const Place& p, bool fast) {
+        async_wait<EARLY ? STAGES - 3 : STAGES - 2>();  // this thread's chunks of step s + 1 (s) have landed ...
+        __syncthreads();  // ... and everyone's; and everyone is done with step s - 1, whose slot is refilled
+        if (fast) {
+            copy_fast(wr);
+        } else {
+            copy_checked(p, s + STAGES - 1, wr);  // past the slice's end: zeros, never read
+        }
+        async_commit();
+    };
+    auto step = [&](const Place& p, bool fast) {
         if constexpr (!EARLY) {
-            sync_and_copy();
+            sync_and_copy(p, fast);
             load_first(p, rd);
         }
         const unsigned as = p.a_frag + rd, bs = p.b_frag + rd;
         const unsigned nx = rd == LAST ? 0 : rd + SLOT;
 #pragma unroll
         for (int q = 0; q < G; ++q) {
-            if (EARLY && q == G - 1) sync_and_copy();
+            if (EARLY && q == G - 1) sync_and_copy(p, fast);
 #pragma unroll
             for (int i = 0; i < TM; ++i) {
                 const float4 a = a_next;
@@ -288,26 +301,11 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         rd = nx;
     };
     // The main loop: the step copied during each step is a whole interior one (no tests).
-    int s = 0;
-    for (; s + STAGES - 1 < pl.fast_steps; ++s) {
-        step(pl, [&] {
-            async_wait<EARLY ? STAGES - 3 : STAGES - 2>();  // this thread's chunks of step s + 1 (s) have landed ...
-            __syncthreads();  // ... and everyone's; and everyone is done with step s - 1, whose slot is refilled
-            copy_fast(wr);
-            async_commit();
-        });
-    }
+    for (; s + STAGES - 1 < pl.fast_steps; ++s) step(pl, true);
     // The last STAGES - 1 steps of interior blocks, and every step of the others, with the place
     // recomputed (see Place).
     const Place pt = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());
-    for (; s < pt.steps; ++s) {
-        step(pt, [&] {
-            async_wait<EARLY ? STAGES - 3 : STAGES - 2>();
-            __syncthreads();
-            copy_checked(pt, s + STAGES - 1, wr);  // past the slice's end: zeros, never read (no test: one loop body)
-            async_commit();
-        });
-    }
+    for (; s < pt.steps; ++s) step(pt, false);
     async_wait<0>();  // no copy may still be in flight when the block moves on (or exits)
 
     const Place pe = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());

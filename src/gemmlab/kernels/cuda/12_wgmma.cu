@@ -16,7 +16,9 @@
 //   (GROUP_M tile rows, then the next column), so the producer loads the next tile while the consumers
 //   run the epilogue of the last one, and the tiles in flight at once share panels of A and B in L2.
 // - Operands: A is M x K row-major (K-major for wgmma); B is K x N row-major, which wgmma reads
-//   N-major ("transposed" bit set; allowed for 16-bit types). Both need 16-byte aligned rows (lda, ldb
+//   N-major ("transposed" bit set; allowed for 16-bit types). TF32 (A_TYPE 3, fp32 storage, k = 8 per
+//   wgmma) allows K-major operands only, so the host hands the kernel B^T (N x K; a transposed copy unless
+//   B already is a transposed view). Both need 16-byte aligned rows (lda, ldb
 //   multiples of 8 elements, 16-byte aligned base): TMA's rule. The spec refuses other operands and
 //   kernel="auto" falls back to rung 11.
 // - Epilogue: the accumulators are staged through shared memory 32 columns at a time and written by an
@@ -113,25 +115,33 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[R]) {
 #define WG_ACC64(i) WG_ACC8(i), WG_ACC8((i) + 8), WG_ACC8((i) + 16), WG_ACC8((i) + 24), WG_ACC8((i) + 32), \
     WG_ACC8((i) + 40), WG_ACC8((i) + 48), WG_ACC8((i) + 56)
 
-// D (64 x N, fp32, N / 2 registers per thread) += A (64 x 16, K-major, from desc_a) * B (16 x N, N-major,
-// from desc_b). Immediates: scale-d 1 (accumulate), scale-a 1, scale-b 1, transpose-a 0, transpose-b 1.
+// One k step of D (64 x N, fp32, N / 2 registers per thread) += A (64 x k, K-major, from desc_a) * B (k x N).
+// fp16 / bf16 (k = 16): B N-major (row-major K x N); immediates scale-d 1, scale-a 1, scale-b 1,
+// transpose-a 0, transpose-b 1. tf32 (k = 8): both operands must be K-major (B given as N x K), and the
+// instruction has no transpose immediates; the tensor cores use the top 19 bits of each fp32 input.
 template <int N, int A_TYPE>
-__device__ __forceinline__ void wgmma_k16(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
+__device__ __forceinline__ void wgmma_step(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
     static_assert(N == 128 || N == 256, "wgmma tiles of N = 128 or 256 columns");
     if constexpr (N == 256) {
         if constexpr (A_TYPE == 1) {
             asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, 1;\n"
                          : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
-        } else {
+        } else if constexpr (A_TYPE == 2) {
             asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, 1;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" WG_REGS128 "}, %128, %129, 1, 1, 1;\n"
                          : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
         }
     } else {
         if constexpr (A_TYPE == 1) {
             asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, 1;\n"
                          : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
-        } else {
+        } else if constexpr (A_TYPE == 2) {
             asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, 1;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" WG_REGS64 "}, %64, %65, 1, 1, 1;\n"
                          : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
         }
     }
@@ -171,35 +181,38 @@ __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sy
 // ------------------------------------------------------------------------------------------ kernel
 
 // BM: rows of C per tile (two consumer warpgroups of BM / 2 rows; BM / 2 = 64 or 128); BN: columns per
-// tile (128 or 256); BK is 64 (one 128-byte swizzle row of 16-bit elements); STAGES: slots in the TMA
+// tile (128 or 256); BK is one 128-byte swizzle row (64 fp16/bf16, 32 tf32); STAGES: slots in the TMA
 // ring; HELD: slots a consumer holds (1: wait for this slot's own wgmmas, then release it; 2: release the
 // previous slot once this one's wgmmas are issued, which keeps the tensor cores queued but holds two
-// slots per consumer); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16; C_TYPE: 1 fp32, 2 fp16,
-// 3 bf16. Tensor maps: tmap_a over A as (K, M) with boxes of 64 x BM, tmap_b over B as (N, K) with boxes
-// of 64 x 64. A and B pointers are unused by the main loop (the maps carry them) and kept for the
-// common argument list.
+// slots per consumer); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage); C_TYPE: 1 fp32, 2 fp16,
+// 3 bf16. Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of
+// BK rows x 64 columns, or for tf32 over B^T (N x K) in boxes of BN rows x BK. A and B pointers are unused
+// by the main loop (the maps carry them) and kept for the common argument list.
 template <int BM, int BN, int STAGES, int HELD, int GROUP_M, int A_TYPE, int C_TYPE>
 __global__ void __launch_bounds__(384, 1)
-wgmma_gemm(int M, int N, int K, float alpha, const bits16* __restrict__ A, int lda, const bits16* __restrict__ B,
+wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda, const void* __restrict__ B,
            int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,
            const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
            const __grid_constant__ TensorMap tmap_a, const __grid_constant__ TensorMap tmap_b) {
     typedef typename Out<C_TYPE>::T OutT;
-    constexpr int BK = 64;
+    constexpr int ELEM = A_TYPE == 3 ? 4 : 2;    // bytes per input element (tf32 travels as fp32)
+    constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16 or 32 tf32
+    constexpr int KSTEP = 32 / ELEM;             // k per wgmma: 16 (fp16/bf16) or 8 (tf32), 32 bytes either way
+    constexpr bool B_KMAJOR = A_TYPE == 3;       // tf32 reads B as N x K (the host transposes row-major B)
     constexpr int CONSUMERS = 2;
     constexpr int WG_M = BM / CONSUMERS;         // rows per consumer warpgroup
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
     constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
-    constexpr int A_BYTES = BM * BK * 2;         // BM rows of 128 bytes
-    constexpr int B_CHUNK = BK * 64 * 2;         // 64 k-rows of 64 columns (128 bytes): one TMA box
-    constexpr int B_BYTES = BK * BN * 2;
+    constexpr int A_BYTES = BM * 128;            // BM rows of 128 bytes (BK elements)
+    constexpr int B_CHUNK = BK * 128;            // N-major B: BK k-rows of 64 columns (128 bytes), one TMA box
+    constexpr int B_BYTES = BN * 128;            // either layout: BK x BN elements
     constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static_assert(WG_M == 64 || WG_M == 128, "BM must be 128 or 256 (two consumer warpgroups of 64 or 128 rows)");
     static_assert(BN == 128 || BN == 256, "BN must be 128 or 256");
     static_assert(MT * ACC <= 128, "at most 128 accumulators per consumer thread (BM x BN <= 128 x 256)");
     static_assert(STAGES >= 2, "the TMA ring needs at least two slots");
     static_assert(HELD == 1 || HELD == 2, "HELD: 1 or 2 slots per consumer");
-    static_assert(A_TYPE == 1 || A_TYPE == 2, "A_TYPE: 1 fp16, 2 bf16");
+    static_assert(A_TYPE >= 1 && A_TYPE <= 3, "A_TYPE: 1 fp16, 2 bf16, 3 tf32");
     static_assert(C_TYPE >= 1 && C_TYPE <= 3, "C_TYPE: 1 fp32, 2 fp16, 3 bf16");
 
     // STAGES x (A tile, B tile), then one WG_M x EPI_PITCH fp32 staging area per consumer, + 1024 bytes of
@@ -239,8 +252,12 @@ wgmma_gemm(int M, int N, int K, float alpha, const bits16* __restrict__ A, int l
                     mbar_arrive_expect_tx(full, STAGE_BYTES);
                     const unsigned a_dst = base + s * STAGE_BYTES, b_dst = a_dst + A_BYTES;
                     tma_load_2d(a_dst, &tmap_a, kt * BK, m0, full);
+                    if constexpr (B_KMAJOR) {
+                        tma_load_2d(b_dst, &tmap_b, kt * BK, n0, full);  // BN rows of B^T, BK k each
+                    } else {
 #pragma unroll
-                    for (int c = 0; c < BN / 64; ++c) tma_load_2d(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, full);
+                        for (int c = 0; c < BN / 64; ++c) tma_load_2d(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, full);
+                    }
                     if (++s == STAGES) {
                         s = 0;
                         phase ^= 1;
@@ -277,16 +294,18 @@ wgmma_gemm(int M, int N, int K, float alpha, const bits16* __restrict__ A, int l
                 for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
                 wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < BK / 16; ++kk) {
-                    // B: 16 k-rows further is 2048 bytes into each 64-column chunk; chunks are B_CHUNK apart
-                    // (leading byte offset), 8-row groups 1024 bytes apart (stride byte offset).
-                    const unsigned long long desc_b = smem_desc(b_tile + kk * 2048, B_CHUNK, 1024);
+                for (int kk = 0; kk < BK / KSTEP; ++kk) {
+                    // N-major B: KSTEP k-rows further is KSTEP x 128 bytes into each 64-column chunk; chunks
+                    // are B_CHUNK apart (leading byte offset), 8-row groups 1024 bytes apart (stride byte
+                    // offset). K-major B: laid out like A, 32 bytes further per k step.
+                    const unsigned long long desc_b = B_KMAJOR ? smem_desc(b_tile + kk * 32, 16, 1024)
+                                                               : smem_desc(b_tile + kk * KSTEP * 128, B_CHUNK, 1024);
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
-                        // A: rows of 128 bytes, 8-row groups 1024 bytes apart; 16 k-columns further is 32 bytes
+                        // A: rows of 128 bytes, 8-row groups 1024 bytes apart; one k step further is 32 bytes
                         // (the swizzle is applied by the hardware on the final address).
                         const unsigned long long desc_a = smem_desc(a_tile + mt * 64 * 128 + kk * 32, 16, 1024);
-                        wgmma_k16<BN, A_TYPE>(acc[mt], desc_a, desc_b);
+                        wgmma_step<BN, A_TYPE>(acc[mt], desc_a, desc_b);
                     }
                 }
                 wgmma_commit();

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..spec import KernelSpec, Launch, Param, Traffic, cdiv
 from . import mma_sync
 
-BK = 64                 # one 128-byte swizzle row of 16-bit elements per stage
+BK = 64                 # one 128-byte swizzle row per stage: 64 fp16/bf16 (32 tf32, same bytes)
 THREADS = 384           # producer warpgroup + two consumer warpgroups
 SMEM_LIMIT = 227 * 1024
 ALIGN_SLACK = 1024      # the kernel rounds the dynamic shared-memory base up to 1024 bytes
@@ -42,8 +42,8 @@ def _constraints(p: dict[str, int]) -> list[str]:
     if smem_bytes(p) > SMEM_LIMIT:
         errs.append(f"STAGES = {p['STAGES']} x ({bm} + {bn}) x {BK} 16-bit elements need {smem_bytes(p)} bytes of "
                     f"shared memory, over the {SMEM_LIMIT // 1024} KiB a block may have")
-    if p["A_TYPE"] not in mma_sync.A_TYPES.values():
-        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code (1 fp16, 2 bf16)")
+    if p["A_TYPE"] not in mma_sync.INPUT_TYPES.values():
+        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code (1 fp16, 2 bf16, 3 tf32)")
     if p["C_TYPE"] not in mma_sync.C_TYPES.values():
         errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
     return errs
@@ -76,18 +76,39 @@ def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int
     return errs
 
 
-def host_args(a_ptr: int, lda: int, b_ptr: int, ldb: int, m: int, n: int, k: int, p: dict[str, int]) -> tuple:
-    """The two tensor maps, in the kernel's argument order (A as (K, M) boxes 64 x BM, B as (N, K) boxes 64 x 64)."""
+def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int]) -> tuple[tuple, object]:
+    """(the two tensor maps in the kernel's argument order, an array to keep alive until the launch).
+
+    va, vb: row-major views of A (M x K) and B (K x N) with `.array` (CuPy) and `.ld`. fp16 / bf16: A in
+    boxes of BM x 64, B in boxes of 64 x 64. tf32: wgmma reads B K-major only, so B is first copied to
+    B^T (N x K, contiguous; a bandwidth-bound transpose, counted in the call's time), in boxes of BN x 32.
+    """
     from ...runtime import tma
 
+    zero = tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))
     if m == 0 or n == 0 or k == 0:  # nothing is read: the kernel only runs the epilogue (or nothing)
-        return tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES)), tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))
-    errs = operand_problems(a_ptr, lda, b_ptr, ldb)
+        return (zero, zero), None
+    tf32 = p["A_TYPE"] == mma_sync.TF32
+    eb = 4 if tf32 else 2
+    a_ptr, b_ptr = int(va.array.data.ptr), int(vb.array.data.ptr)
+    keep = None
+    if tf32:
+        import cupy
+
+        keep = cupy.ascontiguousarray(vb.array.T)  # N x K
+        b_ptr, ldb = int(keep.data.ptr), k
+    else:
+        ldb = vb.ld
+    errs = operand_problems(a_ptr, va.ld, b_ptr, ldb, eb)
     if errs:
         raise ValueError("wgmma reads A and B by TMA: " + "; ".join(errs) + " (use kernel='mma_sync' or 'auto')")
-    ta = tma.encode_2d(a_ptr, 2, m, k, lda, p["BM"], BK, swizzle=128)
-    tb = tma.encode_2d(b_ptr, 2, k, n, ldb, BK, 64, swizzle=128)
-    return tma.kernel_arg(ta), tma.kernel_arg(tb)
+    bk = 128 // eb
+    ta = tma.encode_2d(a_ptr, eb, m, k, va.ld, p["BM"], bk, swizzle=128)
+    if tf32:
+        tb = tma.encode_2d(b_ptr, eb, n, k, ldb, p["BN"], bk, swizzle=128)
+    else:
+        tb = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 64, swizzle=128)
+    return (tma.kernel_arg(ta), tma.kernel_arg(tb)), keep
 
 
 SPEC = KernelSpec(
@@ -103,7 +124,8 @@ SPEC = KernelSpec(
         Param("HELD", 1, (1, 2), "slots a consumer holds: 1 waits for its wgmmas before handing a slot back, "
                                  "2 hands back the previous one"),
         Param("GROUP_M", 8, (1, 4, 8, 16), "tile rows per group of the persistent tile order"),
-        Param("A_TYPE", 2, tuple(mma_sync.A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (set from the dtype)"),
+        Param("A_TYPE", 2, tuple(mma_sync.INPUT_TYPES.values()),
+              "input type of A and B: 1 fp16, 2 bf16, 3 tf32 (set from the dtype and precision)"),
         Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (set from out_dtype)"),
     ),
     constraints=_constraints,
@@ -113,6 +135,7 @@ SPEC = KernelSpec(
     min_cc=(9, 0),
     targets=("sm_90a",),
     dtypes=("float16", "bfloat16"),
+    precisions=("tf32",),
     extra={"type_params": mma_sync.TYPE_PARAMS, "epilogue": True, "element_bytes": 2, "persistent": True,
            "host_args": host_args, "operand_problems": operand_problems},
 )
