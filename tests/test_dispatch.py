@@ -30,11 +30,11 @@ def _with_rungs(monkeypatch, *specs):
 def test_strict_fp32_is_the_default_and_tf32_only_on_request():
     assert api.choose_kernel("float32", (9, 0)).name == "sgemm"
     assert api.choose_kernel("float32", (9, 0), "fp32").name == "sgemm"
-    assert api.choose_kernel("float32", (9, 0), "tf32").name == "mma_sync"
+    assert api.choose_kernel("float32", (9, 0), "tf32").name == "wgmma"
     assert api.choose_kernel("float32", (8, 0), "tf32").name == "mma_sync"
     assert takes(MMA, "float32", "tf32") and not takes(MMA, "float32") and not takes(SGEMM, "float32", "tf32")
     assert MMA not in registry.specs_for_dtype("float32")  # ladder, tuner and analysis never meet tf32
-    assert [s.name for s in specs_for("float32", "tf32")] == ["mma_sync"]
+    assert [s.name for s in specs_for("float32", "tf32")] == ["mma_sync", "wgmma"]
     with pytest.raises(TypeError, match="float32 at precision 'tf32' on compute capability 7.5"):
         api.choose_kernel("float32", (7, 5), "tf32")
 
@@ -55,7 +55,7 @@ def test_a_new_rung_is_chosen_from_its_spec_alone(monkeypatch):
     assert api.choose_kernel("bfloat16", (9, 0)).name == "hopper_only"
     assert api.choose_kernel("float16", (8, 9)).name == "mma_sync"
     assert api.choose_kernel("float16", (10, 0)).name == "mma_sync"  # sm_90a code does not run on sm_100
-    assert api.choose_kernel("float32", (9, 0), "tf32").name == "mma_sync"  # it offers no tf32
+    assert api.choose_kernel("float32", (9, 0), "tf32").name == "wgmma"  # it offers no tf32; wgmma does
     choice = api.explain_choice("bfloat16", cc=(8, 6))
     verdicts = {c.name: c for c in choice.candidates}
     assert not verdicts["hopper_only"].fits and "9.0 or newer, the device is 8.6" in verdicts["hopper_only"].reason
@@ -90,7 +90,7 @@ def test_an_epilogue_skips_rungs_without_one(monkeypatch):
 
 
 def test_explain_choice_gives_parameters_and_their_source():
-    c = api.explain_choice("float32", "tf32", shape=(4096, 4096, 4096), cc=(9, 0))
+    c = api.explain_choice("float32", "tf32", shape=(4096, 4096, 4096), cc=(8, 9))  # Ada: no wgmma
     assert c.spec.name == "mma_sync" and c.precision == "tf32" and c.params_source == "defaults"
     assert c.params["A_TYPE"] == 3 and c.params["C_TYPE"] == 1 and c.params["BK"] == 16  # tf32 defaults
     assert "tf32 defaults BK=16" in c.params_detail
@@ -136,11 +136,14 @@ def test_explain_refuses_bad_precision():
 
 
 def test_run_explain_with_a_compute_capability_needs_no_gpu():
-    r = runner.invoke(app, ["run", "--explain", "--cc", "9.0", "--precision", "tf32", "--size", "4096"],
+    r = runner.invoke(app, ["run", "--explain", "--cc", "8.9", "--precision", "tf32", "--size", "4096"],
                       terminal_width=200)
     assert r.exit_code == 0, r.output
-    assert 'kernel="auto" for float32 inputs at tf32 on compute capability 9.0: mma_sync (rung 11)' in r.output
+    assert 'kernel="auto" for float32 inputs at tf32 on compute capability 8.9: mma_sync (rung 11)' in r.output
     assert "BK=16" in r.output and "A_TYPE=3" in r.output
+    r = runner.invoke(app, ["run", "--explain", "--cc", "9.0", "--precision", "tf32", "--size", "4096"],
+                      terminal_width=200)
+    assert r.exit_code == 0 and "compute capability 9.0: wgmma (rung 12)" in r.output, r.output
 
 
 def test_run_cc_shows_the_fp32_heuristic_and_a_named_kernel_that_cannot_run():

@@ -28,7 +28,7 @@ def test_targets_only_sm_90a():
 
 @needs_nvrtc
 @pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128, STAGES=3), dict(BM=128, BN=128, STAGES=6), dict(A_TYPE=1, C_TYPE=3),
-                                    dict(A_TYPE=3), dict(A_TYPE=3, BN=128, C_TYPE=3)],
+                                    dict(A_TYPE=3), dict(A_TYPE=3, BN=128, C_TYPE=3), dict(BN=128, SCHEDULE=2, STAGES=5)],
                          ids=str)
 def test_compiles_without_local_memory(params):
     p = SPEC.validate(params)
@@ -59,7 +59,8 @@ def test_sass_has_hgmma_and_tma(a_type, mnemonic):
 
 @pytest.mark.parametrize("params,match", [
     (dict(BM=64), "BM = 64"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
-    (dict(STAGES=5), "shared memory"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
+    (dict(STAGES=5), "shared memory"), (dict(SCHEDULE=2), "in ping-pong needs 256 accumulators"),
+    (dict(SCHEDULE=3), "SCHEDULE = 3"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
 ])
 def test_spec_names_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):

@@ -16,7 +16,8 @@ SPEC = get("wgmma")
 SHAPES = [(1, 8, 8), (64, 128, 64), (129, 264, 72), (1000, 1000, 1000), (7, 304, 136), (300, 8, 64),
           (33, 72, 1000), (256, 512, 8), (130, 136, 4104), (2048, 2048, 2048)]
 TILINGS = [dict(BM=128, BN=256, STAGES=4), dict(BM=128, BN=128, STAGES=6), dict(BM=256, BN=128, STAGES=3),
-           dict(BM=128, BN=128, STAGES=2, HELD=1), dict(BM=128, BN=256, STAGES=3, HELD=1, GROUP_M=1)]
+           dict(BM=128, BN=128, STAGES=2, HELD=1), dict(BM=128, BN=256, STAGES=3, HELD=1, GROUP_M=1),
+           dict(BM=128, BN=128, STAGES=5, SCHEDULE=2), dict(BM=128, BN=128, STAGES=3, SCHEDULE=2, HELD=2)]
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +43,9 @@ def test_shapes_against_float64(dtype, mnk, rng):
 
 @pytest.mark.parametrize("params", TILINGS, ids=str)
 def test_every_tiling(params, rng):
-    for m, n, k in [(129, 264, 72), (520, 392, 712)]:
+    # The last shape has more tiles than SMs for every tiling: blocks walk several tiles (and in ping-pong
+    # both consumers work, in turn).
+    for m, n, k in [(129, 264, 72), (520, 392, 712), (2100, 2056, 200)]:
         a, a64 = _make("bfloat16", (m, k), rng)
         b, b64 = _make("bfloat16", (k, n), rng)
         out = gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", **params)
@@ -131,3 +134,40 @@ def test_tf32_epilogue_and_auto(rng):
     gemmlab.matmul(a, b, c, alpha=2.0, beta=0.5, bias=bias, activation="relu", precision="tf32", kernel="wgmma")
     assert _rel(c.get().astype(np.float64), want) <= 1e-3
     assert api.choose_kernel("float32", device.device_info().compute_capability, "tf32").name == "wgmma"
+
+
+def test_repeat_calls_reuse_the_launch_and_stay_right(rng):
+    """A repeat call on the same arrays reuses the last launch (new alpha / beta); new contents are read,
+    and different arrays, a staging copy (strided A) or tf32's transposed B never reuse a plan."""
+    torch = pytest.importorskip("torch")
+    from gemmlab import api
+
+    api._tensor_plans.clear()
+    a = torch.randn(256, 128, device="cuda").bfloat16()
+    b = torch.randn(128, 192, device="cuda").bfloat16()
+    c = torch.zeros(256, 192, device="cuda")
+    bias = torch.randn(192, device="cuda")
+    ref = a.double() @ b.double()
+    gemmlab.matmul(a, b, c, bias=bias, activation="relu")
+    assert len(api._tensor_plans) == 1
+    for alpha, beta in ((2.0, 0.0), (1.0, 0.5)):
+        old = c.double().clone()
+        gemmlab.matmul(a, b, c, alpha=alpha, beta=beta, bias=bias, activation="relu")
+        want = torch.relu(alpha * ref + beta * old + bias.double())
+        assert ((c.double() - want).norm() / want.norm()).item() <= TOL
+    a.copy_(torch.randn_like(a))  # same memory, new contents
+    gemmlab.matmul(a, b, c, bias=bias, activation="relu")
+    want = torch.relu(a.double() @ b.double() + bias.double())
+    assert ((c.double() - want).norm() / want.norm()).item() <= TOL
+    assert len(api._tensor_plans) == 1
+    wide = torch.randn(256, 512, device="cuda").bfloat16()
+    gemmlab.matmul(wide[:, :128], b, c)  # rows 512 apart: read in place, so it gets a plan of its own
+    assert len(api._tensor_plans) == 2
+    at = torch.randn(128, 256, device="cuda").bfloat16().t()  # column-major A: staged through a copy
+    gemmlab.matmul(at, b, c)
+    assert len(api._tensor_plans) == 2
+    want = at.double() @ b.double()
+    assert ((c.double() - want).norm() / want.norm()).item() <= TOL
+    a32, b32, c32 = a.float(), b.float(), torch.zeros(256, 192, device="cuda")
+    gemmlab.matmul(a32, b32, c32, precision="tf32")  # B transposed into a temporary: no plan
+    assert len(api._tensor_plans) == 2

@@ -369,6 +369,11 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
         plan = _fast_plans.get(_fast_key(a, b, c, kernel, params)) if type(a) is _fast_type[0] else None
         if plan is not None and plan.accepts(a, b, c, alpha, beta):
             return plan.launch(a, b, c, alpha, beta, stream)
+    tkey = _tensor_key(a, b, c, bias, residual, kernel, params, activation, out_dtype, precision) if c is not None else None
+    if tkey is not None and _tensor_plans:
+        tplan = _tensor_plans.get(tkey)
+        if tplan is not None and _real(alpha) and _real(beta):
+            return tplan.launch(c, alpha, beta, stream)
 
     kinds = [arrays.kind_of(a), arrays.kind_of(b), arrays.kind_of(c) if c is not None else None]
     m, n, k, dts = _check_common(a, b, c, kinds, alpha, beta)
@@ -388,7 +393,7 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     resolved = _resolve_precision(dts["A"], dts["B"], precision)
     if resolved != "fp32":
         return _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bias, activation,
-                              residual, out_dtype, params, resolved)
+                              residual, out_dtype, params, resolved, plan_key=tkey)
     if out_dtype is not None and _dtype_label(out_dtype) != "float32":
         raise ValueError(f"out_dtype={out_dtype!r}: strict fp32 kernels write float32; a float16 / bfloat16 output "
                          "needs precision='tf32' or 16-bit inputs")
@@ -772,8 +777,73 @@ def _epilogue_args(spec: KernelSpec, bias, activation, residual, m, n, out_label
             np.int32(vr.ld if vr is not None else 0), np.int32(flags))
 
 
+# A repeat tensor-core call on the same arrays (same memory, shapes, strides, dtypes) with the same kernel,
+# parameters and epilogue skips conversion, checks, dispatch and tensor-map encoding: the arguments of the
+# last launch are reused with the new alpha and beta. Only arrays whose memory the kernel reads and writes
+# directly qualify (see the end of _matmul_tensor), so a plan can never run on a stale copy.
+
+_TENSOR_PLANS_MAX = 64
+_ALPHA, _BETA = 3, 8  # positions of alpha and beta in the kernel's argument list
+
+
+@dataclass
+class _TensorPlan:
+    kernel: Any
+    grid: tuple
+    block: tuple
+    smem: int
+    args: tuple
+    device: int
+
+    def launch(self, c, alpha, beta, stream):
+        args = list(self.args)
+        args[_ALPHA], args[_BETA] = np.float32(alpha), np.float32(beta)
+        cp = device.require_cupy()
+        with cp.cuda.Device(self.device):
+            self.kernel(self.grid, self.block, tuple(args), smem=self.smem, stream=stream)
+        return c
+
+
+_tensor_plans: dict[tuple, _TensorPlan] = {}
+
+
+def _real(v) -> bool:
+    return isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _ptr(x) -> int | None:
+    if x is None:
+        return None
+    if hasattr(x, "data_ptr"):  # torch
+        return int(x.data_ptr())
+    data = getattr(x, "data", None)
+    return int(data.ptr) if data is not None and hasattr(data, "ptr") else None
+
+
+def _array_sig(x):
+    """What identifies a device array's memory and layout, cheaply; None for anything else (host arrays)."""
+    if x is None:
+        return ()
+    if hasattr(x, "data_ptr") and getattr(x, "is_cuda", False):
+        return ("torch", x.data_ptr(), tuple(x.shape), x.stride(), str(x.dtype), x.device.index)
+    data = getattr(x, "data", None)
+    if data is not None and hasattr(data, "ptr") and hasattr(x, "strides"):
+        return ("cupy", data.ptr, x.shape, x.strides, x.dtype.str, x.device.id)
+    return None
+
+
+def _tensor_key(a, b, c, bias, residual, kernel, params, activation, out_dtype, precision):
+    sigs = tuple(_array_sig(x) for x in (a, b, c, bias, residual))
+    if any(sg is None for sg in sigs):
+        return None
+    try:
+        return (sigs, kernel, tuple(sorted(params.items())), activation, str(out_dtype), precision)
+    except TypeError:  # unhashable parameter values: no plan
+        return None
+
+
 def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bias, activation, residual,
-                   out_dtype, params, precision=None):
+                   out_dtype, params, precision=None, plan_key=None):
     from .kernels.rungs import mma_sync as tc
 
     in_label = dts["A"]
@@ -860,6 +930,18 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
             if spec.extra.get("persistent"):  # blocks walk the tiles: at most one resident block per SM
                 grid = (min(grid[0], info.sm_count), 1, 1)
             prepared.kernel(grid, geo.block, args, smem=geo.smem, stream=stream)
+            # Remember the launch for a repeat call on the same arrays, when every array the kernel reads
+            # or writes is the caller's own memory (no staging copy that a later call would leave stale).
+            if (keep is None and c is not None and dc is not None and not arrays.is_host(kinds[2])
+                    and int(vc.array.data.ptr) == _ptr(c) == int(dc.data.ptr)
+                    and all(not arrays.is_host(kd) for kd in kinds[:2])
+                    and int(va.array.data.ptr) == _ptr(a) and int(vb.array.data.ptr) == _ptr(b)
+                    and (vec is None or int(vec.data.ptr) == _ptr(bias))
+                    and (vr is None or int(vr.array.data.ptr) == _ptr(residual))):
+                if plan_key is not None:
+                    if len(_tensor_plans) >= _TENSOR_PLANS_MAX:
+                        _tensor_plans.clear()
+                    _tensor_plans[plan_key] = _TensorPlan(prepared.kernel, grid, geo.block, geo.smem, args, dev)
 
     if c is None:
         return _as_dtype(vc.array, out_label, kinds[0])

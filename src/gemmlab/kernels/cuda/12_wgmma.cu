@@ -9,8 +9,11 @@
 //   copy engine writes the tile 128-byte swizzled, which is the layout wgmma reads without bank conflicts,
 //   zero-fills what lies outside the matrix (edges need no code), and signals an mbarrier with the bytes.
 // - Warp specialisation: warpgroup 0 is the producer (one thread issues TMA copies into a ring of STAGES
-//   slots; `setmaxnreg` gives its registers away), warpgroups 1 and 2 are consumers (BM / 2 rows of C
-//   each, up to 128 fp32 accumulators per thread). Slots are handed over with two mbarriers each: `full`
+//   slots; `setmaxnreg` gives its registers away), warpgroups 1 and 2 are consumers, up to 128 fp32
+//   accumulators per thread. Cooperative (SCHEDULE 1): the consumers split each tile, BM / 2 rows each.
+//   Ping-pong (SCHEDULE 2): they take alternate tiles; the producer fills the ring in tile order, so the
+//   second consumer's main loop starts as the first one's ends and runs while the first one writes its
+//   epilogue: the tensor cores are not left idle during epilogues. Slots are handed over with two mbarriers each: `full`
 //   (the producer's copy has landed: transaction bytes) and `empty` (every consumer warp is done).
 // - Persistent grid: one block per SM walks tiles blockIdx.x, + gridDim.x, ... in a grouped order
 //   (GROUP_M tile rows, then the next column), so the producer loads the next tile while the consumers
@@ -29,7 +32,7 @@
 // Traffic: per tile BM x K of A and K x BN of B through L2, as rung 11 with larger tiles.
 // Predicted: 80-100% of cuBLAS BF16 at 4096^3 (tensor pipe fed from shared memory with a 4-stage ring;
 // the register-to-global epilogue and the lack of clusters / TMA multicast are what is left).
-// Measured: docs/performance.md (scripts/device_tensor_check.py prints the figures).
+// Measured: 82-89% of cuBLAS BF16 at 4096^3, 93-102% at 8192^3 (docs/performance.md; scripts/device_wgmma_check.py).
 #include "common.cuh"
 #include "epilogue.cuh"
 
@@ -164,8 +167,12 @@ __device__ __noinline__ void store_chunk(const float* stage, int row0, int col0,
                                          const float* bias, const typename Out<C_TYPE>::T* R, int ldr, int epilogue,
                                          bool vec_c, bool vec_r, int tid) {
     const int r_in = tid / (EPI_COLS / 4), c_in = (tid % (EPI_COLS / 4)) * 4;
-#pragma unroll 1
-    for (int r = r_in; r < ROWS; r += 128 / (EPI_COLS / 4)) {
+    // Unrolled over the ROWS / 16 rows a thread takes, so that their loads of C, bias and residual are in
+    // flight together (a rolled loop waited out one global latency per row, 8 warps per SM being too few
+    // to hide it: the fused GEMM + bias + GELU ran at 0.6x of the plain GEMM).
+#pragma unroll
+    for (int it = 0; it < ROWS / (128 / (EPI_COLS / 4)); ++it) {
+        const int r = r_in + it * (128 / (EPI_COLS / 4));
         const int row = row0 + r, col = col0 + c_in;
         if (row >= M || col >= N) continue;
         const float4 v = *reinterpret_cast<const float4*>(stage + r * EPI_PITCH + c_in);
@@ -184,11 +191,11 @@ __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sy
 // tile (128 or 256); BK is one 128-byte swizzle row (64 fp16/bf16, 32 tf32); STAGES: slots in the TMA
 // ring; HELD: slots a consumer holds (1: wait for this slot's own wgmmas, then release it; 2: release the
 // previous slot once this one's wgmmas are issued, which keeps the tensor cores queued but holds two
-// slots per consumer); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage); C_TYPE: 1 fp32, 2 fp16,
+// slots per consumer); SCHEDULE: 1 cooperative, 2 ping-pong (see the header); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage); C_TYPE: 1 fp32, 2 fp16,
 // 3 bf16. Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of
 // BK rows x 64 columns, or for tf32 over B^T (N x K) in boxes of BN rows x BK. A and B pointers are unused
 // by the main loop (the maps carry them) and kept for the common argument list.
-template <int BM, int BN, int STAGES, int HELD, int GROUP_M, int A_TYPE, int C_TYPE>
+template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE>
 __global__ void __launch_bounds__(384, 1)
 wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda, const void* __restrict__ B,
            int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,
@@ -200,14 +207,16 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
     constexpr int KSTEP = 32 / ELEM;             // k per wgmma: 16 (fp16/bf16) or 8 (tf32), 32 bytes either way
     constexpr bool B_KMAJOR = A_TYPE == 3;       // tf32 reads B as N x K (the host transposes row-major B)
     constexpr int CONSUMERS = 2;
-    constexpr int WG_M = BM / CONSUMERS;         // rows per consumer warpgroup
+    constexpr bool PINGPONG = SCHEDULE == 2;     // 1: cooperative, 2: ping-pong
+    constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
     constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
     constexpr int A_BYTES = BM * 128;            // BM rows of 128 bytes (BK elements)
     constexpr int B_CHUNK = BK * 128;            // N-major B: BK k-rows of 64 columns (128 bytes), one TMA box
     constexpr int B_BYTES = BN * 128;            // either layout: BK x BN elements
     constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static_assert(WG_M == 64 || WG_M == 128, "BM must be 128 or 256 (two consumer warpgroups of 64 or 128 rows)");
+    static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 128 ping-pong)");
+    static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
     static_assert(BN == 128 || BN == 256, "BN must be 128 or 256");
     static_assert(MT * ACC <= 128, "at most 128 accumulators per consumer thread (BM x BN <= 128 x 256)");
     static_assert(STAGES >= 2, "the TMA ring needs at least two slots");
@@ -219,6 +228,9 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
     // alignment slack.
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) unsigned long long full_bar[STAGES], empty_bar[STAGES];
+    // Ping-pong: consumer c may start a tile's main loop once the other one has taken every slot of the
+    // tile before (an mbarrier wait by parity is only right when the waiter is at most one phase ahead).
+    __shared__ __align__(8) unsigned long long order_bar[2];
     // The 128-byte swizzle repeats every 1024 bytes; the tiles start on such a boundary.
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;
 
@@ -230,8 +242,10 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(smem_u32(&full_bar[s]), 1);                  // the producer's arrive (+ TMA bytes)
-            mbar_init(smem_u32(&empty_bar[s]), CONSUMERS * 4);     // one arrive per consumer warp
+            mbar_init(smem_u32(&empty_bar[s]), (PINGPONG ? 1 : CONSUMERS) * 4);  // one arrive per consuming warp
         }
+        mbar_init(smem_u32(&order_bar[0]), 4);  // one arrive per warp of the other consumer
+        mbar_init(smem_u32(&order_bar[1]), 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -271,25 +285,33 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
         const int cw = wg - 1;
         const int warp = tid_wg / 32, lane = tid_wg % 32;
         float acc[MT][ACC];
-        int s = 0;
-        unsigned phase = 0;
         // Accumulator layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8 (g = lane / 4); register
         // 4 j + q is column 8 j + 2 t + (q & 1) (t = lane % 4), row + 8 for q >= 2.
         const int g = lane / 4, t = lane % 4;
         const bool vec_c = ((reinterpret_cast<size_t>(C) & (2 * sizeof(OutT) - 1)) == 0) && (ldc % 2 == 0);
         const bool vec_r = !(epilogue & EPI_RESIDUAL) ||
                            (((reinterpret_cast<size_t>(R) & (2 * sizeof(OutT) - 1)) == 0) && (ldr % 2 == 0));
-        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int started = 0;  // tiles this consumer has begun
+        for (int i = PINGPONG ? cw : 0;; i += PINGPONG ? 2 : 1, ++started) {
+            const int tile = blockIdx.x + i * gridDim.x;
+            if (tile >= tiles) break;
             int tile_row, tile_col;
             grouped_tile_of(tile, tiles_m, tiles_n, GROUP_M, tile_row, tile_col);
+            // Ring position: the block's i-th tile took slots i x k_tiles .. (i + 1) x k_tiles - 1 from the
+            // producer, whichever consumer takes them.
+            int s = (int)(((long long)i * k_tiles) % STAGES);
+            unsigned phase = (unsigned)((((long long)i * k_tiles) / STAGES) & 1);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int i = 0; i < ACC; ++i) acc[mt][i] = 0.0f;
+                for (int r = 0; r < ACC; ++r) acc[mt][r] = 0.0f;
             int prev = -1;
+            if (PINGPONG && (cw == 1 || started > 0))  // the other consumer has taken all slots of tile i - 1
+                mbar_wait(smem_u32(&order_bar[cw]), (unsigned)((cw == 0 ? started - 1 : started) & 1));
             for (int kt = 0; kt < k_tiles; ++kt) {
                 mbar_wait(smem_u32(&full_bar[s]), phase);
-                const unsigned a_tile = base + s * STAGE_BYTES + cw * WG_M * 128, b_tile = base + s * STAGE_BYTES + A_BYTES;
+                const unsigned a_tile = base + s * STAGE_BYTES + (PINGPONG ? 0 : cw * WG_M * 128);
+                const unsigned b_tile = base + s * STAGE_BYTES + A_BYTES;
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
                 wgmma_fence();
@@ -326,6 +348,7 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
                     phase ^= 1;
                 }
             }
+            if (PINGPONG && lane == 0) mbar_arrive(smem_u32(&order_bar[1 - cw]));  // the other may start
             wgmma_wait<0>();
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
@@ -351,7 +374,7 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
                                 make_float2(acc[mt][4 * j + 2 * h], acc[mt][4 * j + 2 * h + 1]);
                         }
                 warpgroup_barrier(1 + cw);  // the chunk is staged
-                store_chunk<C_TYPE, WG_M>(stage, tile_row * BM + cw * WG_M, tile_col * BN + chunk * EPI_COLS, M, N, C,
+                store_chunk<C_TYPE, WG_M>(stage, tile_row * BM + (PINGPONG ? 0 : cw * WG_M), tile_col * BN + chunk * EPI_COLS, M, N, C,
                                           ldc, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r, tid_wg);
             }
         }

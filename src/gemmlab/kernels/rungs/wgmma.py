@@ -17,13 +17,19 @@ SMEM_LIMIT = 227 * 1024
 ALIGN_SLACK = 1024      # the kernel rounds the dynamic shared-memory base up to 1024 bytes
 
 
+COOPERATIVE, PINGPONG = 1, 2  # SCHEDULE values
 EPI_PITCH = 40          # fp32 per staged row of the epilogue (32 columns + 8 of padding)
 
 
 def smem_bytes(p: dict[str, int]) -> int:
     """The TMA ring (STAGES x (BM + BN) x 64 16-bit elements), the epilogue staging (BM rows x 40 fp32,
     split between the two consumers) and the alignment slack."""
-    return p["STAGES"] * (p["BM"] + p["BN"]) * BK * 2 + p["BM"] * EPI_PITCH * 4 + ALIGN_SLACK
+    return p["STAGES"] * (p["BM"] + p["BN"]) * BK * 2 + consumer_rows(p) * 2 * EPI_PITCH * 4 + ALIGN_SLACK
+
+
+def consumer_rows(p: dict[str, int]) -> int:
+    """Rows of a tile one consumer warpgroup computes: all BM in ping-pong, half otherwise."""
+    return p["BM"] if p["SCHEDULE"] == PINGPONG else p["BM"] // 2
 
 
 def _constraints(p: dict[str, int]) -> list[str]:
@@ -33,8 +39,11 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"BM = {bm}: two consumer warpgroups of 64 or 128 rows, so BM is 128 or 256")
     if bn not in (128, 256):
         errs.append(f"BN = {bn}: the wgmma tiles used are 128 or 256 columns wide")
-    if not errs and (bm // 2 // 64) * (bn // 2) > 128:
-        errs.append(f"BM x BN = {bm} x {bn} needs {(bm // 128) * bn} accumulators per consumer thread (at most 128)")
+    if p["SCHEDULE"] not in (COOPERATIVE, PINGPONG):
+        errs.append(f"SCHEDULE = {p['SCHEDULE']}: 1 (consumers split each tile) or 2 (ping-pong: they alternate tiles)")
+    elif not errs and (consumer_rows(p) // 64) * (bn // 2) > 128:
+        errs.append(f"BM x BN = {bm} x {bn}{' in ping-pong' if p['SCHEDULE'] == PINGPONG else ''} needs "
+                    f"{(consumer_rows(p) // 64) * bn // 2} accumulators per consumer thread (at most 128)")
     if p["HELD"] not in (1, 2):
         errs.append(f"HELD = {p['HELD']}: a consumer holds 1 or 2 slots")
     if p["STAGES"] < 2:
@@ -123,6 +132,8 @@ SPEC = KernelSpec(
         Param("STAGES", 4, (2, 3, 4, 5, 6), "slots in the TMA ring (BK = 64 each)"),
         Param("HELD", 1, (1, 2), "slots a consumer holds: 1 waits for its wgmmas before handing a slot back, "
                                  "2 hands back the previous one"),
+        Param("SCHEDULE", COOPERATIVE, (COOPERATIVE, PINGPONG), "1: the two consumers split each tile; 2 (ping-pong): "
+                                     "they take alternate tiles, so one's epilogue overlaps the other's main loop"),
         Param("GROUP_M", 8, (1, 4, 8, 16), "tile rows per group of the persistent tile order"),
         Param("A_TYPE", 2, tuple(mma_sync.INPUT_TYPES.values()),
               "input type of A and B: 1 fp16, 2 bf16, 3 tf32 (set from the dtype and precision)"),
@@ -130,7 +141,7 @@ SPEC = KernelSpec(
     ),
     constraints=_constraints,
     geometry=_geometry,
-    outputs_per_thread=lambda p: (p["BM"] // 128) * p["BN"] // 2,
+    outputs_per_thread=lambda p: (consumer_rows(p) // 64) * p["BN"] // 2,
     traffic_model=_traffic,
     min_cc=(9, 0),
     targets=("sm_90a",),

@@ -1,0 +1,30 @@
+"""The tensor-core rungs under compute-sanitizer, on odd shapes: wgmma in both schedules and with the
+full epilogue, TF32 on wgmma and mma_sync, and a shape where every block walks several tiles.
+
+    for t in memcheck racecheck; do compute-sanitizer --tool $t python3 scripts/sanitize_tensor.py; done
+"""
+
+import torch
+
+import gemmlab
+
+for dt in (torch.bfloat16, torch.float16):
+    for m, n, k in ((67, 48, 40), (129, 136, 24), (300, 264, 72)):
+        a = torch.randn(m, k, device="cuda").to(dt)
+        b = torch.randn(k, n, device="cuda").to(dt)
+        c = torch.randn(m, n, device="cuda").to(dt)
+        r = torch.randn(m, n, device="cuda").to(dt)
+        bias = torch.randn(n, device="cuda")
+        for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=256, BN=128, STAGES=3)):
+            gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="gelu_tanh", residual=r,
+                           kernel="wgmma", **p)
+a = torch.randn(129, 72, device="cuda")
+b = torch.randn(72, 136, device="cuda")
+gemmlab.matmul(a, b, precision="tf32", kernel="wgmma")
+gemmlab.matmul(a, b, precision="tf32", kernel="mma_sync")
+big = torch.randn(700, 520, device="cuda").bfloat16()
+bb = torch.randn(520, 1096, device="cuda").bfloat16()
+gemmlab.matmul(big, bb, kernel="wgmma", SCHEDULE=2, BN=128, STAGES=4, HELD=2)  # several tiles per block
+gemmlab.matmul(big, bb, kernel="wgmma")
+torch.cuda.synchronize()
+print("sanitizer payload done")
