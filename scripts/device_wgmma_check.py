@@ -74,7 +74,7 @@ def correctness(torch, gemmlab, variants) -> list[str]:
     return failures
 
 
-def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False) -> list[dict]:
+def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False) -> list[dict]:
     import cupy as cp
 
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
@@ -89,18 +89,24 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False) -> list[dict
         flops = 2.0 * m * n * k
         n = "x".join(map(str, shape)) if len(set(shape)) > 1 else m
         cands = [("cublas", lambda: torch.matmul(a, b, out=out))]
-        cands.append(("mma_sync", lambda: gemmlab.matmul(a, b, out, kernel="mma_sync")))
-        for params in [{}] + variants:
+        if suite:  # the shape suite: cuBLAS against kernel="auto" only
+            cands.append(("gemmlab auto", lambda: gemmlab.matmul(a, b, out)))
+            variants_here, fused_here = [], False
+        else:
+            cands.append(("mma_sync", lambda: gemmlab.matmul(a, b, out, kernel="mma_sync")))
+            variants_here, fused_here = [{}] + variants, True
+        for params in variants_here:
             label = "wgmma" + ("" if not params else " " + ",".join(f"{k}={v}" for k, v in params.items()))
             cands.append((label, lambda p=params: gemmlab.matmul(a, b, out, kernel="wgmma", **p)))
         # Fused GEMM + bias + GELU(tanh), BF16 out: torch eager (three kernels) against one gemmlab launch.
-        bias = torch.randn(n if isinstance(n, int) else shape[1], device="cuda").bfloat16()
+        bias = torch.randn(shape[1], device="cuda").bfloat16()
         bias32 = bias.float()
-        cands.append(("torch eager mm+bias+gelu", lambda: torch.nn.functional.gelu(torch.matmul(a, b) + bias,
-                                                                                   approximate="tanh")))
-        cands.append(("gemmlab fused mm+bias+gelu", lambda: gemmlab.matmul(a, b, out, bias=bias32,
-                                                                           activation="gelu_tanh")))
-        for params in variants:
+        if fused_here:
+            cands.append(("torch eager mm+bias+gelu", lambda: torch.nn.functional.gelu(torch.matmul(a, b) + bias,
+                                                                                       approximate="tanh")))
+            cands.append(("gemmlab fused mm+bias+gelu", lambda: gemmlab.matmul(a, b, out, bias=bias32,
+                                                                               activation="gelu_tanh")))
+        for params in variants if fused_here else []:
             label = "wgmma fused " + ",".join(f"{k}={v}" for k, v in params.items())
             cands.append((label, lambda p=params: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
                                                                  kernel="wgmma", **p)))
@@ -147,6 +153,7 @@ def main() -> int:
     ap.add_argument("--variants", default="")
     ap.add_argument("--no-correctness", action="store_true")
     ap.add_argument("--tf32", action="store_true", help="time precision='tf32' against cuBLAS TF32 instead")
+    ap.add_argument("--suite", action="store_true", help="cuBLAS against kernel='auto' only, and the geometric mean")
     ap.add_argument("--budget-ms", type=float, default=300.0)
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -167,7 +174,13 @@ def main() -> int:
         for f in result["failures"][:30]:
             print("  FAIL", f)
     shapes = [tuple(int(x) for x in s.split("x")) if "x" in s else (int(s),) * 3 for s in args.sizes.split(",") if s]
-    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32)
+    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32, args.suite)
+    ratios = [r["ratio"] for r in result["timings"] if r.get("ratio") and r["kernel"] != "cublas"]
+    if args.suite and ratios:
+        import math
+
+        result["geomean"] = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        print(f"geometric mean over {len(ratios)} shapes: {result['geomean']:.3f} x cuBLAS")
     (OUT / "wgmma.json").write_text(json.dumps(result, indent=1))
     print("\n| N | kernel | TFLOP/s | x cuBLAS |\n|---|---|---|---|")
     for r in result["timings"]:
