@@ -19,11 +19,11 @@ ARCHS = ["sm_80", "sm_86", "sm_89", "sm_90"]
 
 
 def _param_sets(spec):
-    """The defaults and three samples spread over the search space (element-type parameters stay at their
+    """The defaults and two samples spread over the search space (element-type parameters stay at their
     defaults: tests/test_tensor_cores.py and tests/test_wgmma.py compile every type combination)."""
     types = spec.extra.get("type_params", ())
     space = [p for p in spec.search_space() if all(p[t] == spec.defaults[t] for t in types)]
-    step = max(1, len(space) // 3)
+    step = max(1, len(space) // 2)
     sets = [spec.defaults] + space[::step]
     unique = []
     for p in sets:

@@ -33,9 +33,13 @@ def _cuobjdump() -> str | None:
         return None
 
 
+# Every type combination on sm_90; on sm_80 one output type per input type (the main loop is what
+# differs between architectures, and compiling is most of this file's CI time).
+COMPILE_CASES = [("sm_90", t) for t in TYPE_SETS] + [("sm_80", t) for t in TYPE_SETS if t["C_TYPE"] == 1]
+
+
 @needs_nvrtc
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("types", TYPE_SETS, ids=lambda t: f"a{t['A_TYPE']}c{t['C_TYPE']}")
+@pytest.mark.parametrize("arch,types", COMPILE_CASES, ids=lambda v: v if isinstance(v, str) else f"a{v['A_TYPE']}c{v['C_TYPE']}")
 def test_compiles_without_local_memory(arch, types):
     mod = compile_spec(SPEC, types, arch)
     r = mod.resources[SPEC.name_expression(SPEC.validate(types))]

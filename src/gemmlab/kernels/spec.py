@@ -81,6 +81,9 @@ def gemm_flops(m: int, n: int, k: int) -> int:
     return 2 * m * n * k
 
 
+_SEARCH_SPACES: dict[int, tuple] = {}  # id(spec) -> (spec, its search space)
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     name: str
@@ -156,11 +159,16 @@ class KernelSpec:
         return merged
 
     def search_space(self) -> list[dict[str, int]]:
-        """Every combination of the declared choices that passes validate(): what a tuner may try."""
-        out: list[dict[str, int]] = [{}]
-        for p in self.params:
-            out = [dict(d, **{p.name: v}) for d in out for v in p.choices]
-        return [d for d in out if not self.constraints(d)]
+        """Every combination of the declared choices that passes validate(): what a tuner may try.
+        Computed once per spec (the largest spaces take seconds to enumerate); callers get copies."""
+        cached = _SEARCH_SPACES.get(id(self))
+        if cached is None or cached[0] is not self:
+            out: list[dict[str, int]] = [{}]
+            for p in self.params:
+                out = [dict(d, **{p.name: v}) for d in out for v in p.choices]
+            cached = (self, [d for d in out if not self.constraints(d)])
+            _SEARCH_SPACES[id(self)] = cached
+        return [dict(d) for d in cached[1]]
 
     def target_arch(self, arch: str) -> str | None:
         """The architecture to compile for on a device of `arch` ("sm_90"), or None where the rung cannot run."""
