@@ -74,7 +74,11 @@ def correctness(torch, gemmlab, variants) -> list[str]:
     return failures
 
 
-def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False) -> list[dict]:
+def n_of(shape):
+    return shape[1]
+
+
+def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False, bt=False) -> list[dict]:
     import cupy as cp
 
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
@@ -84,7 +88,8 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False)
     for shape in sizes:
         m, n, k = shape
         a = torch.randn(m, k, device="cuda").bfloat16()
-        b = torch.randn(k, n, device="cuda").bfloat16()
+        # --bt: B is the transpose of an N x K weight (column-major K x N), as in x @ w.t()
+        b = torch.randn(n_of(shape), k, device="cuda").bfloat16().t() if bt else torch.randn(k, shape[1], device="cuda").bfloat16()
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         flops = 2.0 * m * n * k
         n = "x".join(map(str, shape)) if len(set(shape)) > 1 else m
@@ -111,7 +116,8 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False)
             cands.append((label, lambda p=params: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
                                                                  kernel="wgmma", **p)))
         if tf32:  # fp32 inputs: cuBLAS with TF32 allowed (only here) against gemmlab precision="tf32"
-            a32, b32 = a.float(), b.float()
+            a32 = a.float()
+            b32 = b.t().float().t() if bt else b.float()  # keep B's layout
             out32 = torch.empty(m, n, device="cuda")
 
             def cublas_tf32():
@@ -154,6 +160,7 @@ def main() -> int:
     ap.add_argument("--no-correctness", action="store_true")
     ap.add_argument("--tf32", action="store_true", help="time precision='tf32' against cuBLAS TF32 instead")
     ap.add_argument("--suite", action="store_true", help="cuBLAS against kernel='auto' only, and the geometric mean")
+    ap.add_argument("--bt", action="store_true", help="B given as the transpose of an N x K matrix (x @ w.t())")
     ap.add_argument("--budget-ms", type=float, default=300.0)
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -174,7 +181,7 @@ def main() -> int:
         for f in result["failures"][:30]:
             print("  FAIL", f)
     shapes = [tuple(int(x) for x in s.split("x")) if "x" in s else (int(s),) * 3 for s in args.sizes.split(",") if s]
-    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32, args.suite)
+    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32, args.suite, args.bt)
     ratios = [r["ratio"] for r in result["timings"] if r.get("ratio") and r["kernel"] != "cublas"]
     if args.suite and ratios:
         import math

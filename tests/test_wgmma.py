@@ -28,7 +28,8 @@ def test_targets_only_sm_90a():
 
 @needs_nvrtc
 @pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128, STAGES=3), dict(BM=128, BN=128, STAGES=6), dict(A_TYPE=1, C_TYPE=3),
-                                    dict(A_TYPE=3), dict(A_TYPE=3, BN=128, C_TYPE=3), dict(BN=128, SCHEDULE=2, STAGES=5)],
+                                    dict(A_TYPE=3, B_LAYOUT=2), dict(A_TYPE=3, BN=128, C_TYPE=3, B_LAYOUT=2),
+                                    dict(BN=128, SCHEDULE=2, STAGES=5), dict(B_LAYOUT=2)],
                          ids=str)
 def test_compiles_without_local_memory(params):
     p = SPEC.validate(params)
@@ -39,19 +40,19 @@ def test_compiles_without_local_memory(params):
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("a_type,mnemonic", [(1, "HGMMA.64x256x16.F32 "), (2, "HGMMA.64x256x16.F32.BF16"),
-                                             (3, "HGMMA.64x256x8.F32.TF32")])
-def test_sass_has_hgmma_and_tma(a_type, mnemonic):
+@pytest.mark.parametrize("a_type,b_layout,mnemonic", [(1, 1, "HGMMA.64x256x16.F32 "), (2, 1, "HGMMA.64x256x16.F32.BF16"),
+                                                      (2, 2, "HGMMA.64x256x16.F32.BF16"), (3, 2, "HGMMA.64x256x8.F32.TF32")])
+def test_sass_has_hgmma_and_tma(a_type, b_layout, mnemonic):
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump not found")
-    mod = compile_spec(SPEC, dict(A_TYPE=a_type), "sm_90")
+    mod = compile_spec(SPEC, dict(A_TYPE=a_type, B_LAYOUT=b_layout), "sm_90")
     env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True,
                           env=env).stdout
     assert mnemonic in sass
-    # fp16 / bf16 read B N-major (row-major K x N); tf32 reads it K-major (B^T), no transpose bit
-    assert ("tnspB" in sass) == (a_type != 3)
+    # B row-major (K x N) is read N-major, with the transpose bit; B^T given (or tf32) K-major, without
+    assert ("tnspB" in sass) == (b_layout == 1)
     for op in ("UTMALDG.2D", "SYNCS.PHASECHK", "USETMAXREG"):  # TMA loads, mbarrier waits, setmaxnreg
         assert op in sass, op
     assert "HMMA" not in sass and "LDSM" not in sass  # no mma.sync / ldmatrix path left in it
@@ -60,7 +61,7 @@ def test_sass_has_hgmma_and_tma(a_type, mnemonic):
 @pytest.mark.parametrize("params,match", [
     (dict(BM=64), "BM = 64"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
     (dict(STAGES=5), "shared memory"), (dict(SCHEDULE=2), "in ping-pong needs 256 accumulators"),
-    (dict(SCHEDULE=3), "SCHEDULE = 3"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
+    (dict(SCHEDULE=3), "SCHEDULE = 3"), (dict(A_TYPE=3), "B_LAYOUT must be 2"), (dict(B_LAYOUT=3), "B_LAYOUT = 3"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
 ])
 def test_spec_names_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):
@@ -86,6 +87,8 @@ def test_operand_problems_name_the_operand():
 
     with pytest.raises(ValueError, match="B's rows are 100"):
         wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 64, 100, 64, SPEC.defaults)
+    with pytest.raises(ValueError, match="B_LAYOUT = 1 reads it row-major"):
+        wgmma.host_args(view(0x1000, 64), view(0x2000, 64), 64, 100, 64, SPEC.defaults, b_transposed=True)
     (ta, tb), keep = wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 0, 100, 64, SPEC.defaults)
     assert keep is None and bytes(ta.tobytes()) == bytes(128)  # empty problem: no map is encoded
 
@@ -112,7 +115,7 @@ def test_fused_activation_defaults_to_ping_pong():
     assert plain.params["SCHEDULE"] == wgmma.COOPERATIVE and plain.params["BN"] == 256
     assert fused.params["SCHEDULE"] == wgmma.PINGPONG and fused.params["BN"] == 128
     assert "for a fused activation SCHEDULE=2" in fused.params_detail
-    SPEC.validate({**SPEC.extra["fused_defaults"], "A_TYPE": 3})  # also a valid tf32 tiling
+    SPEC.validate({**SPEC.extra["fused_defaults"], "A_TYPE": 3, "B_LAYOUT": 2})  # also a valid tf32 tiling
 
 
 def test_fused_defaults_never_mix_with_given_parameters():

@@ -171,3 +171,27 @@ def test_repeat_calls_reuse_the_launch_and_stay_right(rng):
     a32, b32, c32 = a.float(), b.float(), torch.zeros(256, 192, device="cuda")
     gemmlab.matmul(a32, b32, c32, precision="tf32")  # B transposed into a temporary: no plan
     assert len(api._tensor_plans) == 2
+
+
+@pytest.mark.parametrize("precision", [None, "tf32"])
+@pytest.mark.parametrize("mnk", [(129, 264, 72), (300, 8, 4104), (2100, 2056, 200)], ids=lambda t: "x".join(map(str, t)))
+def test_transposed_b_is_read_in_place(precision, mnk, rng):
+    """B given as the transpose of an N x K weight (column-major K x N): read K-major where it lies (no copy,
+    so a repeat call gets a plan), for bf16 and tf32; mma_sync takes the same B through a copy."""
+    torch = pytest.importorskip("torch")
+    from gemmlab import api
+
+    m, n, k = mnk
+    dt = torch.float32 if precision == "tf32" else torch.bfloat16
+    x = torch.randn(m, k, device="cuda").to(dt)
+    w = torch.randn(n, k, device="cuda").to(dt)  # nn.Linear's weight layout
+    ref = x.double() @ w.double().t()
+    tol = 1e-3 if precision else TOL
+    api._tensor_plans.clear()
+    c = torch.empty(m, n, device="cuda", dtype=torch.float32)
+    gemmlab.matmul(x, w.t(), c, kernel="wgmma", precision=precision)
+    assert ((c.double() - ref).norm() / ref.norm()).item() <= tol
+    assert len(api._tensor_plans) == 1  # in place: nothing was staged
+    if precision is None:
+        out = gemmlab.matmul(x, w.t(), kernel="mma_sync", out_dtype="float32")
+        assert ((out.double() - ref).norm() / ref.norm()).item() <= tol

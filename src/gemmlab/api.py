@@ -208,13 +208,30 @@ def _element(dtype: str, precision: str) -> str:
     return precision if precision in REDUCED_PRECISIONS else dtype
 
 
-def _type_params(spec: KernelSpec, element: str, out_label: str) -> dict[str, int]:
-    """A_TYPE / C_TYPE for rungs whose element types are template parameters (extra["type_params"])."""
-    if not spec.extra.get("type_params"):
+def _type_params(spec: KernelSpec, element: str, out_label: str, b_transposed: bool = False) -> dict[str, int]:
+    """A_TYPE / C_TYPE (and B_LAYOUT where the rung has it) for rungs whose element types and operand
+    layout are template parameters (extra["type_params"]). B_LAYOUT 2: B read K-major, because it is
+    given transposed (column-major) or the element type (tf32) needs it."""
+    names = spec.extra.get("type_params")
+    if not names:
         return {}
     from .kernels.rungs import mma_sync as tc
 
-    return {"A_TYPE": tc.INPUT_TYPES[element], "C_TYPE": tc.C_TYPES[out_label]}
+    out = {"A_TYPE": tc.INPUT_TYPES[element], "C_TYPE": tc.C_TYPES[out_label]}
+    if "B_LAYOUT" in names:
+        out["B_LAYOUT"] = 2 if (b_transposed or element == "tf32") else 1
+    return out
+
+
+def _transposed_view(db):
+    """A row-major view of B^T, in place, when B (K x N) is column-major (e.g. a transposed N x K weight);
+    None otherwise."""
+    if db.ndim != 2 or db.shape[0] <= 1 or db.shape[1] <= 1:
+        return None
+    s0, s1 = db.strides
+    if s0 != db.itemsize or s1 < db.shape[0] * db.itemsize or s1 % db.itemsize:
+        return None
+    return arrays.row_major(db.T)
 
 
 _validated: dict[tuple, dict[str, int]] = {}
@@ -861,9 +878,10 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
         raise TypeError(f"C is {dts['C']} but the output dtype is {out_label} (out_dtype); pass C of the output dtype")
     if kernel == AUTO and params:
         raise ValueError(f"parameters {sorted(params)} need a named kernel, not kernel='auto'")
-    for name in tc.TYPE_PARAMS:
+    for name in (*tc.TYPE_PARAMS, "B_LAYOUT"):
         if name in params:
-            raise ValueError(f"parameter {name} is set from the arrays' dtypes, precision and out_dtype; do not pass it")
+            raise ValueError(f"parameter {name} is set from the arrays' dtypes, layout, precision and out_dtype; "
+                             "do not pass it")
     spec = None if kernel == AUTO else registry.get(kernel)
     if spec is not None and not registry.takes(spec, in_label, precision):
         if precision == NATIVE_PRECISION[in_label]:
@@ -875,23 +893,31 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v > INT32_MAX:
             raise ValueError(f"{name} = {v} exceeds the kernels' 32-bit index range")
-    types = {"A_TYPE": tc.INPUT_TYPES[element], "C_TYPE": tc.C_TYPES[out_label]}
     if spec is not None:  # parameter errors before any GPU is needed
-        validated_params(spec, {**resolve_params(spec, m, n, k, None, element=element, given=params)[0], **types})
+        validated_params(spec, {**resolve_params(spec, m, n, k, None, element=element, given=params)[0],
+                                **_type_params(spec, element, out_label)})
     _check_epilogue(bias, activation, residual, m, n, out_label)
 
     cp = device.require_cupy()
     with _device_of(a, kinds[0], cp):
         dev = cp.cuda.Device().id
         info = device.device_info(dev)
-        va, vb = arrays.row_major(_bits16(a, kinds[0], cp)), arrays.row_major(_bits16(b, kinds[1], cp))
-        for name, x in (("A", va.array), ("B", vb.array)):
+        va, db = arrays.row_major(_bits16(a, kinds[0], cp)), _bits16(b, kinds[1], cp)
+        for name, x in (("A", va.array), ("B", db)):
             if x.device.id != dev:
                 raise ValueError(f"{name} is on device {x.device.id}, the kernel runs on device {dev}; move them to one device")
+        # A column-major B (a transposed N x K weight) is read in place, K-major, by rungs that take B_LAYOUT;
+        # the others get a row-major copy.
+        vbt = _transposed_view(db)
+        vb = vbt if vbt is not None else arrays.row_major(db)
         if spec is None:  # the operands are known now: rungs with operand rules (extra["operand_problems"]) are checked
             spec = choose_kernel(in_label, info.compute_capability, precision,
                                  epilogue=_wants_epilogue(bias, activation, residual),
                                  operands=(int(va.array.data.ptr), va.ld, int(vb.array.data.ptr), vb.ld))
+        b_transposed = vbt is not None and "B_LAYOUT" in spec.extra.get("type_params", ())
+        if vbt is not None and not b_transposed:
+            vb = arrays.row_major(db)
+        types = _type_params(spec, element, out_label, b_transposed)
         chosen = resolve_params(spec, m, n, k, info, element=element, given=params,
                                 fused=activation not in (None, "none"))[0]
         chosen.update(types)
@@ -931,7 +957,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
             grid = geo.grid
             keep = None  # a temporary the extra arguments point into, alive until the launch is queued
             if spec.extra.get("host_args") is not None:  # e.g. TMA tensor maps, passed by value
-                more, keep = spec.extra["host_args"](va, vb, m, n, k, p)
+                more, keep = spec.extra["host_args"](va, vb, m, n, k, p, b_transposed)
                 args += more
             if spec.extra.get("persistent"):  # blocks walk the tiles: at most one resident block per SM
                 grid = (min(grid[0], info.sm_count), 1, 1)

@@ -119,30 +119,30 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[R]) {
     WG_ACC8((i) + 40), WG_ACC8((i) + 48), WG_ACC8((i) + 56)
 
 // One k step of D (64 x N, fp32, N / 2 registers per thread) += A (64 x k, K-major, from desc_a) * B (k x N).
-// fp16 / bf16 (k = 16): B N-major (row-major K x N); immediates scale-d 1, scale-a 1, scale-b 1,
-// transpose-a 0, transpose-b 1. tf32 (k = 8): both operands must be K-major (B given as N x K), and the
+// fp16 / bf16 (k = 16): immediates scale-d 1, scale-a 1, scale-b 1, transpose-a 0, transpose-b TRANS_B
+// (1: B N-major, row-major K x N; 0: B K-major, given as B^T). tf32 (k = 8): both operands must be K-major (B given as N x K), and the
 // instruction has no transpose immediates; the tensor cores use the top 19 bits of each fp32 input.
-template <int N, int A_TYPE>
+template <int N, int A_TYPE, int TRANS_B>
 __device__ __forceinline__ void wgmma_step(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
     static_assert(N == 128 || N == 256, "wgmma tiles of N = 128 or 256 columns");
     if constexpr (N == 256) {
         if constexpr (A_TYPE == 1) {
-            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, 1;\n"
-                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, %130;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
         } else if constexpr (A_TYPE == 2) {
-            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, 1;\n"
-                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, %130;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
         } else {
             asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" WG_REGS128 "}, %128, %129, 1, 1, 1;\n"
                          : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
         }
     } else {
         if constexpr (A_TYPE == 1) {
-            asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, 1;\n"
-                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, %66;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
         } else if constexpr (A_TYPE == 2) {
-            asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, 1;\n"
-                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, %66;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
         } else {
             asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" WG_REGS64 "}, %64, %65, 1, 1, 1;\n"
                          : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
@@ -192,10 +192,11 @@ __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sy
 // ring; HELD: slots a consumer holds (1: wait for this slot's own wgmmas, then release it; 2: release the
 // previous slot once this one's wgmmas are issued, which keeps the tensor cores queued but holds two
 // slots per consumer); SCHEDULE: 1 cooperative, 2 ping-pong (see the header); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage); C_TYPE: 1 fp32, 2 fp16,
-// 3 bf16. Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of
-// BK rows x 64 columns, or for tf32 over B^T (N x K) in boxes of BN rows x BK. A and B pointers are unused
+// 3 bf16; B_LAYOUT: 1 B row-major (K x N, read N-major), 2 B^T given (N x K, read K-major; tf32 needs it).
+// Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of BK rows
+// x 64 columns, or with B_LAYOUT 2 over B^T (N x K) in boxes of BN rows x BK. A and B pointers are unused
 // by the main loop (the maps carry them) and kept for the common argument list.
-template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE>
+template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT>
 __global__ void __launch_bounds__(384, 1)
 wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda, const void* __restrict__ B,
            int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,
@@ -205,7 +206,9 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
     constexpr int ELEM = A_TYPE == 3 ? 4 : 2;    // bytes per input element (tf32 travels as fp32)
     constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16 or 32 tf32
     constexpr int KSTEP = 32 / ELEM;             // k per wgmma: 16 (fp16/bf16) or 8 (tf32), 32 bytes either way
-    constexpr bool B_KMAJOR = A_TYPE == 3;       // tf32 reads B as N x K (the host transposes row-major B)
+    constexpr bool B_KMAJOR = B_LAYOUT == 2;     // B given as B^T (N x K): read K-major (tf32 must)
+    static_assert(B_LAYOUT == 1 || B_LAYOUT == 2, "B_LAYOUT: 1 row-major K x N, 2 K-major (B^T given, N x K)");
+    static_assert(A_TYPE != 3 || B_KMAJOR, "tf32 wgmma reads B K-major only (B_LAYOUT 2)");
     constexpr int CONSUMERS = 2;
     constexpr bool PINGPONG = SCHEDULE == 2;     // 1: cooperative, 2: ping-pong
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
@@ -327,7 +330,7 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
                         // A: rows of 128 bytes, 8-row groups 1024 bytes apart; one k step further is 32 bytes
                         // (the swizzle is applied by the hardware on the final address).
                         const unsigned long long desc_a = smem_desc(a_tile + mt * 64 * 128 + kk * 32, 16, 1024);
-                        wgmma_step<BN, A_TYPE>(acc[mt], desc_a, desc_b);
+                        wgmma_step<BN, A_TYPE, B_KMAJOR ? 0 : 1>(acc[mt], desc_a, desc_b);
                     }
                 }
                 wgmma_commit();

@@ -18,6 +18,7 @@ ALIGN_SLACK = 1024      # the kernel rounds the dynamic shared-memory base up to
 
 
 COOPERATIVE, PINGPONG = 1, 2  # SCHEDULE values
+B_ROW_MAJOR, B_KMAJOR = 1, 2   # B_LAYOUT values: B as given (K x N row-major) or B^T given (N x K)
 EPI_PITCH = 40          # fp32 per staged row of the epilogue (32 columns + 8 of padding)
 
 
@@ -39,6 +40,10 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"BM = {bm}: two consumer warpgroups of 64 or 128 rows, so BM is 128 or 256")
     if bn not in (128, 256):
         errs.append(f"BN = {bn}: the wgmma tiles used are 128 or 256 columns wide")
+    if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
+        errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major) or 2 (B^T given, read K-major)")
+    elif p["A_TYPE"] == mma_sync.TF32 and p["B_LAYOUT"] != B_KMAJOR:
+        errs.append("A_TYPE = 3 (tf32) reads B K-major only: B_LAYOUT must be 2")
     if p["SCHEDULE"] not in (COOPERATIVE, PINGPONG):
         errs.append(f"SCHEDULE = {p['SCHEDULE']}: 1 (consumers split each tile) or 2 (ping-pong: they alternate tiles)")
     elif not errs and (consumer_rows(p) // 64) * (bn // 2) > 128:
@@ -85,35 +90,37 @@ def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int
     return errs
 
 
-def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int]) -> tuple[tuple, object]:
+def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: bool = False) -> tuple[tuple, object]:
     """(the two tensor maps in the kernel's argument order, an array to keep alive until the launch).
 
-    va, vb: row-major views of A (M x K) and B (K x N) with `.array` (CuPy) and `.ld`. fp16 / bf16: A in
-    boxes of BM x 64, B in boxes of 64 x 64. tf32: wgmma reads B K-major only, so B is first copied to
-    B^T (N x K, contiguous; a bandwidth-bound transpose, counted in the call's time), in boxes of BN x 32.
+    va: row-major view of A (M x K) with `.array` (CuPy) and `.ld`. vb: row-major view of B (K x N), or of
+    B^T (N x K) when `b_transposed` (B given column-major, e.g. a transposed N x K weight): then B_LAYOUT
+    is 2 and B is read K-major in place. fp16 / bf16 with row-major B: B in boxes of 64 x 64, read
+    N-major. tf32 needs K-major B: row-major B is first copied to B^T (a bandwidth-bound transpose,
+    counted in the call's time).
     """
     from ...runtime import tma
 
     zero = tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))
     if m == 0 or n == 0 or k == 0:  # nothing is read: the kernel only runs the epilogue (or nothing)
         return (zero, zero), None
-    tf32 = p["A_TYPE"] == mma_sync.TF32
-    eb = 4 if tf32 else 2
-    a_ptr, b_ptr = int(va.array.data.ptr), int(vb.array.data.ptr)
+    eb = 4 if p["A_TYPE"] == mma_sync.TF32 else 2
+    a_ptr, b_ptr, ldb = int(va.array.data.ptr), int(vb.array.data.ptr), vb.ld
     keep = None
-    if tf32:
+    kmajor = p["B_LAYOUT"] == B_KMAJOR
+    if kmajor and not b_transposed:  # tf32 on row-major B
         import cupy
 
         keep = cupy.ascontiguousarray(vb.array.T)  # N x K
         b_ptr, ldb = int(keep.data.ptr), k
-    else:
-        ldb = vb.ld
+    elif b_transposed and not kmajor:
+        raise ValueError("B is given transposed (column-major) but B_LAYOUT = 1 reads it row-major")
     errs = operand_problems(a_ptr, va.ld, b_ptr, ldb, eb)
     if errs:
         raise ValueError("wgmma reads A and B by TMA: " + "; ".join(errs) + " (use kernel='mma_sync' or 'auto')")
     bk = 128 // eb
     ta = tma.encode_2d(a_ptr, eb, m, k, va.ld, p["BM"], bk, swizzle=128)
-    if tf32:
+    if kmajor:
         tb = tma.encode_2d(b_ptr, eb, n, k, ldb, p["BN"], bk, swizzle=128)
     else:
         tb = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 64, swizzle=128)
@@ -138,6 +145,8 @@ SPEC = KernelSpec(
         Param("A_TYPE", 2, tuple(mma_sync.INPUT_TYPES.values()),
               "input type of A and B: 1 fp16, 2 bf16, 3 tf32 (set from the dtype and precision)"),
         Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (set from out_dtype)"),
+        Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
+              "1: B row-major (K x N); 2: B^T given (N x K, read K-major; tf32 always); set from the arrays"),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -151,6 +160,6 @@ SPEC = KernelSpec(
     # main loop: GEMM + bias + GELU in BF16 ran 8-32% faster in ping-pong than in the cooperative default
     # on four shapes in two runs (docs/performance.md).
     extra={"fused_defaults": {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2},
-           "type_params": mma_sync.TYPE_PARAMS, "epilogue": True, "element_bytes": 2, "persistent": True,
+           "type_params": (*mma_sync.TYPE_PARAMS, "B_LAYOUT"), "epilogue": True, "element_bytes": 2, "persistent": True,
            "host_args": host_args, "operand_problems": operand_problems},
 )
