@@ -13,17 +13,18 @@
 //   accumulators per thread. Cooperative (SCHEDULE 1): the consumers split each tile, BM / 2 rows each.
 //   Ping-pong (SCHEDULE 2): they take alternate tiles; the producer fills the ring in tile order, so the
 //   second consumer's main loop starts as the first one's ends and runs while the first one writes its
-//   epilogue: the tensor cores are not left idle during epilogues. Slots are handed over with two mbarriers each: `full`
-//   (the producer's copy has landed: transaction bytes) and `empty` (every consumer warp is done).
+//   epilogue (the tensor cores are not left idle during epilogues). Slots are handed over with two
+//   mbarriers each: `full` (the producer's copy has landed: transaction bytes) and `empty` (every
+//   consuming warp is done).
 // - Persistent grid: one block per SM walks tiles blockIdx.x, + gridDim.x, ... in a grouped order
 //   (GROUP_M tile rows, then the next column), so the producer loads the next tile while the consumers
 //   run the epilogue of the last one, and the tiles in flight at once share panels of A and B in L2.
-// - Operands: A is M x K row-major (K-major for wgmma); B is K x N row-major, which wgmma reads
-//   N-major ("transposed" bit set; allowed for 16-bit types). TF32 (A_TYPE 3, fp32 storage, k = 8 per
-//   wgmma) allows K-major operands only, so the host hands the kernel B^T (N x K; a transposed copy unless
-//   B already is a transposed view). Both need 16-byte aligned rows (lda, ldb
-//   multiples of 8 elements, 16-byte aligned base): TMA's rule. The spec refuses other operands and
-//   kernel="auto" falls back to rung 11.
+// - Operands: A is M x K row-major (K-major for wgmma). B_LAYOUT 1: B is K x N row-major, read N-major
+//   (the "transposed" bit; allowed for 16-bit types). B_LAYOUT 2: B^T is given (N x K; B column-major, as
+//   in x @ w.t() with an N x K weight) and read K-major in place. TF32 (A_TYPE 3, fp32 storage, k = 8 per
+//   wgmma) allows K-major operands only: B_LAYOUT 2 always, the host transposing a row-major B into a
+//   temporary. TMA needs 16-byte aligned rows (leading dimensions multiples of 16 bytes, aligned base):
+//   the spec refuses other operands and kernel="auto" falls back to rung 11.
 // - Epilogue: the accumulators are staged through shared memory 32 columns at a time and written by an
 //   out-of-line routine through epilogue.cuh (alpha, beta * C, bias, activation, residual, output cast),
 //   a warp writing 4 rows of 32 contiguous outputs per step.
