@@ -88,3 +88,23 @@ def test_candidates_are_pruned_by_the_compiler_report():
     cands = candidates(spec, "sm_90", first=[spilling, spec.defaults], limit=2)
     assert cands[0].rejected and "local memory" in cands[0].rejected
     assert cands[1].rejected is None and cands[1].resources.registers > 0
+
+
+def test_storing_a_tuned_entry_forgets_remembered_launches(tmp_path):
+    """A launch remembered for repeat calls was made with the parameters of its time: a new tuned entry
+    drops them all (the next call dispatches afresh)."""
+    import numpy as np
+
+    import gemmlab
+    from gemmlab import api
+    from gemmlab.tune.cache import TunedCache
+
+    one = np.ones((2, 2), np.float32)
+    gemmlab.matmul(one, one, kernel="cpu_naive")  # catch up with entries other tests stored
+    api._tensor_plans[("marker",)] = object()
+    api._fast_plans[("marker",)] = object()
+    gemmlab.matmul(one, one, kernel="cpu_naive")
+    assert ("marker",) in api._tensor_plans  # nothing was tuned since: plans stay
+    TunedCache.for_device("Test GPU", (9, 0), 132, root=tmp_path).store("sgemm", "square-L", {"BM": 128}, 40.0)
+    gemmlab.matmul(one, one, kernel="cpu_naive")
+    assert ("marker",) not in api._tensor_plans and ("marker",) not in api._fast_plans

@@ -16,6 +16,7 @@ from . import arrays
 from .kernels import KernelSpec, registry
 from .kernels.spec import NATIVE_PRECISION, REDUCED_PRECISIONS
 from .runtime import compiler, device, launch
+from .tune.cache import STORES as _TUNE_STORES
 
 AUTO = "auto"
 INT32_MAX = 2**31 - 1
@@ -252,6 +253,7 @@ def validated_params(spec: KernelSpec, params: Mapping[str, Any] | None) -> tupl
 
 
 _tuned: dict[str, Any] = {}
+_plans_epoch = [0]  # the tuned-entry store count the remembered launches were made under
 
 
 def tuned_cache(info: device.DeviceInfo):
@@ -387,6 +389,10 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
 
     `explain_choice` (and `gemmlab run --explain`) shows what kernel="auto" picks and why.
     """
+    if _plans_epoch[0] != _TUNE_STORES[0]:  # a tuned entry was stored: remembered launches may be stale
+        _fast_plans.clear()
+        _tensor_plans.clear()
+        _plans_epoch[0] = _TUNE_STORES[0]
     if bias is None and activation is None and residual is None and out_dtype is None and precision is None:
         plan = _fast_plans.get(_fast_key(a, b, c, kernel, params)) if type(a) is _fast_type[0] else None
         if plan is not None and plan.accepts(a, b, c, alpha, beta):

@@ -54,6 +54,10 @@ def device_key(name: str, cc: tuple[int, int], sm_count: int) -> str:
     return f"{slug}-sm{cc[0]}{cc[1]}-{sm_count}sms"
 
 
+# Entries stored in this process so far: the API forgets the launches it remembered when this moves.
+STORES = [0]
+
+
 @dataclass
 class TunedCache:
     """The tuned entries of one device."""
@@ -78,6 +82,7 @@ class TunedCache:
 
     def store(self, kernel: str, cls: str, params: dict[str, int], tflops: float, dtype: str = "float32",
               **extra: Any) -> None:
+        STORES[0] += 1  # launches remembered before this entry may have other parameters now
         self.entries[self.entry_key(kernel, dtype, cls)] = {
             "params": dict(params), "tflops": tflops, "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra,
         }
