@@ -74,10 +74,6 @@ def correctness(torch, gemmlab, variants) -> list[str]:
     return failures
 
 
-def n_of(shape):
-    return shape[1]
-
-
 def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False, bt=False) -> list[dict]:
     import cupy as cp
 
@@ -89,7 +85,7 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
         m, n, k = shape
         a = torch.randn(m, k, device="cuda").bfloat16()
         # --bt: B is the transpose of an N x K weight (column-major K x N), as in x @ w.t()
-        b = torch.randn(n_of(shape), k, device="cuda").bfloat16().t() if bt else torch.randn(k, shape[1], device="cuda").bfloat16()
+        b = torch.randn(shape[1], k, device="cuda").bfloat16().t() if bt else torch.randn(k, shape[1], device="cuda").bfloat16()
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         flops = 2.0 * m * n * k
         n = "x".join(map(str, shape)) if len(set(shape)) > 1 else m

@@ -6,39 +6,20 @@ R take the element-wise path; the repeat-call fast path stays epilogue-free.
 Error measure: ||C - ref|| / ||ref|| <= 1e-5 (strict fp32 throughout).
 """
 
-import math
 
 import numpy as np
 import pytest
 
 import gemmlab
 
+from test_tensor_gpu import ACTS, _f32, _rel
+
 pytestmark = pytest.mark.gpu
 TOL = 1e-5
-ACTS = {
-    None: lambda x: x,
-    "relu": lambda x: np.maximum(x, 0),
-    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
-    "gelu_erf": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
-    "silu": lambda x: x / (1 + np.exp(-x)),
-}
 # Shapes across sgemm's shape classes, edges that are not multiples of 4 or of the tile, and (last two)
 # problems the heuristic splits along K.
 SHAPES = [(1, 1, 1), (17, 33, 65), (133, 70, 90), (300, 7, 129), (1000, 1000, 1000), (257, 129, 31),
           (64, 64, 16384), (100, 90, 20000)]
-
-
-def _f32(shape, rng):
-    import cupy as cp
-
-    x = rng.uniform(-1, 1, shape).astype(np.float32)
-    return cp.asarray(x), x.astype(np.float64)
-
-
-def _rel(c, ref):
-    assert np.isfinite(c).all(), f"{np.count_nonzero(~np.isfinite(c))} non-finite elements"
-    den = np.linalg.norm(ref)
-    return np.linalg.norm(c - ref) / den if den else np.linalg.norm(c)
 
 
 def _bias(mode, m, n, rng):

@@ -81,24 +81,29 @@ def test_other_tiles(dtype, params, rng):
         assert _rel(_host(out), a64 @ b64) <= TOL
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("activation", list(ACTS), ids=str)
-@pytest.mark.parametrize("bias_mode", [None, "row", "col"], ids=str)
-def test_epilogues_against_numpy(dtype, activation, bias_mode, rng):
+def epilogue_case(make, m, n, k, bias_mode, activation, rng):
+    """An epilogue test's operands and the float64 reference of act(1.5 A B - 0.5 C + bias) + R:
+    (a, b, c, residual, bias, want). make(shape, rng) -> (device array, its float64 values)."""
     import cupy as cp
 
-    m, n, k = 133, 70, 90
-    a, a64 = _make(dtype, (m, k), rng)
-    b, b64 = _make(dtype, (k, n), rng)
-    c, c64 = _make(dtype, (m, n), rng)
-    res, r64 = _make(dtype, (m, n), rng)
-    bias = None
-    b_ref = 0.0
+    a, a64 = make((m, k), rng)
+    b, b64 = make((k, n), rng)
+    c, c64 = make((m, n), rng)
+    res, r64 = make((m, n), rng)
+    bias, b_ref = None, 0.0
     if bias_mode:
         vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
         bias = cp.asarray(vec.reshape(m, 1) if bias_mode == "row" else vec)
         b_ref = vec.reshape(m, 1) if bias_mode == "row" else vec.reshape(1, n)
-    want = ACTS[activation](1.5 * (a64 @ b64) - 0.5 * c64 + b_ref) + r64
+    return a, b, c, res, bias, ACTS[activation](1.5 * (a64 @ b64) - 0.5 * c64 + b_ref) + r64
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("activation", list(ACTS), ids=str)
+@pytest.mark.parametrize("bias_mode", [None, "row", "col"], ids=str)
+def test_epilogues_against_numpy(dtype, activation, bias_mode, rng):
+    a, b, c, res, bias, want = epilogue_case(lambda shape, r: _make(dtype, shape, r), 133, 70, 90, bias_mode,
+                                             activation, rng)
     out = gemmlab.matmul(a, b, c, alpha=1.5, beta=-0.5, bias=bias, activation=activation, residual=res)
     assert out is c
     assert _rel(_host(c), want) <= TOL, (dtype, activation, bias_mode)
@@ -241,19 +246,7 @@ def test_tf32_other_tiles(params, rng):
 @pytest.mark.parametrize("activation", list(ACTS), ids=str)
 @pytest.mark.parametrize("bias_mode", [None, "row", "col"], ids=str)
 def test_tf32_epilogues_against_numpy(activation, bias_mode, rng):
-    import cupy as cp
-
-    m, n, k = 133, 70, 90
-    a, a64 = _f32((m, k), rng)
-    b, b64 = _f32((k, n), rng)
-    c, c64 = _f32((m, n), rng)
-    res, r64 = _f32((m, n), rng)
-    bias, b_ref = None, 0.0
-    if bias_mode:
-        vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
-        bias = cp.asarray(vec.reshape(m, 1) if bias_mode == "row" else vec)
-        b_ref = vec.reshape(m, 1) if bias_mode == "row" else vec.reshape(1, n)
-    want = ACTS[activation](1.5 * (a64 @ b64) - 0.5 * c64 + b_ref) + r64
+    a, b, c, res, bias, want = epilogue_case(_f32, 133, 70, 90, bias_mode, activation, rng)
     out = gemmlab.matmul(a, b, c, alpha=1.5, beta=-0.5, bias=bias, activation=activation, residual=res,
                          precision="tf32")
     assert out is c

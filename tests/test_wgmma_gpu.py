@@ -8,7 +8,7 @@ import pytest
 import gemmlab
 from gemmlab.kernels import get
 
-from test_tensor_gpu import ACTS, TOL, _host, _make, _rel
+from test_tensor_gpu import ACTS, TOL, _host, _make, _rel, epilogue_case
 
 pytestmark = pytest.mark.gpu
 SPEC = get("wgmma")
@@ -55,19 +55,8 @@ def test_every_tiling(params, rng):
 @pytest.mark.parametrize("activation", list(ACTS), ids=str)
 @pytest.mark.parametrize("bias_mode", [None, "row", "col"], ids=str)
 def test_epilogues_against_numpy(activation, bias_mode, rng):
-    import cupy as cp
-
-    m, n, k = 133, 72, 88
-    a, a64 = _make("bfloat16", (m, k), rng)
-    b, b64 = _make("bfloat16", (k, n), rng)
-    c, c64 = _make("bfloat16", (m, n), rng)
-    res, r64 = _make("bfloat16", (m, n), rng)
-    bias, b_ref = None, 0.0
-    if bias_mode:
-        vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
-        bias = cp.asarray(vec.reshape(m, 1) if bias_mode == "row" else vec)
-        b_ref = vec.reshape(m, 1) if bias_mode == "row" else vec.reshape(1, n)
-    want = ACTS[activation](1.5 * (a64 @ b64) - 0.5 * c64 + b_ref) + r64
+    a, b, c, res, bias, want = epilogue_case(lambda shape, r: _make("bfloat16", shape, r), 133, 72, 88, bias_mode,
+                                             activation, rng)
     out = gemmlab.matmul(a, b, c, alpha=1.5, beta=-0.5, bias=bias, activation=activation, residual=res,
                          kernel="wgmma")
     assert out is c and _rel(_host(c), want) <= TOL, (activation, bias_mode)

@@ -397,9 +397,10 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
         plan = _fast_plans.get(_fast_key(a, b, c, kernel, params)) if type(a) is _fast_type[0] else None
         if plan is not None and plan.accepts(a, b, c, alpha, beta):
             return plan.launch(a, b, c, alpha, beta, stream)
-    tkey = _tensor_key(a, b, c, bias, residual, kernel, params, activation, out_dtype, precision) if c is not None else None
-    if tkey is not None and _tensor_plans:
-        tplan = _tensor_plans.get(tkey)
+    tkey = None  # the repeat-call key, computed only where a tensor-core plan may exist or be made
+    if c is not None and _tensor_plans:
+        tkey = _tensor_key(a, b, c, bias, residual, kernel, params, activation, out_dtype, precision)
+        tplan = _tensor_plans.get(tkey) if tkey is not None else None
         if tplan is not None and _real(alpha) and _real(beta):
             return tplan.launch(c, alpha, beta, stream)
 
@@ -420,6 +421,8 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
         raise TypeError(f"A, B and C must all be host arrays or all device arrays, got {', '.join(kd for kd in kinds if kd)}")
     resolved = _resolve_precision(dts["A"], dts["B"], precision)
     if resolved != "fp32":
+        if tkey is None and c is not None:
+            tkey = _tensor_key(a, b, c, bias, residual, kernel, params, activation, out_dtype, precision)
         return _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bias, activation,
                               residual, out_dtype, params, resolved, plan_key=tkey)
     if out_dtype is not None and _dtype_label(out_dtype) != "float32":

@@ -1,0 +1,34 @@
+"""Launch one GEMM a few times so that ncu can profile one launch (run under ncu).
+
+    ncu --clock-control none -k regex:wgmma --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+        python3 scripts/ncu_once.py --kernel wgmma --dtype bfloat16 --n 4096 BN=128 STAGES=6
+    ncu --clock-control none -k regex:sgemm --launch-skip 2 --launch-count 1 --section WarpStateStats \
+        python3 scripts/ncu_once.py --kernel sgemm --dtype float32 --n 4096
+"""
+
+import argparse
+
+import cupy as cp
+
+import gemmlab
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--kernel", default="wgmma")
+ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
+ap.add_argument("--n", type=int, default=4096)
+ap.add_argument("params", nargs="*", help="the rung's parameters, NAME=VALUE")
+args = ap.parse_args()
+params = {k: int(v) for k, v in (p.split("=") for p in args.params)}
+if args.dtype == "bfloat16":  # CuPy has no bfloat16 everywhere: torch tensors
+    import torch
+
+    a = torch.randn(args.n, args.n, device="cuda").bfloat16()
+    b = torch.randn(args.n, args.n, device="cuda").bfloat16()
+    c = torch.empty(args.n, args.n, device="cuda", dtype=torch.bfloat16)
+else:
+    a = cp.random.rand(args.n, args.n, dtype=cp.float32).astype(args.dtype)
+    b = cp.random.rand(args.n, args.n, dtype=cp.float32).astype(args.dtype)
+    c = cp.empty((args.n, args.n), args.dtype)
+for _ in range(4):
+    gemmlab.matmul(a, b, c, kernel=args.kernel, **params)
+cp.cuda.Device().synchronize()
