@@ -132,13 +132,15 @@ def test_beta_zero_never_reads_c(dtype, rng):
         assert _rel(_host(c), 2 * (a64 @ b64)) <= TOL
 
 
-def test_unaligned_operands_take_the_checked_path(rng):
-    """Rows not 16-byte aligned (odd leading dimension, offset base): the element-wise loader."""
+@pytest.mark.parametrize("kernel", ["auto", "mma_sync"])
+def test_unaligned_operands(kernel, rng):
+    """Rows not 16-byte aligned (odd leading dimension, offset base): mma_sync's element-wise loader, or
+    (auto on Hopper) wgmma on row-padded copies."""
     import cupy as cp
 
     big = cp.asarray(rng.uniform(-1, 1, (300, 301)).astype(np.float16))
     a, b = big[1:130, 3:70], big[100:167, 1:91]  # lda = ldb = 301, bases off 16 bytes
-    out = gemmlab.matmul(a, b, out_dtype="float32")
+    out = gemmlab.matmul(a, b, out_dtype="float32", kernel=kernel)
     assert _rel(_host(out), a.get().astype(np.float64) @ b.get().astype(np.float64)) <= TOL
 
 
@@ -270,14 +272,15 @@ def test_tf32_beta_zero_never_reads_c_and_16_bit_outputs(rng):
     assert _rel(_host(c16), a64 @ b64) <= TOL
 
 
-def test_tf32_unaligned_operands_and_host_arrays(rng):
-    """Rows not 16-byte aligned (odd leading dimension, offset base) take the element-wise loader; numpy
-    in, numpy out."""
+@pytest.mark.parametrize("kernel", ["auto", "mma_sync"])
+def test_tf32_unaligned_operands_and_host_arrays(kernel, rng):
+    """Rows not 16-byte aligned (odd leading dimension, offset base): mma_sync's element-wise loader, or
+    wgmma on row-padded copies; numpy in, numpy out."""
     import cupy as cp
 
     big = cp.asarray(rng.uniform(-1, 1, (300, 301)).astype(np.float32))
     a, b = big[1:130, 3:70], big[100:167, 1:91]  # lda = ldb = 301, bases off 16 bytes
-    out = gemmlab.matmul(a, b, precision="tf32")
+    out = gemmlab.matmul(a, b, precision="tf32", kernel=kernel)
     assert _rel(out.get().astype(np.float64), a.get().astype(np.float64) @ b.get().astype(np.float64)) <= TF32_TOL
     ha, hb = rng.uniform(-1, 1, (70, 50)).astype(np.float32), rng.uniform(-1, 1, (50, 40)).astype(np.float32)
     hout = gemmlab.matmul(ha, hb, precision="tf32")

@@ -62,6 +62,7 @@ def test_sass_has_hgmma_and_tma(a_type, b_layout, mnemonic):
     (dict(BM=64), "BM = 64"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
     (dict(STAGES=5), "shared memory"), (dict(SCHEDULE=2), "in ping-pong needs 256 accumulators"),
     (dict(SCHEDULE=3), "SCHEDULE = 3"), (dict(A_TYPE=3), "B_LAYOUT must be 2"), (dict(B_LAYOUT=3), "B_LAYOUT = 3"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
+    (dict(CLUSTER=4), "CLUSTER = 4"),
 ])
 def test_spec_names_bad_parameters(params, match):
     with pytest.raises(ValueError, match=match):
@@ -74,6 +75,34 @@ def test_smem_and_geometry():
     g = SPEC.launch(4096, 4096, 4096, p)
     assert g.grid == (32 * 16, 1, 1) and g.block == (384, 1, 1)
     assert SPEC.launch(129, 257, 1, p).grid == (2 * 2, 1, 1)
+    # Clusters of two vertically adjacent tiles: an odd tile-row count is rounded up to whole clusters.
+    assert p["CLUSTER"] == 2 and SPEC.launch(257, 257, 1, p).grid == (4 * 2, 1, 1)
+    assert SPEC.launch(257, 257, 1, {**p, "CLUSTER": 1}).grid == (3 * 2, 1, 1)
+
+
+def test_traffic_counts_b_once_per_cluster():
+    p = SPEC.defaults
+    one, two = (SPEC.traffic_model(4096, 4096, 4096, {**p, "CLUSTER": c}) for c in (1, 2))
+    assert one.a_loads == two.a_loads == 4096 * 4096 * 16
+    assert one.b_loads == 4096 * 4096 * 32 and two.b_loads == 4096 * 4096 * 16
+
+
+def test_resident_blocks_are_whole_clusters():
+    from types import SimpleNamespace as NS
+
+    from gemmlab import api
+
+    geo = SPEC.launch(4096, 4096, 4096, SPEC.defaults)
+    asked = []
+
+    def kernel(fit):
+        return NS(max_active_clusters=lambda cl, block, smem: asked.append((cl, block, smem)) or fit)
+
+    p2, p1 = {**SPEC.defaults, "CLUSTER": 2}, {**SPEC.defaults, "CLUSTER": 1}
+    assert api._resident_blocks(SPEC, p2, kernel(60), geo, 132) == 120  # the driver's count of clusters
+    assert asked == [(2, geo.block, geo.smem)]
+    assert api._resident_blocks(SPEC, p2, kernel(None), geo, 133) == 132  # no answer: SMs in whole clusters
+    assert api._resident_blocks(SPEC, p1, kernel(None), geo, 133) == 133 and len(asked) == 2
 
 
 def test_operand_problems_name_the_operand():

@@ -17,7 +17,9 @@ SHAPES = [(1, 8, 8), (64, 128, 64), (129, 264, 72), (1000, 1000, 1000), (7, 304,
           (33, 72, 1000), (256, 512, 8), (130, 136, 4104), (2048, 2048, 2048)]
 TILINGS = [dict(BM=128, BN=256, STAGES=4), dict(BM=128, BN=128, STAGES=6), dict(BM=256, BN=128, STAGES=3),
            dict(BM=128, BN=128, STAGES=2, HELD=1), dict(BM=128, BN=256, STAGES=3, HELD=1, GROUP_M=1),
-           dict(BM=128, BN=128, STAGES=5, SCHEDULE=2), dict(BM=128, BN=128, STAGES=3, SCHEDULE=2, HELD=2)]
+           dict(BM=128, BN=128, STAGES=5, SCHEDULE=2), dict(BM=128, BN=128, STAGES=3, SCHEDULE=2, HELD=2),
+           dict(BM=128, BN=256, STAGES=4, CLUSTER=1), dict(BM=256, BN=128, STAGES=3, CLUSTER=1),
+           dict(BM=128, BN=128, STAGES=5, SCHEDULE=2, CLUSTER=1)]
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +46,8 @@ def test_shapes_against_float64(dtype, mnk, rng):
 @pytest.mark.parametrize("params", TILINGS, ids=str)
 def test_every_tiling(params, rng):
     # The last shape has more tiles than SMs for every tiling: blocks walk several tiles (and in ping-pong
-    # both consumers work, in turn).
+    # both consumers work, in turn). The last two have odd tile-row counts: in clusters of two, one block
+    # of the last cluster tiles lies below the matrix.
     for m, n, k in [(129, 264, 72), (520, 392, 712), (2100, 2056, 200)]:
         a, a64 = _make("bfloat16", (m, k), rng)
         b, b64 = _make("bfloat16", (k, n), rng)
@@ -80,13 +83,22 @@ def test_k_zero_runs_the_epilogue_only():
     assert bool((c == 1.5).all())
 
 
-def test_operands_tma_cannot_read_are_refused(rng):
+@pytest.mark.parametrize("mnk", [(64, 64, 63), (4095, 520, 333), (130, 37, 91)], ids=lambda t: "x".join(map(str, t)))
+def test_operands_tma_cannot_read_are_staged(mnk, rng):
+    """Rows of A or B that are not 16-byte aligned (K or N not a multiple of 8) are copied into padded rows
+    (TMA reads only aligned rows); for auto too, which no longer falls back to mma_sync for them."""
     import cupy as cp
 
-    a = cp.asarray(rng.uniform(-1, 1, (64, 63)).astype(np.float16))   # rows of 63 elements: 126 bytes
-    b = cp.asarray(rng.uniform(-1, 1, (63, 64)).astype(np.float16))
-    with pytest.raises(ValueError, match="A's rows are 63 elements apart"):
-        gemmlab.matmul(a, b, kernel="wgmma")
+    from gemmlab.kernels.rungs import wgmma
+
+    m, n, k = mnk
+    a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float16))
+    b = cp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float16))
+    assert wgmma.operand_problems(a.data.ptr, k, b.data.ptr, n)
+    ref = a.get().astype(np.float64) @ b.get().astype(np.float64)
+    for kernel in ("wgmma", "auto"):
+        out = gemmlab.matmul(a, b, kernel=kernel, out_dtype="float32")
+        assert _rel(_host(out), ref) <= TOL, kernel
 
 
 @pytest.mark.parametrize("mnk", [(1, 8, 8), (129, 264, 72), (1000, 1000, 1000), (300, 8, 4104), (2048, 2048, 2048)],
@@ -162,9 +174,22 @@ def test_repeat_calls_reuse_the_launch_and_stay_right(rng):
     assert len(api._tensor_plans) == 2
 
 
+def test_persistent_grid_is_whole_resident_clusters():
+    from gemmlab import api
+    from gemmlab.runtime import device
+
+    info = device.device_info()
+    for cluster in (1, 2):
+        p = SPEC.validate({"CLUSTER": cluster})
+        geo = SPEC.launch(4096, 4096, 4096, p)
+        blocks = api._resident_blocks(SPEC, p, api.prepare(SPEC, p).kernel, geo, info.sm_count)
+        assert 0 < blocks <= info.sm_count and blocks % cluster == 0, (cluster, blocks)
+
+
+@pytest.mark.parametrize("cluster", [1, 2])
 @pytest.mark.parametrize("precision", [None, "tf32"])
 @pytest.mark.parametrize("mnk", [(129, 264, 72), (300, 8, 4104), (2100, 2056, 200)], ids=lambda t: "x".join(map(str, t)))
-def test_transposed_b_is_read_in_place(precision, mnk, rng):
+def test_transposed_b_is_read_in_place(precision, mnk, cluster, rng):
     """B given as the transpose of an N x K weight (column-major K x N): read K-major where it lies (no copy,
     so a repeat call gets a plan), for bf16 and tf32; mma_sync takes the same B through a copy."""
     torch = pytest.importorskip("torch")
@@ -178,7 +203,7 @@ def test_transposed_b_is_read_in_place(precision, mnk, rng):
     tol = 1e-3 if precision else TOL
     api._tensor_plans.clear()
     c = torch.empty(m, n, device="cuda", dtype=torch.float32)
-    gemmlab.matmul(x, w.t(), c, kernel="wgmma", precision=precision)
+    gemmlab.matmul(x, w.t(), c, kernel="wgmma", precision=precision, CLUSTER=cluster)
     assert ((c.double() - ref).norm() / ref.norm()).item() <= tol
     assert len(api._tensor_plans) == 1  # in place: nothing was staged
     if precision is None:

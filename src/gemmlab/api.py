@@ -276,6 +276,17 @@ def default_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
     return resolve_params(spec, m, n, k, info, element=element)[0]
 
 
+def _resident_blocks(spec: KernelSpec, p: dict[str, int], kernel, geo, sm_count: int) -> int:
+    """Blocks of a persistent kernel (one per SM) that run at once, in whole clusters: the driver's count
+    of clusters that fit (SMs group into GPCs, and a cluster never spans two), or the SM count rounded
+    down to whole clusters where it cannot say."""
+    cluster = spec.extra["cluster"](p) if spec.extra.get("cluster") else 1
+    if cluster == 1:
+        return sm_count
+    fit = kernel.max_active_clusters(cluster, geo.block, geo.smem)
+    return cluster * (fit if fit else sm_count // cluster)
+
+
 def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo | None, *,
                    element: str = "float32", given: Mapping[str, int] | None = None,
                    sm_count: int | None = None, fused: bool = False) -> tuple[dict[str, int], str, str]:
@@ -919,6 +930,15 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
         # the others get a row-major copy.
         vbt = _transposed_view(db)
         vb = vbt if vbt is not None else arrays.row_major(db)
+        # Operands a rung's copy engine cannot read (extra["operand_problems"]: rows or base not 16-byte
+        # aligned) are copied into row-padded arrays for rungs that say so (extra["stage_operands"]): a copy
+        # of A and B costs far less than falling back to a lower rung.
+        eb = 4 if element == "tf32" else 2
+        ideal = spec or choose_kernel(in_label, info.compute_capability, precision,
+                                      epilogue=_wants_epilogue(bias, activation, residual))
+        if ideal.extra.get("stage_operands") and _operand_problems(
+                ideal, (int(va.array.data.ptr), va.ld, int(vb.array.data.ptr), vb.ld), eb):
+            va, vb = arrays.aligned_rows(va), arrays.aligned_rows(vb)
         if spec is None:  # the operands are known now: rungs with operand rules (extra["operand_problems"]) are checked
             spec = choose_kernel(in_label, info.compute_capability, precision,
                                  epilogue=_wants_epilogue(bias, activation, residual),
@@ -968,8 +988,8 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
             if spec.extra.get("host_args") is not None:  # e.g. TMA tensor maps, passed by value
                 more, keep = spec.extra["host_args"](va, vb, m, n, k, p, b_transposed)
                 args += more
-            if spec.extra.get("persistent"):  # blocks walk the tiles: at most one resident block per SM
-                grid = (min(grid[0], info.sm_count), 1, 1)
+            if spec.extra.get("persistent"):  # blocks walk the tiles: no more than can be resident at once
+                grid = (min(grid[0], _resident_blocks(spec, p, prepared.kernel, geo, info.sm_count)), 1, 1)
             prepared.kernel(grid, geo.block, args, smem=geo.smem, stream=stream)
             # Remember the launch for a repeat call on the same arrays, when every array the kernel reads
             # or writes is the caller's own memory (no staging copy that a later call would leave stale).

@@ -109,6 +109,20 @@ def row_major(x) -> RowMajorView:
     return RowMajorView(x, rows, cols, ld)
 
 
+def aligned_rows(v: RowMajorView, align: int = 16) -> RowMajorView:
+    """`v` itself when its base address and row pitch are multiples of `align` bytes; otherwise a copy whose
+    rows are padded to the next multiple (the padding is never read: the matrix keeps its column count)."""
+    item = v.array.itemsize
+    if v.rows == 0 or v.cols == 0 or (v.array.data.ptr % align == 0 and (v.ld * item) % align == 0):
+        return v
+    cp = require_cupy()
+    step = max(align // item, 1)
+    ld = -(-v.cols // step) * step
+    out = cp.empty((v.rows, ld), dtype=v.array.dtype)
+    out[:, :v.cols] = v.array[:, :v.cols]
+    return RowMajorView(out, v.rows, v.cols, ld)
+
+
 def data_span(x) -> tuple[int, int]:
     """[start, end) byte addresses a CuPy array may touch, for overlap checks."""
     if x.size == 0:

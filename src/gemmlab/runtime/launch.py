@@ -7,7 +7,9 @@ as a double, so untyped scalars are rejected here rather than silently mis-read 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ctypes
+import functools
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,6 +28,7 @@ class LoadedKernel:
     function: Any                 # cupy.RawKernel-like function object
     resources: Resources
     max_dynamic_smem: int = 0
+    _clusters: dict = field(default_factory=dict)
 
     def attributes(self) -> dict[str, int]:
         f = self.function
@@ -49,11 +52,51 @@ class LoadedKernel:
             self.function.max_dynamic_shared_size_bytes = int(nbytes)
             self.max_dynamic_smem = int(nbytes)
 
+    def max_active_clusters(self, cluster: int, block: tuple[int, int, int], smem: int) -> int | None:
+        """How many clusters of `cluster` blocks of this kernel the GPU can hold at once (the driver's
+        occupancy answer, which knows how SMs group into GPCs), or None where the driver cannot say."""
+        key = (cluster, tuple(block), smem)
+        if key not in self._clusters:
+            self.ensure_dynamic_smem(smem)
+            f = self.function  # a CuPy RawKernel (the driver handle on its .kernel) or a Function
+            handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
+            self._clusters[key] = _max_active_clusters(int(handle), cluster, block, smem) if handle else None
+        return self._clusters[key]
+
     def __call__(self, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
                  smem: int = 0, stream: Any = None) -> None:
         if smem:
             self.ensure_dynamic_smem(smem)
         self.function(grid, block, tuple(args), shared_mem=smem, stream=stream)
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+
+@functools.lru_cache(maxsize=1)
+def _occupancy_fn():
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            fn = ctypes.CDLL(name).cuOccupancyMaxActiveClusters
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_LaunchConfig)]
+        return fn
+    return None
+
+
+def _max_active_clusters(function: int, cluster: int, block: tuple[int, int, int], smem: int) -> int | None:
+    fn = _occupancy_fn()
+    if fn is None:
+        return None
+    # The kernel declares its cluster shape (__cluster_dims__), so the configuration names none.
+    cfg = _LaunchConfig((ctypes.c_uint * 3)(cluster, 1, 1), (ctypes.c_uint * 3)(*block), smem, None, None, 0)
+    out = ctypes.c_int(0)
+    rc = fn(ctypes.byref(out), ctypes.c_void_p(function), ctypes.byref(cfg))
+    return int(out.value) if rc == 0 and out.value > 0 else None
 
 
 def load(module: CompiledModule, name_expression: str) -> LoadedKernel:

@@ -24,7 +24,7 @@
 //   in x @ w.t() with an N x K weight) and read K-major in place. TF32 (A_TYPE 3, fp32 storage, k = 8 per
 //   wgmma) allows K-major operands only: B_LAYOUT 2 always, the host transposing a row-major B into a
 //   temporary. TMA needs 16-byte aligned rows (leading dimensions multiples of 16 bytes, aligned base):
-//   the spec refuses other operands and kernel="auto" falls back to rung 11.
+//   the API copies other operands into row-padded arrays first (a copy costs less than a lower rung).
 // - Epilogue: the accumulators are staged through shared memory 32 columns at a time and written by an
 //   out-of-line routine through epilogue.cuh (alpha, beta * C, bias, activation, residual, output cast),
 //   a warp writing 4 rows of 32 contiguous outputs per step.
@@ -78,6 +78,39 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, 
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
         "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(bar)
         : "memory");
+}
+
+// The same copy written to the same shared-memory offset (and signalled on the same mbarrier offset) in
+// every block of the cluster whose bit is set in `mask`: one L2 read feeds several SMs.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TensorMap* map, int inner, int outer, unsigned bar,
+                                                      unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+// Arrive on the mbarrier at the same shared-memory offset in cluster block `rank` (this block included).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(bar), "r"(rank)
+        : "memory");
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+// Every thread of every block of the cluster: what each wrote before is visible to all after.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
 // Shared-memory matrix descriptor for a 128-byte swizzled operand: start address, leading and stride
@@ -197,12 +230,11 @@ __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sy
 // Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of BK rows
 // x 64 columns, or with B_LAYOUT 2 over B^T (N x K) in boxes of BN rows x BK. A and B pointers are unused
 // by the main loop (the maps carry them) and kept for the common argument list.
-template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT>
-__global__ void __launch_bounds__(384, 1)
-wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda, const void* __restrict__ B,
-           int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,
-           const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
-           const __grid_constant__ TensorMap tmap_a, const __grid_constant__ TensorMap tmap_b) {
+template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
+__device__ __forceinline__ void
+wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
+           int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
+           const TensorMap& tmap_a, const TensorMap& tmap_b) {
     typedef typename Out<C_TYPE>::T OutT;
     constexpr int ELEM = A_TYPE == 3 ? 4 : 2;    // bytes per input element (tf32 travels as fp32)
     constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16 or 32 tf32
@@ -227,6 +259,9 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
     static_assert(HELD == 1 || HELD == 2, "HELD: 1 or 2 slots per consumer");
     static_assert(A_TYPE >= 1 && A_TYPE <= 3, "A_TYPE: 1 fp16, 2 bf16, 3 tf32");
     static_assert(C_TYPE >= 1 && C_TYPE <= 3, "C_TYPE: 1 fp32, 2 fp16, 3 bf16");
+    static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2 blocks");
+    // With a cluster, each block copies 1 / CLUSTER of the B tile and multicasts it to all blocks.
+    static_assert(B_KMAJOR ? (BN / CLUSTER) % 8 == 0 : (BN / 64) % CLUSTER == 0, "B must split evenly over the cluster");
 
     // STAGES x (A tile, B tile), then one WG_M x EPI_PITCH fp32 staging area per consumer, + 1024 bytes of
     // alignment slack.
@@ -238,21 +273,33 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
     // The 128-byte swizzle repeats every 1024 bytes; the tiles start on such a boundary.
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;
 
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+    // Clusters of CLUSTER blocks take CLUSTER vertically adjacent tiles (one cluster tile) at a time: the
+    // same columns of B, rows of A of their own. The walk is over cluster tiles; with an odd tile-row
+    // count the last cluster tiles have a block below the matrix, which computes on a repeated A and
+    // stores nothing.
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles = ctiles_m * tiles_n;
+    const int group = GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1;
     const int k_tiles = (K + BK - 1) / BK;
     const int wg = threadIdx.x / 128, tid_wg = threadIdx.x % 128;
+    const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;
+    const int cluster_id = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
 
     if (threadIdx.x == 0) {
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(smem_u32(&full_bar[s]), 1);                  // the producer's arrive (+ TMA bytes)
-            mbar_init(smem_u32(&empty_bar[s]), (PINGPONG ? 1 : CONSUMERS) * 4);  // one arrive per consuming warp
+            // one arrive per consuming warp of every block of the cluster (all of them read this slot's B)
+            mbar_init(smem_u32(&empty_bar[s]), (PINGPONG ? 1 : CONSUMERS) * 4 * CLUSTER);
         }
         mbar_init(smem_u32(&order_bar[0]), 4);  // one arrive per warp of the other consumer
         mbar_init(smem_u32(&order_bar[1]), 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    if constexpr (CLUSTER > 1)
+        cluster_sync();  // the other blocks' barriers exist before anything is copied or arrived on there
+    else
+        __syncthreads();
 
     if (wg == 0) {
         // ---------------------------------------------------------------- producer warpgroup
@@ -260,9 +307,10 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
         if (tid_wg == 0 && k_tiles > 0) {
             int s = 0;
             unsigned phase = 0;
-            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            for (int tile = cluster_id; tile < tiles; tile += clusters) {
                 int tile_row, tile_col;
-                grouped_tile_of(tile, tiles_m, tiles_n, GROUP_M, tile_row, tile_col);
+                grouped_tile_of(tile, ctiles_m, tiles_n, group, tile_row, tile_col);
+                tile_row = min(tile_row * CLUSTER + rank, tiles_m - 1);  // a block below the matrix repeats A
                 const int m0 = tile_row * BM, n0 = tile_col * BN;
                 for (int kt = 0; kt < k_tiles; ++kt) {
                     mbar_wait(smem_u32(&empty_bar[s]), phase ^ 1);  // a fresh barrier passes parity 1 at once
@@ -270,11 +318,26 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
                     mbar_arrive_expect_tx(full, STAGE_BYTES);
                     const unsigned a_dst = base + s * STAGE_BYTES, b_dst = a_dst + A_BYTES;
                     tma_load_2d(a_dst, &tmap_a, kt * BK, m0, full);
-                    if constexpr (B_KMAJOR) {
-                        tma_load_2d(b_dst, &tmap_b, kt * BK, n0, full);  // BN rows of B^T, BK k each
-                    } else {
+                    if constexpr (CLUSTER == 1) {
+                        if constexpr (B_KMAJOR) {
+                            tma_load_2d(b_dst, &tmap_b, kt * BK, n0, full);  // BN rows of B^T, BK k each
+                        } else {
 #pragma unroll
-                        for (int c = 0; c < BN / 64; ++c) tma_load_2d(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, full);
+                            for (int c = 0; c < BN / 64; ++c) tma_load_2d(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, full);
+                        }
+                    } else {
+                        // This block's share of B, to every block of the cluster (each one's `full` counts the
+                        // whole stage: its own A and all shares of B).
+                        constexpr unsigned short ALL = (1u << CLUSTER) - 1;
+                        if constexpr (B_KMAJOR) {
+                            constexpr int ROWS = BN / CLUSTER;  // rows of B^T per share (the map's box)
+                            tma_load_2d_multicast(b_dst + rank * ROWS * 128, &tmap_b, kt * BK, n0 + rank * ROWS, full, ALL);
+                        } else {
+                            constexpr int SHARE = BN / 64 / CLUSTER;
+#pragma unroll
+                            for (int c = rank * SHARE; c < (rank + 1) * SHARE; ++c)
+                                tma_load_2d_multicast(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, full, ALL);
+                        }
                     }
                     if (++s == STAGES) {
                         s = 0;
@@ -296,11 +359,21 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
         const bool vec_r = !(epilogue & EPI_RESIDUAL) ||
                            (((reinterpret_cast<size_t>(R) & (2 * sizeof(OutT) - 1)) == 0) && (ldr % 2 == 0));
         int started = 0;  // tiles this consumer has begun
+        // A slot is handed back to the producers of every block of the cluster (they all wrote into it).
+        auto release = [&](int slot) {
+            if constexpr (CLUSTER == 1) {
+                mbar_arrive(smem_u32(&empty_bar[slot]));
+            } else {
+#pragma unroll
+                for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(smem_u32(&empty_bar[slot]), r);
+            }
+        };
         for (int i = PINGPONG ? cw : 0;; i += PINGPONG ? 2 : 1, ++started) {
-            const int tile = blockIdx.x + i * gridDim.x;
+            const int tile = cluster_id + i * clusters;
             if (tile >= tiles) break;
             int tile_row, tile_col;
-            grouped_tile_of(tile, tiles_m, tiles_n, GROUP_M, tile_row, tile_col);
+            grouped_tile_of(tile, ctiles_m, tiles_n, group, tile_row, tile_col);
+            tile_row = tile_row * CLUSTER + rank;  // may be tiles_m (below the matrix): nothing is stored
             // Ring position: the block's i-th tile took slots i x k_tiles .. (i + 1) x k_tiles - 1 from the
             // producer, whichever consumer takes them.
             int s = (int)(((long long)i * k_tiles) % STAGES);
@@ -339,13 +412,13 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
                     wgmma_wait<1>();  // the previous slot's wgmmas are done: hand that slot back
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
-                    if (prev >= 0 && lane == 0) mbar_arrive(smem_u32(&empty_bar[prev]));
+                    if (prev >= 0 && lane == 0) release(prev);
                     prev = s;
                 } else {
                     wgmma_wait<0>();  // this slot's wgmmas are done: hand it back at once
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
-                    if (lane == 0) mbar_arrive(smem_u32(&empty_bar[s]));
+                    if (lane == 0) release(s);
                 }
                 if (++s == STAGES) {
                     s = 0;
@@ -356,7 +429,7 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
             wgmma_wait<0>();
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
-            if (prev >= 0 && lane == 0) mbar_arrive(smem_u32(&empty_bar[prev]));
+            if (prev >= 0 && lane == 0) release(prev);
 
             // Epilogue (the producer is already filling slots for the next tile): EPI_COLS columns at a time,
             // the accumulators go to this warpgroup's staging area (unrolled: register indices are
@@ -383,4 +456,35 @@ wgmma_gemm(int M, int N, int K, float alpha, const void* __restrict__ A, int lda
             }
         }
     }
+    // No block may leave while another can still copy into its shared memory or arrive on its barriers.
+    if constexpr (CLUSTER > 1) cluster_sync();
+}
+
+// The kernel, twice: without a cluster (an ordinary launch) and with CLUSTER blocks per cluster (declared
+// at compile time, so an ordinary launch call starts clusters). Template arguments pick one of the two.
+template <bool COND>
+struct EnableIf {};
+template <>
+struct EnableIf<true> {
+    typedef void type;
+};
+
+#define WGMMA_PARAMS                                                                                              \
+    int M, int N, int K, float alpha, const void* __restrict__ A, int lda, const void* __restrict__ B, int ldb,     \
+        float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,                \
+        const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, const __grid_constant__ TensorMap tmap_a, \
+        const __grid_constant__ TensorMap tmap_b
+#define WGMMA_BODY                                                                                                 \
+    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER>(                          \
+        M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b)
+
+template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
+__global__ typename EnableIf<CLUSTER == 1>::type __launch_bounds__(384, 1) wgmma_gemm(WGMMA_PARAMS) {
+    WGMMA_BODY;
+}
+
+template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
+__global__ typename EnableIf<CLUSTER != 1>::type __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1)
+    wgmma_gemm(WGMMA_PARAMS) {
+    WGMMA_BODY;
 }

@@ -3,7 +3,8 @@
 Built for sm_90a only (wgmma and setmaxnreg exist on no other target). The element types and the epilogue
 follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launch needs beyond the common
 argument list come from here: the tensor maps of A and B (`host_args`, encoded by runtime/tma.py) and the
-persistent grid (one block per SM at most: `extra["persistent"]`).
+persistent grid (as many blocks as can be resident at once, in whole clusters: `extra["persistent"]` and
+`extra["cluster"]`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def _constraints(p: dict[str, int]) -> list[str]:
                     f"{(consumer_rows(p) // 64) * bn // 2} accumulators per consumer thread (at most 128)")
     if p["HELD"] not in (1, 2):
         errs.append(f"HELD = {p['HELD']}: a consumer holds 1 or 2 slots")
+    if p["CLUSTER"] not in (1, 2):
+        errs.append(f"CLUSTER = {p['CLUSTER']}: blocks per cluster sharing B by multicast, 1 or 2")
     if p["STAGES"] < 2:
         errs.append(f"STAGES = {p['STAGES']}: the TMA ring needs at least 2 slots")
     if smem_bytes(p) > SMEM_LIMIT:
@@ -64,18 +67,21 @@ def _constraints(p: dict[str, int]) -> list[str]:
 
 
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
-    # One block per tile; the launcher caps the grid at the SM count (extra["persistent"]) and each block
-    # then walks tiles blockIdx.x, + gridDim.x, ...
-    return Launch((cdiv(m, p["BM"]) * cdiv(n, p["BN"]), 1, 1), (THREADS, 1, 1), smem=smem_bytes(p))
+    # One block per tile, in clusters of CLUSTER vertically adjacent tiles (an odd tile-row count is rounded
+    # up: the extra block stores nothing); the launcher caps the grid at the blocks that can be resident at
+    # once (extra["persistent"], whole clusters) and each cluster then walks the cluster tiles.
+    cl = p["CLUSTER"]
+    return Launch((cl * cdiv(cdiv(m, p["BM"]), cl) * cdiv(n, p["BN"]), 1, 1), (THREADS, 1, 1), smem=smem_bytes(p))
 
 
 def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     bm, bn = p["BM"], p["BN"]
     # The tensor cores read each stage's A and B tiles from shared memory once per consumer warpgroup
     # (each reads its half of A and all of B).
+    # With clusters, one L2 read of a B tile feeds the CLUSTER blocks of a cluster (TMA multicast).
     kp = cdiv(k, BK) * BK
     tiles = cdiv(m, bm) * cdiv(n, bn)
-    return Traffic(a_loads=m * k * cdiv(n, bn), b_loads=k * n * cdiv(m, bm), c_loads=0, c_stores=m * n,
+    return Traffic(a_loads=m * k * cdiv(n, bn), b_loads=k * n * cdiv(cdiv(m, bm), p["CLUSTER"]), c_loads=0, c_stores=m * n,
                    smem_loads=tiles * kp * (bm + 2 * bn))
 
 
@@ -97,7 +103,7 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     B^T (N x K) when `b_transposed` (B given column-major, e.g. a transposed N x K weight): then B_LAYOUT
     is 2 and B is read K-major in place. fp16 / bf16 with row-major B: B in boxes of 64 x 64, read
     N-major. tf32 needs K-major B: row-major B is first copied to B^T (a bandwidth-bound transpose,
-    counted in the call's time).
+    counted in the call's time; its rows padded to 16 bytes).
     """
     from ...runtime import tma
 
@@ -111,17 +117,19 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     if kmajor and not b_transposed:  # tf32 on row-major B
         import cupy
 
-        keep = cupy.ascontiguousarray(vb.array.T)  # N x K
-        b_ptr, ldb = int(keep.data.ptr), k
+        ldb = -(-k // 4) * 4  # rows padded to 16 bytes
+        keep = cupy.empty((n, ldb), dtype=vb.array.dtype)  # N x K
+        keep[:, :k] = vb.array.T
+        b_ptr = int(keep.data.ptr)
     elif b_transposed and not kmajor:
         raise ValueError("B is given transposed (column-major) but B_LAYOUT = 1 reads it row-major")
     errs = operand_problems(a_ptr, va.ld, b_ptr, ldb, eb)
-    if errs:
-        raise ValueError("wgmma reads A and B by TMA: " + "; ".join(errs) + " (use kernel='mma_sync' or 'auto')")
+    if errs:  # the API stages such operands (extra["stage_operands"]); a direct caller is told
+        raise ValueError("wgmma reads A and B by TMA: " + "; ".join(errs) + " (copy them into 16-byte aligned rows)")
     bk = 128 // eb
     ta = tma.encode_2d(a_ptr, eb, m, k, va.ld, p["BM"], bk, swizzle=128)
-    if kmajor:
-        tb = tma.encode_2d(b_ptr, eb, n, k, ldb, p["BN"], bk, swizzle=128)
+    if kmajor:  # each block of a cluster copies BN / CLUSTER rows of B^T
+        tb = tma.encode_2d(b_ptr, eb, n, k, ldb, p["BN"] // p["CLUSTER"], bk, swizzle=128)
     else:
         tb = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 64, swizzle=128)
     return (tma.kernel_arg(ta), tma.kernel_arg(tb)), keep
@@ -147,6 +155,8 @@ SPEC = KernelSpec(
         Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (set from out_dtype)"),
         Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
               "1: B row-major (K x N); 2: B^T given (N x K, read K-major; tf32 always); set from the arrays"),
+        Param("CLUSTER", 2, (1, 2), "blocks per cluster: 2 vertically adjacent tiles share B, each block copying "
+                                    "half of it from L2 and multicasting it to both"),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -161,5 +171,6 @@ SPEC = KernelSpec(
     # on four shapes in two runs (docs/performance.md).
     extra={"fused_defaults": {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2},
            "type_params": (*mma_sync.TYPE_PARAMS, "B_LAYOUT"), "epilogue": True, "element_bytes": 2, "persistent": True,
-           "host_args": host_args, "operand_problems": operand_problems},
+           "cluster": lambda p: p["CLUSTER"], "host_args": host_args, "operand_problems": operand_problems,
+           "stage_operands": True},
 )
