@@ -16,19 +16,21 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--kernel", default="wgmma")
 ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
 ap.add_argument("--n", type=int, default=4096)
+ap.add_argument("--shape", default="", help="MxNxK (instead of --n)")
 ap.add_argument("params", nargs="*", help="the rung's parameters, NAME=VALUE")
 args = ap.parse_args()
 params = {k: int(v) for k, v in (p.split("=") for p in args.params)}
+m, n, k = (int(x) for x in args.shape.split("x")) if args.shape else (args.n,) * 3
 if args.dtype == "bfloat16":  # CuPy has no bfloat16 everywhere: torch tensors
     import torch
 
-    a = torch.randn(args.n, args.n, device="cuda").bfloat16()
-    b = torch.randn(args.n, args.n, device="cuda").bfloat16()
-    c = torch.empty(args.n, args.n, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    b = torch.randn(k, n, device="cuda").bfloat16()
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 else:
-    a = cp.random.rand(args.n, args.n, dtype=cp.float32).astype(args.dtype)
-    b = cp.random.rand(args.n, args.n, dtype=cp.float32).astype(args.dtype)
-    c = cp.empty((args.n, args.n), args.dtype)
+    a = cp.random.rand(m, k, dtype=cp.float32).astype(args.dtype)
+    b = cp.random.rand(k, n, dtype=cp.float32).astype(args.dtype)
+    c = cp.empty((m, n), args.dtype)
 for _ in range(4):
     gemmlab.matmul(a, b, c, kernel=args.kernel, **params)
 cp.cuda.Device().synchronize()
