@@ -118,8 +118,8 @@ def aligned_rows(v: RowMajorView, align: int = 16) -> RowMajorView:
     cp = require_cupy()
     step = max(align // item, 1)
     ld = -(-v.cols // step) * step
-    out = cp.empty((v.rows, ld), dtype=v.array.dtype)
-    out[:, :v.cols] = v.array[:, :v.cols]
+    out = cp.empty((v.rows, ld), dtype=v.array.dtype)[:, :v.cols]  # rows x cols, rows ld apart
+    out[...] = v.array[:, :v.cols]
     return RowMajorView(out, v.rows, v.cols, ld)
 
 

@@ -217,6 +217,37 @@ __device__ __noinline__ void store_chunk(const float* stage, int row0, int col0,
     }
 }
 
+// The plain epilogue (alpha * acc + beta * C, no flags) of a consumer's whole WG_M x BN block lying inside
+// C, straight from the accumulators: each register pair is two adjacent outputs, written as one 4- or 8-byte
+// store at a compile-time offset from one of 2 x MT row pointers. No staging, no barriers: a few hundred
+// instructions per thread instead of the staged path's thousands (which cost as much as 16 k steps of
+// the main loop per tile; ncu: 45% of warp cycles at the staging barriers).
+template <int C_TYPE, int MT, int ACC>
+__device__ __forceinline__ void store_direct(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int row0, int col0,
+                                             const float (&acc)[MT][ACC], float alpha, float beta, int warp, int g,
+                                             int t) {
+    typedef Out<C_TYPE> O;
+    typedef typename O::T OutT;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            OutT* p = C + (size_t)(row0 + mt * 64 + warp * 16 + g + 8 * h) * ldc + col0 + 2 * t;
+            if (beta == 0.0f) {  // BLAS rule: C is not read
+#pragma unroll
+                for (int j = 0; j < ACC / 4; ++j)
+                    O::store2(p + 8 * j, alpha * acc[mt][4 * j + 2 * h], alpha * acc[mt][4 * j + 2 * h + 1]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < ACC / 4; ++j) {
+                    const float2 old = O::load2(p + 8 * j);
+                    O::store2(p + 8 * j, alpha * acc[mt][4 * j + 2 * h] + beta * old.x,
+                              alpha * acc[mt][4 * j + 2 * h + 1] + beta * old.y);
+                }
+            }
+        }
+}
+
 __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
 // ------------------------------------------------------------------------------------------ kernel
@@ -431,7 +462,14 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
             if (prev >= 0 && lane == 0) release(prev);
 
-            // Epilogue (the producer is already filling slots for the next tile): EPI_COLS columns at a time,
+            // Epilogue (the producer is already filling slots for the next tile). Plain, on a block inside C:
+            // straight from the registers.
+            const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
+            if (epilogue == 0 && vec_c && row_first + WG_M <= M && (tile_col + 1) * BN <= N) {
+                store_direct<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, acc, alpha, beta, warp, g, t);
+                continue;
+            }
+            // Otherwise (edges, fused flags, odd C): EPI_COLS columns at a time,
             // the accumulators go to this warpgroup's staging area (unrolled: register indices are
             // compile-time), then out of line to C.
             float* stage = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + STAGES * STAGE_BYTES) +
@@ -451,7 +489,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                                 make_float2(acc[mt][4 * j + 2 * h], acc[mt][4 * j + 2 * h + 1]);
                         }
                 warpgroup_barrier(1 + cw);  // the chunk is staged
-                store_chunk<C_TYPE, WG_M>(stage, tile_row * BM + (PINGPONG ? 0 : cw * WG_M), tile_col * BN + chunk * EPI_COLS, M, N, C,
+                store_chunk<C_TYPE, WG_M>(stage, row_first, tile_col * BN + chunk * EPI_COLS, M, N, C,
                                           ldc, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r, tid_wg);
             }
         }

@@ -75,8 +75,14 @@ template <int C_TYPE> struct Out16 {
     static __device__ __forceinline__ bits16 cvt_out(float f) { return C_TYPE == 2 ? float_to_half_bits(f) : float_to_bf16_bits(f); }
     static __device__ __forceinline__ float load(const bits16* p) { return cvt_in(*p); }
     static __device__ __forceinline__ void store(bits16* p, float v) { *p = cvt_out(v); }
+    // One packing conversion (v0 to the low half), the same rounding as two single ones.
     static __device__ __forceinline__ void store2(bits16* p, float v0, float v1) {
-        *reinterpret_cast<unsigned*>(p) = (unsigned)cvt_out(v0) | ((unsigned)cvt_out(v1) << 16);
+        unsigned u;
+        if (C_TYPE == 2)
+            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
+        else
+            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
+        *reinterpret_cast<unsigned*>(p) = u;
     }
     static __device__ __forceinline__ float2 load2(const bits16* p) {
         const unsigned u = *reinterpret_cast<const unsigned*>(p);
