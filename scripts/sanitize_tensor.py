@@ -1,5 +1,7 @@
 """The tensor-core rungs under compute-sanitizer, on odd shapes: wgmma in both schedules and with the
-full epilogue, TF32 on wgmma and mma_sync, and a shape where every block walks several tiles.
+full epilogue, TF32 on wgmma and mma_sync, and a shape where every block walks several tiles; clusters of
+one and two blocks (an odd tile-row count leaves a block below the matrix), the epilogues written straight
+from the registers (plain and bias + GELU on interior blocks), B given transposed, staged operands.
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t python3 scripts/sanitize_tensor.py; done
 """
@@ -26,5 +28,15 @@ big = torch.randn(700, 520, device="cuda").bfloat16()
 bb = torch.randn(520, 1096, device="cuda").bfloat16()
 gemmlab.matmul(big, bb, kernel="wgmma", SCHEDULE=2, BN=128, STAGES=4, HELD=2)  # several tiles per block
 gemmlab.matmul(big, bb, kernel="wgmma")
+x = torch.randn(300, 200, device="cuda").bfloat16()  # 3 tile rows: in clusters of two, one block idles
+w = torch.randn(520, 200, device="cuda").bfloat16()
+col = torch.randn(520, device="cuda")
+for cl in (1, 2):
+    for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2)):
+        gemmlab.matmul(x, w.t(), kernel="wgmma", CLUSTER=cl, **p)
+        gemmlab.matmul(x, w.t(), bias=col, activation="gelu_tanh", kernel="wgmma", CLUSTER=cl, **p)
+        gemmlab.matmul(x, w.t().contiguous(), alpha=2.0, kernel="wgmma", out_dtype=torch.float32, CLUSTER=cl, **p)
+odd = torch.randn(130, 91, device="cuda").half()  # rows of 91 elements: staged into padded copies
+gemmlab.matmul(odd, torch.randn(91, 37, device="cuda").half())
 torch.cuda.synchronize()
 print("sanitizer payload done")

@@ -171,10 +171,9 @@ def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, pre
 def explain_choice(dtype: str = "float32", precision: str | None = None, *, shape: tuple[int, int, int] | None = None,
                    cc: tuple[int, int] | None = None, info: device.DeviceInfo | None = None,
                    sm_count: int | None = None, epilogue: bool = False, kernel: str = AUTO,
-                   params: Mapping[str, int] | None = None, out_dtype=None, fused: bool = False) -> KernelChoice:
+                   params: Mapping[str, int] | None = None, out_dtype=None) -> KernelChoice:
     """The decision `matmul` makes, as data: which rung (every rung with its verdict) and, with `shape`,
     which parameters and why (given, this device's tuned entry, the spec's heuristic, or its defaults).
-    fused: the call has a fused activation (some rungs default to another schedule then).
 
     info: the device (its compute capability, SM count and tuned entries); without one, `cc` and
     `sm_count` stand in and no tuned entries are read. Raises as matmul does for a bad dtype/precision."""
@@ -198,7 +197,7 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     m, n, k = shape
     element = _element(dtype, precision)
     partial, source, detail = resolve_params(spec, m, n, k, info, element=element, given=params,
-                                             sm_count=sm_count if info is None else None, fused=fused)
+                                             sm_count=sm_count if info is None else None)
     out_label = _dtype_label(out_dtype) if out_dtype is not None else dtype
     full = spec.validate({**partial, **_type_params(spec, element, out_label)})
     return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail)
@@ -289,19 +288,15 @@ def _resident_blocks(spec: KernelSpec, p: dict[str, int], kernel, geo, sm_count:
 
 def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo | None, *,
                    element: str = "float32", given: Mapping[str, int] | None = None,
-                   sm_count: int | None = None, fused: bool = False) -> tuple[dict[str, int], str, str]:
+                   sm_count: int | None = None) -> tuple[dict[str, int], str, str]:
     """(parameters, source, detail): the caller's (`given`), else the device's tuned entry for the
     shape class (keyed by kernel and element type), else the spec's heuristic (for info's SM count, or
     `sm_count` without a device), else the defaults. The element type's defaults
-    (extra["type_defaults"]) sit under all of them, and for a call with a fused activation (`fused`)
-    the rung's extra["fused_defaults"] over those."""
+    (extra["type_defaults"]) sit under all of them."""
     base = dict(spec.extra.get("type_defaults", {}).get(element, {}))
     under = f"; under them the {element} defaults {_fmt_params(base)}" if base else ""
     if given:  # the caller's parameters complete the spec's defaults, not a schedule chosen for them
         return {**base, **given}, "given", "named by the caller" + under
-    if fused and spec.extra.get("fused_defaults"):
-        base.update(spec.extra["fused_defaults"])
-        under += f"; for a fused activation {_fmt_params(spec.extra['fused_defaults'])}"
     if info is not None:
         from .tune.cache import shape_class
 
@@ -947,8 +942,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
         if vbt is not None and not b_transposed:
             vb = arrays.row_major(db)
         types = _type_params(spec, element, out_label, b_transposed)
-        chosen = resolve_params(spec, m, n, k, info, element=element, given=params,
-                                fused=activation not in (None, "none"))[0]
+        chosen = resolve_params(spec, m, n, k, info, element=element, given=params)[0]
         chosen.update(types)
         prepared = prepare(spec, chosen)
         vec, mode = _epilogue_inputs(bias, activation, residual, m, n, out_label, cp)

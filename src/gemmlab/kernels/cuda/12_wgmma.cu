@@ -102,6 +102,14 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
         : "memory");
 }
 
+// v, in a way the compiler cannot compute earlier than where it stands (a volatile asm keeps its place
+// among the others, e.g. setmaxnreg).
+__device__ __forceinline__ int opaque(int v) {
+    int r;
+    asm volatile("mov.b32 %0, %1;\n" : "=r"(r) : "r"(v));
+    return r;
+}
+
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -248,6 +256,40 @@ __device__ __forceinline__ void store_direct(typename Out<C_TYPE>::T* __restrict
         }
 }
 
+// The fused epilogue of a linear layer, act(alpha * acc + bias), on a block inside C, also straight from the
+// registers (beta == 0, no residual: those take the staged path). ACT is a compile-time activation (one
+// instantiation per activation, chosen by a switch on the flags), so each element costs its arithmetic and
+// nothing else; a column bias is read once per column pair and m64 tile, a row bias once per row (with 128
+// accumulators live, little else fits in registers).
+template <int C_TYPE, int MT, int ACC, int ACT>
+__device__ __forceinline__ void store_direct_fused(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int row0, int col0,
+                                                   const float (&acc)[MT][ACC], float alpha, const float* __restrict__ bias,
+                                                   int bias_mode, int warp, int g, int t) {
+    typedef Out<C_TYPE> O;
+    typedef typename O::T OutT;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        const int r0 = row0 + mt * 64 + warp * 16 + g;
+        OutT* p0 = C + (size_t)r0 * ldc + col0 + 2 * t;
+        OutT* p1 = p0 + (size_t)8 * ldc;
+        const float brow0 = bias_mode == EPI_BIAS_ROW ? bias[r0] : 0.0f;
+        const float brow1 = bias_mode == EPI_BIAS_ROW ? bias[r0 + 8] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < ACC / 4; ++j) {
+            const float2 bcol = bias_mode == EPI_BIAS_COL ? *reinterpret_cast<const float2*>(bias + col0 + 8 * j + 2 * t)
+                                                          : make_float2(0.0f, 0.0f);
+            const float* a = &acc[mt][4 * j];
+            O::store2(p0 + 8 * j, activate<C_TYPE != 1>(fmaf(alpha, a[0], brow0 + bcol.x), ACT),
+                      activate<C_TYPE != 1>(fmaf(alpha, a[1], brow0 + bcol.y), ACT));
+            O::store2(p1 + 8 * j, activate<C_TYPE != 1>(fmaf(alpha, a[2], brow1 + bcol.x), ACT),
+                      activate<C_TYPE != 1>(fmaf(alpha, a[3], brow1 + bcol.y), ACT));
+            // Keeps the scheduler from interleaving all 64 elements' activations (it ran out of registers and
+            // spilled with GELU); a few dozen elements at a time hide the latencies as well.
+            if (ACT != 0 && j % 4 == 3) __syncwarp();
+        }
+    }
+}
+
 __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
 // ------------------------------------------------------------------------------------------ kernel
@@ -308,13 +350,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // same columns of B, rows of A of their own. The walk is over cluster tiles; with an odd tile-row
     // count the last cluster tiles have a block below the matrix, which computes on a repeated A and
     // stores nothing.
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles = ctiles_m * tiles_n;
-    const int group = GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1;
-    const int k_tiles = (K + BK - 1) / BK;
+    // Computed by each role after its setmaxnreg (values live across it are spilled under the 168-register
+    // cap of the launch bounds); `opaque` keeps the compiler from hoisting them above it.
+#define WGMMA_TILE_WALK                                                                          \
+    const int tiles_m = (opaque(M) + BM - 1) / BM, tiles_n = (opaque(N) + BN - 1) / BN;           \
+    const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles = ctiles_m * tiles_n;           \
+    const int group = GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1;                              \
+    const int k_tiles = (opaque(K) + BK - 1) / BK;                                                \
+    const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;                                       \
+    const int cluster_id = opaque(blockIdx.x) / CLUSTER, clusters = opaque(gridDim.x) / CLUSTER;
     const int wg = threadIdx.x / 128, tid_wg = threadIdx.x % 128;
-    const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;
-    const int cluster_id = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
 
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -335,6 +380,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     if (wg == 0) {
         // ---------------------------------------------------------------- producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        WGMMA_TILE_WALK
         if (tid_wg == 0 && k_tiles > 0) {
             int s = 0;
             unsigned phase = 0;
@@ -386,9 +432,6 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         // Accumulator layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8 (g = lane / 4); register
         // 4 j + q is column 8 j + 2 t + (q & 1) (t = lane % 4), row + 8 for q >= 2.
         const int g = lane / 4, t = lane % 4;
-        const bool vec_c = ((reinterpret_cast<size_t>(C) & (2 * sizeof(OutT) - 1)) == 0) && (ldc % 2 == 0);
-        const bool vec_r = !(epilogue & EPI_RESIDUAL) ||
-                           (((reinterpret_cast<size_t>(R) & (2 * sizeof(OutT) - 1)) == 0) && (ldr % 2 == 0));
         int started = 0;  // tiles this consumer has begun
         // A slot is handed back to the producers of every block of the cluster (they all wrote into it).
         auto release = [&](int slot) {
@@ -400,6 +443,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
         };
         for (int i = PINGPONG ? cw : 0;; i += PINGPONG ? 2 : 1, ++started) {
+            WGMMA_TILE_WALK  // per tile: nothing of it stays live across the epilogue
             const int tile = cluster_id + i * clusters;
             if (tile >= tiles) break;
             int tile_row, tile_col;
@@ -464,10 +508,35 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 
             // Epilogue (the producer is already filling slots for the next tile). Plain, on a block inside C:
             // straight from the registers.
+            // (C and R allow 2-element accesses: computed here, not kept in registers across the main loop)
+            const bool vec_c = pairs_aligned(C, opaque(ldc));
+            const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, opaque(ldr));
             const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
-            if (epilogue == 0 && vec_c && row_first + WG_M <= M && (tile_col + 1) * BN <= N) {
-                store_direct<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, acc, alpha, beta, warp, g, t);
-                continue;
+            if (vec_c && row_first + WG_M <= M && (tile_col + 1) * BN <= N) {
+                if (epilogue == 0) {
+                    store_direct<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, acc, alpha, beta, warp, g, t);
+                    continue;
+                }
+                if (beta == 0.0f && !(epilogue & EPI_RESIDUAL)) {
+                    const int bias_mode = epilogue & EPI_BIAS_MASK, col0 = tile_col * BN;
+                    switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
+                        case EPI_ACT_RELU:
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_RELU>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            break;
+                        case EPI_ACT_GELU_TANH:
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            break;
+                        case EPI_ACT_GELU_ERF:
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            break;
+                        case EPI_ACT_SILU:
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_SILU>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            break;
+                        default:
+                            store_direct_fused<C_TYPE, MT, ACC, 0>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                    }
+                    continue;
+                }
             }
             // Otherwise (edges, fused flags, odd C): EPI_COLS columns at a time,
             // the accumulators go to this warpgroup's staging area (unrolled: register indices are
@@ -496,6 +565,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     }
     // No block may leave while another can still copy into its shared memory or arrive on its barriers.
     if constexpr (CLUSTER > 1) cluster_sync();
+#undef WGMMA_TILE_WALK
 }
 
 // The kernel, twice: without a cluster (an ordinary launch) and with CLUSTER blocks per cluster (declared

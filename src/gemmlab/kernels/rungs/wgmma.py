@@ -166,11 +166,7 @@ SPEC = KernelSpec(
     targets=("sm_90a",),
     dtypes=("float16", "bfloat16"),
     precisions=("tf32",),
-    # With a fused activation the epilogue is long enough to be worth hiding behind the other consumer's
-    # main loop: GEMM + bias + GELU in BF16 ran 8-32% faster in ping-pong than in the cooperative default
-    # on four shapes in two runs (docs/performance.md).
-    extra={"fused_defaults": {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2},
-           "type_params": (*mma_sync.TYPE_PARAMS, "B_LAYOUT"), "epilogue": True, "element_bytes": 2, "persistent": True,
+    extra={"type_params": (*mma_sync.TYPE_PARAMS, "B_LAYOUT"), "epilogue": True, "element_bytes": 2, "persistent": True,
            "cluster": lambda p: p["CLUSTER"], "host_args": host_args, "operand_problems": operand_problems,
            "stage_operands": True},
 )
