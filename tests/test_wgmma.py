@@ -144,3 +144,21 @@ def test_fused_activation_runs_the_plain_defaults():
     fused = api.explain_choice("bfloat16", shape=(4096, 4096, 4096), cc=(9, 0), sm_count=132, epilogue=True)
     assert plain.spec.name == fused.spec.name == "wgmma" and plain.params == fused.params
     assert plain.params["SCHEDULE"] == wgmma.COOPERATIVE and plain.params["BN"] == 256 and plain.params["CLUSTER"] == 2
+
+
+def test_shape_heuristic():
+    from gemmlab import api
+
+    def params(m, n, k):
+        c = api.explain_choice("bfloat16", shape=(m, n, k), cc=(9, 0), sm_count=132)
+        assert c.spec.name == "wgmma" and c.params_source == "heuristic"
+        return c.params
+
+    assert params(4096, 4096, 4096) == SPEC.validate({"C_TYPE": 3})  # large: the defaults (bf16 out)
+    small = params(1024, 1024, 1024)  # 32 default tiles for 132 SMs
+    assert small["BN"] == 128 and small["CLUSTER"] == 1 and small["SCHEDULE"] == wgmma.COOPERATIVE
+    short = params(8192, 4096, 1024)
+    assert short["SCHEDULE"] == wgmma.PINGPONG and short["BN"] == 128
+    assert params(2048, 2048, 2048)["BN"] == 256
+    for m, n, k in ((1024, 1024, 1024), (8192, 4096, 1024)):  # every choice is a valid tf32 tiling too
+        SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": 3, "B_LAYOUT": 2})

@@ -85,6 +85,22 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
                    smem_loads=tiles * kp * (bm + 2 * bn))
 
 
+def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
+    """Tiles per shape class on `sms` SMs (the defaults, 128 x 256 in clusters of two, elsewhere), from
+    side-by-side timings against cuBLAS (docs/performance.md):
+    - fewer default tiles than half the SMs (1024^3: 32 tiles on 132 SMs): 128 x 128 tiles without
+      clusters, twice the blocks at work (1024^3: 0.43 -> 0.67 of cuBLAS; 1000^3: 0.41 -> 0.63);
+    - short K (K <= 1024) with many tiles: the ping-pong schedule, whose epilogue of one tile overlaps the
+      other consumer's main loop, a large share when a tile has 16 k steps or fewer (4096 x 4096 x 1024:
+      0.70 -> 0.80; 8192 x 4096 x 1024: 0.72 -> 0.79)."""
+    wide = cdiv(m, 128) * cdiv(n, 256)
+    if 2 * wide <= sms:
+        return {"BN": 128, "CLUSTER": 1}
+    if k <= 1024:
+        return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2}
+    return {}
+
+
 def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
     """What keeps A and B from being read by TMA (16-byte aligned base and rows); empty when fine."""
     errs = []
@@ -162,6 +178,7 @@ SPEC = KernelSpec(
     geometry=_geometry,
     outputs_per_thread=lambda p: (consumer_rows(p) // 64) * p["BN"] // 2,
     traffic_model=_traffic,
+    heuristic=_heuristic,
     min_cc=(9, 0),
     targets=("sm_90a",),
     dtypes=("float16", "bfloat16"),
