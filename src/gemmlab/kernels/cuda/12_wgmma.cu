@@ -16,24 +16,30 @@
 //   epilogue (the tensor cores are not left idle during epilogues). Slots are handed over with two
 //   mbarriers each: `full` (the producer's copy has landed: transaction bytes) and `empty` (every
 //   consuming warp is done).
-// - Persistent grid: one block per SM walks tiles blockIdx.x, + gridDim.x, ... in a grouped order
-//   (GROUP_M tile rows, then the next column), so the producer loads the next tile while the consumers
-//   run the epilogue of the last one, and the tiles in flight at once share panels of A and B in L2.
+// - Persistent grid: as many blocks as can be resident walk the tiles in a grouped order (GROUP_M tile
+//   rows, then the next column), so the producer loads the next tile while the consumers run the
+//   epilogue of the last one, and the tiles in flight at once share panels of A and B in L2.
+// - Clusters (CLUSTER 2): two blocks take two vertically adjacent tiles, which need the same B tile; each
+//   copies half of it and the copy engine writes it into both blocks' shared memory (TMA multicast), so B
+//   is read from L2 once per cluster. A slot is then free only when the consumers of both blocks are done
+//   with it (their arrivals go to both blocks' `empty` barriers), and no block exits while the other may
+//   still write into it (a cluster barrier at the end).
 // - Operands: A is M x K row-major (K-major for wgmma). B_LAYOUT 1: B is K x N row-major, read N-major
 //   (the "transposed" bit; allowed for 16-bit types). B_LAYOUT 2: B^T is given (N x K; B column-major, as
 //   in x @ w.t() with an N x K weight) and read K-major in place. TF32 (A_TYPE 3, fp32 storage, k = 8 per
 //   wgmma) allows K-major operands only: B_LAYOUT 2 always, the host transposing a row-major B into a
 //   temporary. TMA needs 16-byte aligned rows (leading dimensions multiples of 16 bytes, aligned base):
 //   the API copies other operands into row-padded arrays first (a copy costs less than a lower rung).
-// - Epilogue: the accumulators are staged through shared memory 32 columns at a time and written by an
-//   out-of-line routine through epilogue.cuh (alpha, beta * C, bias, activation, residual, output cast),
-//   a warp writing 4 rows of 32 contiguous outputs per step.
+// - Epilogue: a consumer's block that lies inside C with a plain epilogue (alpha, beta * C) or a linear
+//   layer's (act(alpha * acc + bias)) is written straight from the accumulators, each register pair two
+//   adjacent outputs. Everything else (edges, residual, beta with flags, odd C) is staged through shared
+//   memory 32 columns at a time and written by an out-of-line routine through epilogue.cuh.
 // Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
-// consumer warpgroups, persistent grouped tile order.
-// Traffic: per tile BM x K of A and K x BN of B through L2, as rung 11 with larger tiles.
-// Predicted: 80-100% of cuBLAS BF16 at 4096^3 (tensor pipe fed from shared memory with a 4-stage ring;
-// the register-to-global epilogue and the lack of clusters / TMA multicast are what is left).
-// Measured: 82-89% of cuBLAS BF16 at 4096^3, 93-102% at 8192^3 (docs/performance.md; scripts/device_wgmma_check.py).
+// consumer warpgroups, persistent grouped tile order, clusters.
+// Traffic: per tile BM x K of A and K x BN of B, B read from L2 once per cluster.
+// Predicted (first version): 80-100% of cuBLAS BF16 at 4096^3; measured 47%, then 82-89% once the
+// epilogue was staged. Predicted for clusters + the epilogue from registers: 95% at 4096^3, 97% at
+// 8192^3; measured 80-94% and 97-112% (run to run; docs/performance.md, scripts/device_wgmma_check.py).
 #include "common.cuh"
 #include "epilogue.cuh"
 
