@@ -17,6 +17,7 @@ ap.add_argument("--kernel", default="wgmma")
 ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
 ap.add_argument("--n", type=int, default=4096)
 ap.add_argument("--shape", default="", help="MxNxK (instead of --n)")
+ap.add_argument("--gelu", action="store_true", help="fused bias (per column) + GELU(tanh)")
 ap.add_argument("params", nargs="*", help="the rung's parameters, NAME=VALUE")
 args = ap.parse_args()
 params = {k: int(v) for k, v in (p.split("=") for p in args.params)}
@@ -31,6 +32,9 @@ else:
     a = cp.random.rand(m, k, dtype=cp.float32).astype(args.dtype)
     b = cp.random.rand(k, n, dtype=cp.float32).astype(args.dtype)
     c = cp.empty((m, n), args.dtype)
+extra = {}
+if args.gelu:
+    extra = dict(bias=cp.asarray(cp.random.rand(n, dtype=cp.float32)), activation="gelu_tanh")
 for _ in range(4):
-    gemmlab.matmul(a, b, c, kernel=args.kernel, **params)
+    gemmlab.matmul(a, b, c, kernel=args.kernel, **extra, **params)
 cp.cuda.Device().synchronize()
