@@ -29,7 +29,8 @@ def test_targets_only_sm_90a():
 @needs_nvrtc
 @pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128, STAGES=3), dict(BM=128, BN=128, STAGES=6), dict(A_TYPE=1, C_TYPE=3),
                                     dict(A_TYPE=3, B_LAYOUT=2), dict(A_TYPE=3, BN=128, C_TYPE=3, B_LAYOUT=2),
-                                    dict(BN=128, SCHEDULE=2, STAGES=5), dict(B_LAYOUT=2)],
+                                    dict(BN=128, SCHEDULE=2, STAGES=5), dict(B_LAYOUT=2),
+                                    dict(BM=64, BN=256, SCHEDULE=2, STAGES=5, HELD=2)],
                          ids=str)
 def test_compiles_without_local_memory(params):
     p = SPEC.validate(params)
@@ -59,7 +60,7 @@ def test_sass_has_hgmma_and_tma(a_type, b_layout, mnemonic):
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(BM=64), "BM = 64"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
+    (dict(BM=64), "BM = 64 needs the ping-pong schedule"), (dict(BM=32), "BM = 32"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
     (dict(STAGES=5), "shared memory"), (dict(SCHEDULE=2), "in ping-pong needs 256 accumulators"),
     (dict(SCHEDULE=3), "SCHEDULE = 3"), (dict(A_TYPE=3), "B_LAYOUT must be 2"), (dict(B_LAYOUT=3), "B_LAYOUT = 3"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
     (dict(CLUSTER=4), "CLUSTER = 4"),

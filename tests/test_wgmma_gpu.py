@@ -19,7 +19,8 @@ TILINGS = [dict(BM=128, BN=256, STAGES=4), dict(BM=128, BN=128, STAGES=6), dict(
            dict(BM=128, BN=128, STAGES=2, HELD=1), dict(BM=128, BN=256, STAGES=3, HELD=1, GROUP_M=1),
            dict(BM=128, BN=128, STAGES=5, SCHEDULE=2), dict(BM=128, BN=128, STAGES=3, SCHEDULE=2, HELD=2),
            dict(BM=128, BN=256, STAGES=4, CLUSTER=1), dict(BM=256, BN=128, STAGES=3, CLUSTER=1),
-           dict(BM=128, BN=128, STAGES=5, SCHEDULE=2, CLUSTER=1)]
+           dict(BM=128, BN=128, STAGES=5, SCHEDULE=2, CLUSTER=1), dict(BM=64, BN=256, STAGES=5, SCHEDULE=2, HELD=2),
+           dict(BM=64, BN=256, STAGES=4, SCHEDULE=2, CLUSTER=1)]
 
 
 @pytest.fixture(autouse=True)
@@ -69,9 +70,10 @@ def test_epilogues_against_numpy(activation, bias_mode, rng):
 @pytest.mark.parametrize("activation", list(ACTS), ids=str)
 @pytest.mark.parametrize("bias_mode", [None, "row", "col"], ids=str)
 def test_epilogue_of_interior_blocks_element_by_element(params, activation, bias_mode, rng):
-    """Blocks that lie inside C write their plain or act(alpha AB + bias) epilogue straight from the
-    accumulators, edge blocks through shared memory: 300 x 520 has both (with either tiling). Checked
-    element by element, fp32 and bf16 out, so one misplaced column or row cannot hide in a norm."""
+    """The plain and the act(alpha AB + bias) epilogues are written straight from the accumulators, edge
+    blocks included (300 x 520: partial tiles in both directions, with either tiling); a C whose rows are
+    an odd number of elements apart takes the staged path. Checked element by element, fp32 and bf16 out,
+    so one misplaced column or row cannot hide in a norm."""
     import cupy as cp
 
     m, n, k = 300, 520, 200
@@ -88,6 +90,13 @@ def test_epilogue_of_interior_blocks_element_by_element(params, activation, bias
                                    kernel="wgmma", **params))
         bad = np.abs(out - want) > tol * (np.abs(want) + np.abs(want).max())
         assert not bad.any(), (out_dtype, np.argwhere(bad)[:5])
+    torch = pytest.importorskip("torch")
+    wide = torch.full((m, n + 1), float("nan"), device="cuda")  # rows 521 apart: no pairs, the staged path
+    gemmlab.matmul(a, b, wide[:, :n], alpha=1.5, bias=bias, activation=activation, kernel="wgmma", **params)
+    got = _host(wide)
+    assert np.isnan(got[:, n]).all()  # nothing written past N
+    bad = np.abs(got[:, :n] - want) > 1e-4 * (np.abs(want) + np.abs(want).max())
+    assert not bad.any(), ("odd ldc", np.argwhere(bad)[:5])
 
 
 def test_beta_zero_never_reads_c_and_output_types(rng):

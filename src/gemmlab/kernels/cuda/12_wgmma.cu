@@ -30,9 +30,9 @@
 //   wgmma) allows K-major operands only: B_LAYOUT 2 always, the host transposing a row-major B into a
 //   temporary. TMA needs 16-byte aligned rows (leading dimensions multiples of 16 bytes, aligned base):
 //   the API copies other operands into row-padded arrays first (a copy costs less than a lower rung).
-// - Epilogue: a consumer's block that lies inside C with a plain epilogue (alpha, beta * C) or a linear
-//   layer's (act(alpha * acc + bias)) is written straight from the accumulators, each register pair two
-//   adjacent outputs. Everything else (edges, residual, beta with flags, odd C) is staged through shared
+// - Epilogue: a plain epilogue (alpha, beta * C) or a linear layer's (act(alpha * acc + bias)) is written
+//   straight from the accumulators, each register pair two adjacent outputs (C with an even N and
+//   2-element aligned rows). Everything else (residual, beta with flags, odd C) is staged through shared
 //   memory 32 columns at a time and written by an out-of-line routine through epilogue.cuh.
 // Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
 // consumer warpgroups, persistent grouped tile order, clusters.
@@ -231,29 +231,36 @@ __device__ __noinline__ void store_chunk(const float* stage, int row0, int col0,
     }
 }
 
-// The plain epilogue (alpha * acc + beta * C, no flags) of a consumer's whole WG_M x BN block lying inside
-// C, straight from the accumulators: each register pair is two adjacent outputs, written as one 4- or 8-byte
-// store at a compile-time offset from one of 2 x MT row pointers. No staging, no barriers: a few hundred
+// The plain epilogue (alpha * acc + beta * C, no flags) of a consumer's WG_M x BN block, straight from the
+// accumulators: each register pair is two adjacent outputs, written as one 4- or 8-byte store at a
+// compile-time offset from one of 2 x MT row pointers. No staging, no barriers: a few hundred
 // instructions per thread instead of the staged path's thousands (which cost as much as 16 k steps of
 // the main loop per tile; ncu: 45% of warp cycles at the staging barriers).
+// rows_left, cols_left: rows and columns of C from (row0, col0) on (a block at the edge writes only those;
+// N is even here, so a pair is inside C whenever its first column is).
 template <int C_TYPE, int MT, int ACC>
 __device__ __forceinline__ void store_direct(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int row0, int col0,
-                                             const float (&acc)[MT][ACC], float alpha, float beta, int warp, int g,
-                                             int t) {
+                                             int rows_left, int cols_left, const float (&acc)[MT][ACC], float alpha,
+                                             float beta, int warp, int g, int t) {
     typedef Out<C_TYPE> O;
     typedef typename O::T OutT;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            OutT* p = C + (size_t)(row0 + mt * 64 + warp * 16 + g + 8 * h) * ldc + col0 + 2 * t;
+            const int r = mt * 64 + warp * 16 + g + 8 * h;
+            if (r >= rows_left) continue;
+            OutT* p = C + (size_t)(row0 + r) * ldc + col0 + 2 * t;
+            const int cl = cols_left - 2 * t;
             if (beta == 0.0f) {  // BLAS rule: C is not read
 #pragma unroll
                 for (int j = 0; j < ACC / 4; ++j)
-                    O::store2(p + 8 * j, alpha * acc[mt][4 * j + 2 * h], alpha * acc[mt][4 * j + 2 * h + 1]);
+                    if (8 * j < cl)
+                        O::store2(p + 8 * j, alpha * acc[mt][4 * j + 2 * h], alpha * acc[mt][4 * j + 2 * h + 1]);
             } else {
 #pragma unroll
                 for (int j = 0; j < ACC / 4; ++j) {
+                    if (8 * j >= cl) continue;
                     const float2 old = O::load2(p + 8 * j);
                     O::store2(p + 8 * j, alpha * acc[mt][4 * j + 2 * h] + beta * old.x,
                               alpha * acc[mt][4 * j + 2 * h + 1] + beta * old.y);
@@ -262,33 +269,40 @@ __device__ __forceinline__ void store_direct(typename Out<C_TYPE>::T* __restrict
         }
 }
 
-// The fused epilogue of a linear layer, act(alpha * acc + bias), on a block inside C, also straight from the
-// registers (beta == 0, no residual: those take the staged path). ACT is a compile-time activation (one
+// The fused epilogue of a linear layer, act(alpha * acc + bias), also straight from the registers
+// (beta == 0, no residual: those take the staged path). ACT is a compile-time activation (one
 // instantiation per activation, chosen by a switch on the flags), so each element costs its arithmetic and
 // nothing else; a column bias is read once per column pair and m64 tile, a row bias once per row (with 128
 // accumulators live, little else fits in registers).
 template <int C_TYPE, int MT, int ACC, int ACT>
 __device__ __forceinline__ void store_direct_fused(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int row0, int col0,
-                                                   const float (&acc)[MT][ACC], float alpha, const float* __restrict__ bias,
-                                                   int bias_mode, int warp, int g, int t) {
+                                                   int rows_left, int cols_left, const float (&acc)[MT][ACC], float alpha,
+                                                   const float* __restrict__ bias, int bias_mode, int warp, int g, int t) {
     typedef Out<C_TYPE> O;
     typedef typename O::T OutT;
+    const int cl = cols_left - 2 * t;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-        const int r0 = row0 + mt * 64 + warp * 16 + g;
+        const int r = mt * 64 + warp * 16 + g, r0 = row0 + r;
+        // No early exits below: every lane must reach the __syncwarp (lanes differ in row and column).
+        const bool in0 = r < rows_left, in1 = r + 8 < rows_left;
         OutT* p0 = C + (size_t)r0 * ldc + col0 + 2 * t;
         OutT* p1 = p0 + (size_t)8 * ldc;
-        const float brow0 = bias_mode == EPI_BIAS_ROW ? bias[r0] : 0.0f;
-        const float brow1 = bias_mode == EPI_BIAS_ROW ? bias[r0 + 8] : 0.0f;
+        const float brow0 = bias_mode == EPI_BIAS_ROW && in0 ? bias[r0] : 0.0f;
+        const float brow1 = bias_mode == EPI_BIAS_ROW && in1 ? bias[r0 + 8] : 0.0f;
 #pragma unroll
         for (int j = 0; j < ACC / 4; ++j) {
-            const float2 bcol = bias_mode == EPI_BIAS_COL ? *reinterpret_cast<const float2*>(bias + col0 + 8 * j + 2 * t)
-                                                          : make_float2(0.0f, 0.0f);
+            const bool inc = 8 * j < cl;
+            const float2 bcol = bias_mode == EPI_BIAS_COL && inc
+                                    ? *reinterpret_cast<const float2*>(bias + col0 + 8 * j + 2 * t)
+                                    : make_float2(0.0f, 0.0f);
             const float* a = &acc[mt][4 * j];
-            O::store2(p0 + 8 * j, activate<C_TYPE != 1>(fmaf(alpha, a[0], brow0 + bcol.x), ACT),
-                      activate<C_TYPE != 1>(fmaf(alpha, a[1], brow0 + bcol.y), ACT));
-            O::store2(p1 + 8 * j, activate<C_TYPE != 1>(fmaf(alpha, a[2], brow1 + bcol.x), ACT),
-                      activate<C_TYPE != 1>(fmaf(alpha, a[3], brow1 + bcol.y), ACT));
+            if (in0 && inc)
+                O::store2(p0 + 8 * j, activate<C_TYPE != 1>(fmaf(alpha, a[0], brow0 + bcol.x), ACT),
+                          activate<C_TYPE != 1>(fmaf(alpha, a[1], brow0 + bcol.y), ACT));
+            if (in1 && inc)
+                O::store2(p1 + 8 * j, activate<C_TYPE != 1>(fmaf(alpha, a[2], brow1 + bcol.x), ACT),
+                          activate<C_TYPE != 1>(fmaf(alpha, a[3], brow1 + bcol.y), ACT));
             // Keeps the scheduler from interleaving all 64 elements' activations (it ran out of registers and
             // spilled with GELU); a few dozen elements at a time hide the latencies as well.
             if (ACT != 0 && j % 4 == 3) __syncwarp();
@@ -330,7 +344,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int B_CHUNK = BK * 128;            // N-major B: BK k-rows of 64 columns (128 bytes), one TMA box
     constexpr int B_BYTES = BN * 128;            // either layout: BK x BN elements
     constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 128 ping-pong)");
+    static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
     static_assert(BN == 128 || BN == 256, "BN must be 128 or 256");
     static_assert(MT * ACC <= 128, "at most 128 accumulators per consumer thread (BM x BN <= 128 x 256)");
@@ -512,34 +526,37 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
             if (prev >= 0 && lane == 0) release(prev);
 
-            // Epilogue (the producer is already filling slots for the next tile). Plain, on a block inside C:
+            // Epilogue (the producer is already filling slots for the next tile). Plain, or a linear layer's:
             // straight from the registers.
             // (C and R allow 2-element accesses: computed here, not kept in registers across the main loop)
             const bool vec_c = pairs_aligned(C, opaque(ldc));
             const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, opaque(ldr));
             const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
-            if (vec_c && row_first + WG_M <= M && (tile_col + 1) * BN <= N) {
+            // (Edge blocks too: N even, so every pair of columns lies inside C or outside it.)
+            if (vec_c && (opaque(N) & 1) == 0) {
+                const int rows_left = M - row_first, cols_left = N - tile_col * BN;
                 if (epilogue == 0) {
-                    store_direct<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, acc, alpha, beta, warp, g, t);
+                    store_direct<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, rows_left, cols_left, acc, alpha,
+                                                  beta, warp, g, t);
                     continue;
                 }
                 if (beta == 0.0f && !(epilogue & EPI_RESIDUAL)) {
                     const int bias_mode = epilogue & EPI_BIAS_MASK, col0 = tile_col * BN;
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_RELU>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_RELU>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
                             break;
                         case EPI_ACT_GELU_TANH:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
                             break;
                         case EPI_ACT_GELU_ERF:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
                             break;
                         case EPI_ACT_SILU:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_SILU>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_SILU>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
                             break;
                         default:
-                            store_direct_fused<C_TYPE, MT, ACC, 0>(C, ldc, row_first, col0, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, 0>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
                     }
                     continue;
                 }

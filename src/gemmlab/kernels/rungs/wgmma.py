@@ -37,8 +37,11 @@ def consumer_rows(p: dict[str, int]) -> int:
 def _constraints(p: dict[str, int]) -> list[str]:
     bm, bn = p["BM"], p["BN"]
     errs = []
-    if bm not in (128, 256):
-        errs.append(f"BM = {bm}: two consumer warpgroups of 64 or 128 rows, so BM is 128 or 256")
+    if bm not in (64, 128, 256):
+        errs.append(f"BM = {bm}: a consumer warpgroup takes 64 or 128 rows, so BM is 64 (ping-pong only), 128 or 256")
+    elif bm == 64 and p["SCHEDULE"] != PINGPONG:
+        errs.append("BM = 64 needs the ping-pong schedule (SCHEDULE = 2): split between two consumers, 32 rows "
+                    "each would be below wgmma's 64")
     if bn not in (128, 256):
         errs.append(f"BN = {bn}: the wgmma tiles used are 128 or 256 columns wide")
     if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
@@ -158,7 +161,8 @@ SPEC = KernelSpec(
     template="wgmma_gemm",
     idea="Hopper: TMA into swizzled shared memory, wgmma from producer/consumer warpgroups, persistent grid",
     params=(
-        Param("BM", 128, (128, 256), "rows of C per tile (two consumer warpgroups of BM / 2 rows)"),
+        Param("BM", 128, (64, 128, 256), "rows of C per tile (cooperative: two consumer warpgroups of BM / 2 "
+                                          "rows; ping-pong: one of BM rows)"),
         Param("BN", 256, (128, 256), "columns of C per tile (the wgmma N)"),
         Param("STAGES", 4, (2, 3, 4, 5, 6), "slots in the TMA ring (BK = 64 each)"),
         Param("HELD", 1, (1, 2), "slots a consumer holds: 1 waits for its wgmmas before handing a slot back, "
