@@ -17,7 +17,7 @@ ap.add_argument("--kernel", default="wgmma")
 ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
 ap.add_argument("--n", type=int, default=4096)
 ap.add_argument("--shape", default="", help="MxNxK (instead of --n)")
-ap.add_argument("--gelu", action="store_true", help="fused bias (per column) + GELU(tanh)")
+ap.add_argument("--act", default="", help="fused bias (per column) and this activation ('none': bias alone)")
 ap.add_argument("params", nargs="*", help="the rung's parameters, NAME=VALUE")
 args = ap.parse_args()
 params = {k: int(v) for k, v in (p.split("=") for p in args.params)}
@@ -33,8 +33,8 @@ else:
     b = cp.random.rand(k, n, dtype=cp.float32).astype(args.dtype)
     c = cp.empty((m, n), args.dtype)
 extra = {}
-if args.gelu:
-    extra = dict(bias=cp.asarray(cp.random.rand(n, dtype=cp.float32)), activation="gelu_tanh")
+if args.act:
+    extra = dict(bias=cp.asarray(cp.random.rand(n, dtype=cp.float32)), activation=args.act)
 for _ in range(4):
     gemmlab.matmul(a, b, c, kernel=args.kernel, **extra, **params)
 cp.cuda.Device().synchronize()

@@ -107,7 +107,7 @@ __device__ __forceinline__ float activate(float v, int act) {
             return 0.5f * v * (1.0f + (FAST ? tanh_fast(u) : tanhf(u)));
         }
         case EPI_ACT_GELU_ERF: return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-        case EPI_ACT_SILU: return v / (1.0f + __expf(-v));
+        case EPI_ACT_SILU: return FAST ? __fdividef(v, 1.0f + __expf(-v)) : v / (1.0f + __expf(-v));
         default: return v;
     }
 }
