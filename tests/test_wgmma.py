@@ -163,3 +163,14 @@ def test_shape_heuristic():
     assert params(2048, 2048, 2048)["BN"] == 256
     for m, n, k in ((1024, 1024, 1024), (8192, 4096, 1024)):  # every choice is a valid tf32 tiling too
         SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": 3, "B_LAYOUT": 2})
+
+
+@needs_nvrtc
+def test_transpose_helper_compiles_for_every_target():
+    from gemmlab.kernels import transpose
+
+    for arch in ("sm_80", "sm_86", "sm_89", "sm_90"):
+        for t in ("unsigned int", "unsigned short"):
+            expr = f"transpose_tiles<{t}>"
+            r = compiler.compile_file(transpose.SOURCE, [expr], arch).resources[expr]
+            assert r.registers > 0 and not r.uses_local_memory

@@ -243,3 +243,19 @@ def test_transposed_b_is_read_in_place(precision, mnk, cluster, rng):
     if precision is None:
         out = gemmlab.matmul(x, w.t(), kernel="mma_sync", out_dtype="float32")
         assert ((out.double() - ref).norm() / ref.norm()).item() <= tol
+
+
+@pytest.mark.parametrize("dtype,shape", [(np.float32, (1, 1)), (np.float32, (33, 70)), (np.float16, (1000, 37)),
+                                         (np.float32, (2049, 4097))], ids=str)
+def test_transpose_helper(dtype, shape):
+    """The tiled transpose (TF32's row-major B goes through it) on edge sizes and padded rows, bit-exact."""
+    import cupy as cp
+
+    from gemmlab.kernels.transpose import transpose_into
+
+    rows, cols = shape
+    base = cp.random.rand(rows, cols + 3).astype(dtype)
+    src = base[:, :cols]  # rows cols + 3 apart
+    out = cp.full((cols, rows + 5), -1, dtype)
+    transpose_into(src, rows, cols, cols + 3, out, rows + 5)
+    assert bool((out[:, :rows] == src.T).all()) and bool((out[:, rows:] == -1).all())

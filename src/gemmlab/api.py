@@ -5,6 +5,7 @@ C = alpha * A @ B + beta * C, with BLAS naming: A is M x K, B is K x N, C is M x
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 from dataclasses import dataclass, replace
@@ -459,7 +460,7 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
 
     cp = device.require_cupy()
     dev_ctx = _device_of(a, kinds[0], cp)
-    with dev_ctx:
+    with dev_ctx, _on_stream(stream):
         info = device.device_info(cp.cuda.Device().id)
         if spec is None:
             spec = choose_kernel("float32", info.compute_capability, epilogue=epilogue)
@@ -597,6 +598,12 @@ def _device_of(a, kind: str, cp):
     if kind == arrays.TORCH_CUDA:
         return cp.cuda.Device(a.device.index)
     return cp.cuda.Device()  # host inputs (and foreign arrays) run on the current device
+
+
+def _on_stream(stream):
+    """The caller's CuPy stream as the current one while a call stages its operands (copies, conversions,
+    transposes), so that they are ordered before the kernel launched on it; no-op without one."""
+    return stream if stream is not None and hasattr(stream, "__enter__") else contextlib.nullcontext()
 
 
 def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp, epilogue_args: tuple = ()):
@@ -914,7 +921,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
     _check_epilogue(bias, activation, residual, m, n, out_label)
 
     cp = device.require_cupy()
-    with _device_of(a, kinds[0], cp):
+    with _device_of(a, kinds[0], cp), _on_stream(stream):
         dev = cp.cuda.Device().id
         info = device.device_info(dev)
         va, db = arrays.row_major(_bits16(a, kinds[0], cp)), _bits16(b, kinds[1], cp)

@@ -121,8 +121,8 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     va: row-major view of A (M x K) with `.array` (CuPy) and `.ld`. vb: row-major view of B (K x N), or of
     B^T (N x K) when `b_transposed` (B given column-major, e.g. a transposed N x K weight): then B_LAYOUT
     is 2 and B is read K-major in place. fp16 / bf16 with row-major B: B in boxes of 64 x 64, read
-    N-major. tf32 needs K-major B: row-major B is first copied to B^T (a bandwidth-bound transpose,
-    counted in the call's time; its rows padded to 16 bytes).
+    N-major. tf32 needs K-major B: row-major B is first copied to B^T (a tiled transpose at about the
+    memory bandwidth, counted in the call's time; its rows padded to 16 bytes).
     """
     from ...runtime import tma
 
@@ -136,9 +136,11 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     if kmajor and not b_transposed:  # tf32 on row-major B
         import cupy
 
+        from ..transpose import transpose_into
+
         ldb = -(-k // 4) * 4  # rows padded to 16 bytes
         keep = cupy.empty((n, ldb), dtype=vb.array.dtype)  # N x K
-        keep[:, :k] = vb.array.T
+        transpose_into(vb.array, k, n, vb.ld, keep, ldb)
         b_ptr = int(keep.data.ptr)
     elif b_transposed and not kmajor:
         raise ValueError("B is given transposed (column-major) but B_LAYOUT = 1 reads it row-major")
