@@ -75,11 +75,13 @@ template <int C_TYPE> struct Out16 {
     static __device__ __forceinline__ bits16 cvt_out(float f) { return C_TYPE == 2 ? float_to_half_bits(f) : float_to_bf16_bits(f); }
     static __device__ __forceinline__ float load(const bits16* p) { return cvt_in(*p); }
     static __device__ __forceinline__ void store(bits16* p, float v) { *p = cvt_out(v); }
-    // One packing conversion (v0 to the low half), the same rounding as two single ones.
+    // bf16: one packing conversion (v0 to the low half), the same rounding as two single ones. fp16 keeps
+    // two conversions: with `cvt.rn.f16x2.f32` in inline asm, ptxas compiled rung 11 (fp16 out) with 40
+    // registers and 2 KB of spills, as it did once for `tanh.approx.f32` (see activate).
     static __device__ __forceinline__ void store2(bits16* p, float v0, float v1) {
         unsigned u;
         if (C_TYPE == 2)
-            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
+            u = (unsigned)cvt_out(v0) | ((unsigned)cvt_out(v1) << 16);
         else
             asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
         *reinterpret_cast<unsigned*>(p) = u;
@@ -145,7 +147,7 @@ __device__ __forceinline__ void epilogue_pair(typename Out<C_TYPE>::T* __restric
         if (pair) v1 += bias[col + 1];
     }
     if (act) {
-        v0 = activate<C_TYPE != 1>(v0, act);  // 16-bit outputs take the hardware tanh
+        v0 = activate<C_TYPE != 1>(v0, act);  // 16-bit outputs take the fast tanh and division
         v1 = activate<C_TYPE != 1>(v1, act);
     }
     if (epilogue & EPI_RESIDUAL) {
