@@ -528,8 +528,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             if (prev >= 0 && lane == 0) release(prev);
 
             // Epilogue (the producer is already filling slots for the next tile). Plain, or a linear layer's:
-            // straight from the registers.
-            // (C and R allow 2-element accesses: computed here, not kept in registers across the main loop)
+            // straight from the registers. (Whether C and R allow 2-element accesses is computed here, not
+            // kept in registers across the main loop.)
             const bool vec_c = pairs_aligned(C, opaque(ldc));
             const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, opaque(ldr));
             const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
@@ -545,26 +545,31 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     const int bias_mode = epilogue & EPI_BIAS_MASK, col0 = tile_col * BN;
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_RELU>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_RELU>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                                                          alpha, bias, bias_mode, warp, g, t);
                             break;
                         case EPI_ACT_GELU_TANH:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                                                          alpha, bias, bias_mode, warp, g, t);
                             break;
                         case EPI_ACT_GELU_ERF:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                                                          alpha, bias, bias_mode, warp, g, t);
                             break;
                         case EPI_ACT_SILU:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_SILU>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_SILU>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                                                          alpha, bias, bias_mode, warp, g, t);
                             break;
                         default:
-                            store_direct_fused<C_TYPE, MT, ACC, 0>(C, ldc, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, warp, g, t);
+                            store_direct_fused<C_TYPE, MT, ACC, 0>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                                                          alpha, bias, bias_mode, warp, g, t);
                     }
                     continue;
                 }
             }
-            // Otherwise (edges, fused flags, odd C): EPI_COLS columns at a time,
-            // the accumulators go to this warpgroup's staging area (unrolled: register indices are
-            // compile-time), then out of line to C.
+            // Otherwise (a residual, beta with flags, C with an odd N or rows that allow no pairs): EPI_COLS
+            // columns at a time, the accumulators go to this warpgroup's staging area (unrolled: register
+            // indices are compile-time), then out of line to C.
             float* stage = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + STAGES * STAGE_BYTES) +
                            cw * WG_M * EPI_PITCH;
             const int srow = warp * 16 + g;
