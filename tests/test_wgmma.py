@@ -174,3 +174,21 @@ def test_transpose_helper_compiles_for_every_target():
             expr = f"transpose_tiles<{t}>"
             r = compiler.compile_file(transpose.SOURCE, [expr], arch).resources[expr]
             assert r.registers > 0 and not r.uses_local_memory
+
+
+@needs_nvrtc
+def test_sass_of_clusters():
+    """CLUSTER 2 copies its share of B with multicast TMA and syncs the cluster; CLUSTER 1 is an ordinary
+    kernel (no cluster attribute, no multicast)."""
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found")
+    env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    dump = {}
+    for cl in (1, 2):
+        mod = compile_spec(SPEC, dict(CLUSTER=cl), "sm_90")
+        dump[cl] = [subprocess.run([tool, flag, str(mod.cubin_path)], capture_output=True, text=True, check=True,
+                                   env=env).stdout for flag in ("-sass", "-elf")]
+    assert "UTMALDG.2D.MULTICAST" in dump[2][0] and "UCGABAR_WAIT" in dump[2][0]
+    assert "EIATTR_CTA_PER_CLUSTER" in dump[2][1]
+    assert "MULTICAST" not in dump[1][0] and "EIATTR_CTA_PER_CLUSTER" not in dump[1][1]
