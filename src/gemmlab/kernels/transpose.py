@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ..runtime import compiler, device, launch
 
 SOURCE = Path(__file__).parent / "cuda" / "transpose.cu"
@@ -17,8 +19,6 @@ _TYPES = {4: "unsigned int", 2: "unsigned short"}
 def transpose_into(src, rows: int, cols: int, ldi: int, dst, ldo: int) -> None:
     """dst[:cols, :rows] = src[:rows, :cols].T on the current stream. src and dst are CuPy arrays of one
     4- or 2-byte element type, read and written as raw bits; ldi / ldo are their row pitches (elements)."""
-    import numpy as np
-
     if src.itemsize != dst.itemsize or src.itemsize not in _TYPES:
         raise ValueError(f"transpose_into moves 4- or 2-byte elements of one size, got {src.itemsize} and {dst.itemsize}")
     if rows == 0 or cols == 0:

@@ -6,11 +6,24 @@ a GPU feature then raises `GPUUnavailableError` with one line naming the cause.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from .errors import GPUUnavailableError
+
+
+@functools.lru_cache(maxsize=1)
+def libcuda() -> ctypes.CDLL | None:
+    """The CUDA driver library through ctypes (for driver calls CuPy does not wrap), or None where none
+    is loadable."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
 
 
 @functools.lru_cache(maxsize=1)

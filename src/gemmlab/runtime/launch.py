@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .compiler import CompiledModule, Resources
-from .device import require_cupy
+from .device import libcuda, require_cupy
 
 _modules: dict[tuple[str, int], Any] = {}
 
@@ -77,15 +77,11 @@ class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
 
 @functools.lru_cache(maxsize=1)
 def _occupancy_fn():
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            fn = ctypes.CDLL(name).cuOccupancyMaxActiveClusters
-        except (OSError, AttributeError):
-            continue
+    fn = getattr(libcuda(), "cuOccupancyMaxActiveClusters", None)
+    if fn is not None:
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_LaunchConfig)]
-        return fn
-    return None
+    return fn
 
 
 def _max_active_clusters(function: int, cluster: int, block: tuple[int, int, int], smem: int) -> int | None:

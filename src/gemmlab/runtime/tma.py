@@ -16,6 +16,8 @@ import functools
 
 import numpy as np
 
+from .device import libcuda
+
 TENSOR_MAP_BYTES = 128
 SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}            # CU_TENSOR_MAP_SWIZZLE_NONE / 32B / 64B / 128B
 _DATA_TYPES = {1: 0, 2: 1, 4: 2}                   # element bytes -> UINT8 / UINT16 / UINT32 (raw bits)
@@ -30,13 +32,8 @@ class TensorMapError(ValueError):
 
 @functools.lru_cache(maxsize=1)
 def _driver():
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            lib = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    else:
+    lib = libcuda()
+    if lib is None:
         raise TensorMapError("the CUDA driver library (libcuda) is not loadable: tensor maps need an NVIDIA driver")
     fn = lib.cuTensorMapEncodeTiled
     fn.restype = ctypes.c_int
