@@ -234,8 +234,8 @@ def test_sass_mix_counts_the_steady_state_path_of_the_main_loop():
 
 
 def test_sgemm_main_loop_is_dense():
-    """Rung 10's main loop at the default tile: 16 x 8 results x 16 k of FFMAs per step, six LDS.128 per
-    128 FFMAs, nothing from local memory, and at least 93.5% of its instructions FFMAs."""
+    """Rung 10's main loop at the default tile: 16 x 8 results x 8 k of FFMAs per step, six LDS.128 per
+    128 FFMAs, nothing from local memory, and at least 92% of its instructions FFMAs."""
     sm = _sass_mix()
     try:
         sm.find_nvdisasm()
@@ -243,8 +243,8 @@ def test_sgemm_main_loop_is_dense():
         pytest.skip("nvdisasm not found")
     info, loops = sm.analyse("sgemm", {}, "sm_90")
     r = sm.report(loops[0])
-    assert r["ffma"] == 16 * 8 * 16
-    assert r["histogram"]["LDS.128"] == 6 * 16
+    assert r["ffma"] == 16 * 8 * 8
+    assert r["histogram"]["LDS.128"] == 6 * 8
     assert not any(k.startswith(("LDL", "STL")) for k in r["histogram"])
-    assert r["ffma_fraction"] >= 0.935, r["histogram"]
+    assert r["ffma_fraction"] >= 0.92, r["histogram"]
     assert info["spill_stores"] == 0 and info["stack_frame"] == 0

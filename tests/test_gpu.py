@@ -266,3 +266,19 @@ def test_auto_picks_split_k_for_long_k(rng):
     a, b, _ = _case(rng, 64, 64, 131072)
     out = gemmlab.matmul(cp.asarray(a), cp.asarray(b))
     assert _rel(out.get(), a.astype(np.float64) @ b) < TOL
+
+
+@pytest.mark.parametrize("order", [1, 2, 3, 4, 5, 6])
+def test_sgemm_every_ffma_order_is_correct(order, rng):
+    """The FFMA order changes only the instruction schedule: every one gives the right product, on blocks
+    inside C (the unchecked loop), at its edges and with rows that are not 16-byte aligned (odd N)."""
+    for m, n, k in [(300, 520, 77), (130, 261, 40)]:
+        _check("sgemm", dict(get("sgemm").defaults, ORDER=order), m, n, k, 1.25, 0.5, rng)
+
+
+def test_sgemm_every_shape_class_is_correct(rng):
+    from gemmlab.kernels.rungs.sgemm import SHAPE_CLASSES
+
+    for cfg, _, _ in SHAPE_CLASSES:
+        for m, n, k in [(300, 520, 77), (130, 261, 40), (1, 300, 17)]:
+            _check("sgemm", cfg, m, n, k, 1.25, 0.5, rng)

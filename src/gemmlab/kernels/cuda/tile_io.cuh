@@ -86,22 +86,25 @@ __device__ __forceinline__ void store_grouped_tile(float* __restrict__ C, int ld
     }
 }
 
-// Store a thread's TM x TN results whose rows are ROW_STEP apart and whose columns come in groups of 4
-// (rung 10): result (i, j) goes to row row0 + i * ROW_STEP and column col0 + (j / 4) * COL_STEP + j % 4 of
-// a matrix with row stride ld, as C = alpha * acc + beta * C (C not read when beta == 0). A thread whose
+// Store a thread's TM x TN results whose rows come in groups of ROW_GROUP adjacent rows, ROW_STEP apart, and
+// whose columns come in groups of 4, COL_STEP apart (rung 10): result (i, j) goes to row
+// row0 + (i / ROW_GROUP) * ROW_STEP + i % ROW_GROUP and column col0 + (j / 4) * COL_STEP + j % 4 of a
+// matrix with row stride ld, as C = alpha * acc + beta * C (C not read when beta == 0). A thread whose
 // results all lie inside C, with 16-byte aligned rows (`vec`), stores 16 bytes at a time; the others
 // store element by element. Written so that the compiler emits two short paths per case, not one path
 // per combination of edge tests.
-template <int TM, int TN, int ROW_STEP, int COL_STEP>
+template <int TM, int TN, int ROW_GROUP, int ROW_STEP, int COL_STEP>
 __device__ __forceinline__ void store_strided_tile(float* __restrict__ C, int ld, int row0, int col0, int M, int N,
                                                    const float (&acc)[TM][TN], bool vec, float alpha, float beta) {
+    static_assert(TM % ROW_GROUP == 0, "TM must be whole row groups");
     // Addresses are a row pointer plus compile-time offsets, so no per-element address is ever computed
     // (or kept in a register).
     const int n_left = N - col0;  // columns of C from col0 on
-    const bool whole = vec && row0 + (TM - 1) * ROW_STEP < M && (TN / 4 - 1) * COL_STEP + 4 <= n_left;
+    const int last_row = row0 + (TM / ROW_GROUP - 1) * ROW_STEP + ROW_GROUP - 1;
+    const bool whole = vec && last_row < M && (TN / 4 - 1) * COL_STEP + 4 <= n_left;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
-        const int row = row0 + i * ROW_STEP;
+        const int row = row0 + (i / ROW_GROUP) * ROW_STEP + i % ROW_GROUP;
         float* rp = C + (size_t)row * ld + col0;
         if (whole) {
 #pragma unroll
@@ -163,6 +166,17 @@ __device__ __forceinline__ void async_copy16_zfill(unsigned dst, const float* sr
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[j] = 4 * j < bytes ? __ldg(src + j) : 0.0f;
     asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]));
+#endif
+}
+
+// One float (4 bytes, any float address). Goes through L1 (.ca): the neighbours a warp's other copies
+// read from the same 32-byte sector are served there.
+__device__ __forceinline__ void async_copy4(unsigned dst, const float* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+#else
+    const float v = __ldg(src);
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(dst), "f"(v));
 #endif
 }
 

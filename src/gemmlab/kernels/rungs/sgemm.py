@@ -5,24 +5,27 @@ from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_t
 
 
 def smem_bytes(p: dict[str, int]) -> int:
-    """STAGES x (the A tile BM x (BK + 4), rows padded by 16 bytes, + the B tile BK x BN) floats."""
-    return 4 * p["STAGES"] * (p["BM"] * (p["BK"] + 4) + p["BK"] * p["BN"])
+    """STAGES x (the k-major A tile BK x (BM + 4), rows padded by 16 bytes, + the B tile BK x BN) floats."""
+    return 4 * p["STAGES"] * (p["BK"] * (p["BM"] + 4) + p["BK"] * p["BN"])
 
 
 def _constraints(p: dict[str, int]) -> list[str]:
-    # Fragments: B's values for four k (4 x TN) and the next row of A (4); tiles arrive by cp.async.
+    # Fragments: TM + TN values of two k (double-buffered); tiles arrive by cp.async.
     errs = tile_constraints(p, smem_floats=smem_bytes(p) // 4, smem_limit=DYNAMIC_SMEM_LIMIT,
-                            fragment_regs=4 * p["TN"] + 4, staged_loads=False)
-    if p["STAGES"] < 2:
-        errs.append(f"STAGES = {p['STAGES']}: the cp.async ring needs at least 2")
+                            fragment_regs=2 * (p["TM"] + p["TN"]), staged_loads=False)
+    if p["STAGES"] < 3:
+        errs.append(f"STAGES = {p['STAGES']}: the cp.async ring needs at least 3 (two steps in flight while "
+                    "one is read)")
     if p["GROUP_M"] < 1:
         errs.append(f"GROUP_M = {p['GROUP_M']} must be at least 1")
     if not errs:
         threads, blocks = block_threads(p), p["MIN_BLOCKS"]
-        if threads * blocks > 2048 or smem_bytes(p) * blocks > DYNAMIC_SMEM_LIMIT:
+        if threads % p["BK"]:
+            errs.append(f"{threads} threads do not split the A tile by k: BK = {p['BK']} must divide them")
+        elif threads * blocks > 2048 or smem_bytes(p) * blocks > DYNAMIC_SMEM_LIMIT:
             errs.append(f"MIN_BLOCKS = {blocks} blocks of {threads} threads and {smem_bytes(p)} bytes of shared "
                         "memory do not fit on one SM")
-        elif 65536 // (threads * blocks) < p["TM"] * p["TN"] + 4 * p["TN"] + 44:  # accumulators, fragments, state
+        elif 65536 // (threads * blocks) < p["TM"] * p["TN"] + 2 * (p["TM"] + p["TN"]) + 32:  # accumulators, fragments, state
             errs.append(f"MIN_BLOCKS = {blocks} leaves {65536 // (threads * blocks)} registers per thread, too few "
                         f"for a {p['TM']} x {p['TN']} thread tile")
     return errs
@@ -41,14 +44,15 @@ def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
 
 
 # Tile shapes per shape class, with what the heuristic needs to know about each on the reference H100:
-# its full-wave speed relative to the largest tile (measured at 8192^3: 45.6, 42.7, 39.6, 36.3 TFLOP/s), and how many of its blocks an SM holds (from the
-# compiler's register report). The heuristic picks the tile with the least predicted time (see
-# predicted_time: a tile and wave quantization model).
+# its full-wave speed relative to the largest tile (measured at 8192^3: 51.7, 51.6, 46.6, 40.5 TFLOP/s),
+# and how many of its blocks an SM holds (from the compiler's register report: 199, 126, 136 and 88
+# registers per thread). The heuristic picks the tile with the least predicted time (see predicted_time:
+# a tile and wave quantization model). ORDER is the FFMA order that measured fastest for each tile.
 SHAPE_CLASSES = (
-    (dict(BM=256, BN=128, BK=16, WM=128, WN=32, TM=16, TN=8, GROUP_M=8), 1.00, 1),
-    (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8), 0.94, 1),
-    (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8), 0.87, 3),
-    (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8), 0.79, 4),
+    (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=4), 1.00, 1),
+    (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=6), 1.00, 2),
+    (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=6), 0.90, 3),
+    (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4), 0.78, 5),
 )
 MIN_K_PER_SPLIT = 512  # a slice shorter than this spends more on the reduction than it saves
 REDUCE_COST = 6
@@ -95,11 +99,12 @@ SPEC = KernelSpec(
     template="sgemm_gemm",
     idea="the production FP32 kernel: rung 09's pipeline, tiles per shape class, grouped block order, split-K",
     params=(
-        *warp_tile_params(bm=256, bk=16, wm=128, tm=16),
+        *warp_tile_params(bm=128, bn=256, bk=8, wm=128, wn=32, tm=16, tn=8),
         Param("GROUP_M", 8, (1, 4, 8, 16), "block rows per group of the L2-friendly block order"),
         Param("SPLIT_K", 1, (1, 2, 4, 8, 16, 32), "blocks sharing one tile of C along K (1: no split)"),
         Param("MIN_BLOCKS", 1, (1, 2, 3, 4), "resident blocks per SM the register budget must allow"),
-        Param("STAGES", 3, (2, 3), "tiles in the cp.async ring: steps in flight + 1 (more may be asked for)"),
+        Param("STAGES", 3, (3, 4), "tiles in the cp.async ring: steps in flight + 1 (more may be asked for)"),
+        Param("ORDER", 4, (1, 2, 3, 4, 5, 6), "order of one k's FFMAs (which operands the reuse cache can serve)"),
     ),
     constraints=_constraints,
     geometry=_geometry,
