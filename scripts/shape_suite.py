@@ -1,9 +1,12 @@
 """The varied shape suite: gemmlab's best FP32 path (kernel="auto") against cuBLAS, side by side.
 
     PYTHONPATH=src python3 scripts/shape_suite.py [--kernel auto] [--quick]
+    PYTHONPATH=src python3 scripts/shape_suite.py --kernel sgemm --shapes 333x777x999,1000x1000x1000 \
+        --variants "BM=64,BN=64,WM=32,WN=32,TM=4,TN=8;BM=64,BN=64,WM=32,WN=32,TM=4,TN=8,STAGES=4"
 
 Square 512 ... 8192, rectangular, K >> M*N, M*N >> K, and sizes that are not multiples of 8. Prints one
-line per shape and the geometric mean of the ratios last.
+line per shape (and variant) and the geometric mean of the ratios last. --variants times the named
+kernel with each parameter set (the spec's defaults fill in what a set leaves out) beside cuBLAS.
 """
 
 from __future__ import annotations
@@ -31,28 +34,33 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernel", default="auto")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--shapes", default="", help="MxNxK,... instead of the suite")
+    ap.add_argument("--variants", default="", help="NAME=V,NAME=V;... parameter sets of --kernel to time")
     args = ap.parse_args()
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    variants = [{k: int(v) for k, v in (kv.split("=") for kv in var.split(",") if kv)}
+                for var in args.variants.split(";")] if args.variants else [{}]
     rng = cp.random.default_rng(7)
     ratios = []
     print(f"{'M':>6} {'N':>6} {'K':>7} {'ours ms':>9} {'cuBLAS ms':>10} {'TFLOP/s':>8} {'ratio':>6} {'err':>8}")
-    for m, n, k in SHAPES[:8] if args.quick else SHAPES:
+    for (m, n, k), params in ((s, v) for s in (shapes[:8] if args.quick else shapes) for v in variants):
         a = rng.uniform(-1, 1, (m, k), dtype=cp.float32)
         b = rng.uniform(-1, 1, (k, n), dtype=cp.float32)
         c = cp.empty((m, n), dtype=cp.float32)
         ref = a.astype(cp.float64) @ b.astype(cp.float64)
         c.fill(cp.nan)
-        gemmlab.matmul(a, b, c, kernel=args.kernel)
+        gemmlab.matmul(a, b, c, kernel=args.kernel, **params)
         err = rel_error(c, ref)
         if not err < 1e-4:
             print(f"{m:6d} {n:6d} {k:7d} FAILED err {err:.1e}")
             ratios.append(0.0)
             continue
-        ours = time_gpu(lambda: gemmlab.matmul(a, b, c, kernel=args.kernel), budget_ms=150)
+        ours = time_gpu(lambda: gemmlab.matmul(a, b, c, kernel=args.kernel, **params), budget_ms=150)
         theirs = time_gpu(lambda: peers.cublas_sgemm(a, b, c), budget_ms=150)
         r = theirs.median_ms / ours.median_ms
         ratios.append(r)
         print(f"{m:6d} {n:6d} {k:7d} {ours.median_ms:9.3f} {theirs.median_ms:10.3f} "
-              f"{tflops(m, n, k, ours.median_ms):8.2f} {r:6.3f} {err:8.1e}", flush=True)
+              f"{tflops(m, n, k, ours.median_ms):8.2f} {r:6.3f} {err:8.1e} {params or ''}", flush=True)
     geo = math.exp(sum(math.log(max(r, 1e-9)) for r in ratios) / len(ratios))
     print(f"geometric mean of cuBLAS time / gemmlab time over {len(ratios)} shapes: {geo:.3f}")
 
