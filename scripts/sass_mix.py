@@ -5,7 +5,7 @@
 
 Compiles one instantiation of a rung through the project's NVRTC path and cache (parameters not named
 take the rung's defaults), disassembles the cubin with nvdisasm and finds the main loop: of every
-backward branch, the one whose loop body holds the most FFMAs. A loop body may branch (edge tests, the
+backward branch, the one whose loop body holds the most FFMAs (of equals, the shortest). A loop body may branch (edge tests, the
 last step); the mix is counted along one path through it, the steady state of an interior block: the
 path with the most FFMAs, then the most bytes loaded from global memory, then the most stored to shared
 memory, then the fewest instructions.
@@ -303,8 +303,10 @@ def report(loop: Loop) -> dict:
 
 
 def main_loop(instrs: list[Instr], labels: dict[str, int]) -> list[Loop]:
-    """Every loop with FFMAs, the main one (most FFMAs in its body) first."""
-    return sorted((lp for lp in loops_of(instrs, labels) if lp.static_ffma), key=lambda lp: -lp.static_ffma)
+    """Every loop with FFMAs, the main one (most FFMAs in its body; of copies with as many, such as one loop
+    for interior and one for edge blocks, the one with the fewest instructions) first."""
+    return sorted((lp for lp in loops_of(instrs, labels) if lp.static_ffma),
+                  key=lambda lp: (-lp.static_ffma, lp.static_instrs))
 
 
 def analyse(kernel: str, params: dict[str, int] | None = None, arch: str = "sm_90") -> tuple[dict, list[Loop]]:

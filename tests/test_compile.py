@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmlab.kernels import all_specs, compile_spec
+from gemmlab.kernels import all_specs, compile_spec, get
 from gemmlab.runtime import compiler
 from gemmlab.runtime.errors import CompileError
 
@@ -248,3 +248,17 @@ def test_sgemm_main_loop_is_dense():
     assert not any(k.startswith(("LDL", "STL")) for k in r["histogram"])
     assert r["ffma_fraction"] >= 0.92, r["histogram"]
     assert info["spill_stores"] == 0 and info["stack_frame"] == 0
+
+
+def test_sgemm_shape_classes_fit_their_blocks_per_sm_without_spills():
+    """Every tile the shape heuristic can pick, split-K instantiation included, fits the register budget its
+    MIN_BLOCKS sets (so that many blocks share an SM) without touching local memory."""
+    spec = get("sgemm")
+    classes = sys.modules[spec.heuristic.__module__].SHAPE_CLASSES
+    for cfg, _, per_sm in classes:
+        assert cfg["MIN_BLOCKS"] == per_sm
+        for split in (1, 4):
+            p = spec.validate(dict(cfg, SPLIT_K=split))
+            r = compile_spec(spec, p, "sm_90").resources[spec.name_expression(p)]
+            assert not r.uses_local_memory, f"{p}: {r}"
+            assert r.registers * spec.launch(4096, 4096, 4096, p).threads_per_block * per_sm <= 65536, (p, r.registers)

@@ -170,3 +170,11 @@ def test_run_explain_refuses_bad_options_in_one_line(args, match):
 def test_run_explain_without_gpu_or_cc_says_what_to_give():
     r = runner.invoke(app, ["run", "--explain"], terminal_width=200)
     assert r.exit_code != 0 and "--cc" in r.output
+
+
+def test_operand_staging_follows_the_specs():
+    """sgemm copies an unaligned B into padded rows only for products of 2^30 multiply-adds or more; wgmma
+    stages both operands whatever the size."""
+    assert api._stages(SGEMM, 333, 777, 999) == ""
+    assert api._stages(SGEMM, 4097, 4097, 4097) == "B"
+    assert api._stages(get("wgmma"), 1, 1, 1) == "AB"

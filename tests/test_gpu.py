@@ -282,3 +282,11 @@ def test_sgemm_every_shape_class_is_correct(rng):
     for cfg, _, _ in SHAPE_CLASSES:
         for m, n, k in [(300, 520, 77), (130, 261, 40), (1, 300, 17)]:
             _check("sgemm", cfg, m, n, k, 1.25, 0.5, rng)
+
+
+def test_sgemm_stages_unaligned_b_for_large_products(rng):
+    """N = 1031: B's rows are not 16-byte aligned, so a product this large (2^30 multiply-adds or more) runs
+    on a row-padded copy of B; right on the first call and on the repeat (which must not take the fast
+    path with the unpadded B)."""
+    for _ in range(2):
+        _check("sgemm", {}, 1030, 1031, 1027, 1.25, 0.5, rng)

@@ -576,6 +576,9 @@ def _contiguity_test(x):
 def _remember_fast_plan(prepared: _Prepared, a, b, c, kernel, params, m, n, k, cp) -> None:
     if not (a.flags.c_contiguous and b.flags.c_contiguous and (c is None or c.flags.c_contiguous)):
         return
+    stage = _stages(prepared.spec, m, n, k)
+    if ("A" in stage and not _rows_aligned(a)) or ("B" in stage and not _rows_aligned(b)):
+        return  # this call's operands were staged; the plan launches on the caller's arrays as they are
     if len(_fast_plans) > 4096:
         _fast_plans.clear()
     geo = prepared.spec.launch(m, n, k, prepared.params)
@@ -606,6 +609,26 @@ def _on_stream(stream):
     return stream if stream is not None and hasattr(stream, "__enter__") else contextlib.nullcontext()
 
 
+def _stages(spec: KernelSpec, m: int, n: int, k: int) -> str:
+    """The operands (letters) the rung has staged for a product of this size: extra["stage_operands"], for
+    products of at least extra["stage_min_macs"] multiply-adds (below that the copy costs more than the
+    rung's checked path loses)."""
+    if m * n * k < spec.extra.get("stage_min_macs", 0):
+        return ""
+    return spec.extra.get("stage_operands") or ""
+
+
+def _staged(spec: KernelSpec, va, vb, m: int, n: int, k: int):
+    """A and B, each copied into 16-byte aligned rows where the rung stages it (_stages) and it is not
+    aligned already (arrays.aligned_rows returns an aligned operand itself)."""
+    stage = _stages(spec, m, n, k)
+    return (arrays.aligned_rows(va) if "A" in stage else va), (arrays.aligned_rows(vb) if "B" in stage else vb)
+
+
+def _rows_aligned(x) -> bool:
+    return x.data.ptr % 16 == 0 and x.strides[0] % 16 == 0
+
+
 def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp, epilogue_args: tuple = ()):
     da = arrays.to_cupy(a, kinds[0])
     db = arrays.to_cupy(b, kinds[1])
@@ -613,7 +636,7 @@ def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, strea
     for name, x in (("A", da), ("B", db)):
         if x.device.id != dev:
             raise ValueError(f"{name} is on device {x.device.id}, the kernel runs on device {dev}; move them to one device")
-    va, vb = arrays.row_major(da), arrays.row_major(db)
+    va, vb = _staged(prepared.spec, arrays.row_major(da), arrays.row_major(db), m, n, k)
 
     dc = None  # the caller's C on the device, when its old values are needed or it is written in place
     if c is None or (arrays.is_host(kinds[2]) and beta == 0):
@@ -940,7 +963,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
                                       epilogue=_wants_epilogue(bias, activation, residual))
         if ideal.extra.get("stage_operands") and _operand_problems(
                 ideal, (int(va.array.data.ptr), va.ld, int(vb.array.data.ptr), vb.ld), eb):
-            va, vb = arrays.aligned_rows(va), arrays.aligned_rows(vb)
+            va, vb = _staged(ideal, va, vb, m, n, k)
         if spec is None:  # the operands are known now: rungs with operand rules (extra["operand_problems"]) are checked
             spec = choose_kernel(in_label, info.compute_capability, precision,
                                  epilogue=_wants_epilogue(bias, activation, residual),

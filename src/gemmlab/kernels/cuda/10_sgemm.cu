@@ -171,7 +171,8 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     struct Place {
         int row0, col0;            // the block's tile of C
         int k_begin, k_end, steps; // its slice of K, in BK steps (the last one may be partial)
-        int fast_steps;            // leading steps whose copies all lie inside A and B (B 16-byte aligned)
+        int fast_steps;            // leading whole steps, copied without tests (B's rows 16-byte aligned)
+        bool interior;             // the tile lies inside C: no copy needs clamping
         int a_row, a_k, b_k, b_col; // the thread's first element of A (row, k) and chunk of B (k, column)
         int crow, ccol;            // its first result in C
         bool vec_b;
@@ -197,8 +198,8 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         p.k_end = min(K, p.k_begin + steps_per_split * BK);
         p.steps = (p.k_end - p.k_begin + BK - 1) / BK;
         p.vec_b = rows_are_16B_aligned(B, ldb);
-        const bool interior = p.vec_b && p.row0 + BM <= M && p.col0 + BN <= N;
-        p.fast_steps = interior ? (p.k_end - p.k_begin) / BK : 0;
+        p.interior = p.row0 + BM <= M && p.col0 + BN <= N;
+        p.fast_steps = p.vec_b ? (p.k_end - p.k_begin) / BK : 0;
         const int ar = tid / BK, ak = tid % BK, br = tid / PB::TPR, bc = (tid % PB::TPR) * 4;
         p.a_row = p.row0 + ar;
         p.a_k = p.k_begin + ak;
@@ -217,10 +218,13 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     };
     const Place pl = place_of(threadIdx.x, blockIdx.x, blockIdx.y);
 
-    // Global addresses of the thread's first A element and B chunk in interior blocks, advanced one step at
-    // a time (its other A rows and B chunk rows are one wide multiply-add away).
-    const float* a_src = A + (size_t)(pl.fast_steps ? pl.a_row : 0) * lda + pl.a_k;
+    // Global addresses of the thread's first A element and B chunk, advanced one step at a time (its other A
+    // rows and B chunk rows are one wide multiply-add away). In blocks at the edge of C, A's rows past M are
+    // read as row M - 1 and B's chunks past N as zeros (a straddling chunk in part): what they feed are
+    // results outside C, never stored; only K must be exact, and whole steps lie inside it.
+    const float* a_src = A + (size_t)(pl.fast_steps ? min(pl.a_row, M - 1) : 0) * lda + pl.a_k;
     const float* b_src = B + (size_t)(pl.fast_steps ? pl.b_k : 0) * ldb + pl.b_col;
+
     // The next step into the ring slot at byte offset `off`, every copy of it, with no test.
     auto copy_fast = [&](unsigned off) {
 #pragma unroll
@@ -232,6 +236,28 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
 #pragma unroll
             for (int c = 0; c < PB::CH; ++c)
                 async_copy16(pl.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR), src + c * 4 * PB::TPR);
+        }
+        a_src += BK;
+        b_src = advance_rows(b_src, BK, ldb);
+    };
+    // The same for a block at the edge of C: A's row offsets clamped, B's chunks zero-filled past N (the
+    // clamps are recomputed per step from M, N and the thread's place rather than held in registers
+    // across the loop: edge blocks are few, registers are not).
+    auto copy_edge = [&](unsigned off) {
+        const int a_lim = max(M - 1 - pl.a_row, 0);  // rows past a_src that lie inside A
+#pragma unroll
+        for (int i = 0; i < A_PER; ++i)
+            async_copy4(pl.a_dst + off + 4 * i * A_RSTEP, i ? advance_rows(a_src, min(i * A_RSTEP, a_lim), lda) : a_src);
+#pragma unroll
+        for (int h = 0; h < PB::H; ++h) {
+            const float* src = h ? advance_rows(b_src, h * PB::RSTEP, ldb) : b_src;
+#pragma unroll
+            for (int c = 0; c < PB::CH; ++c) {
+                const int left = min(max(N - pl.b_col - c * 4 * PB::TPR, 0), 4);
+                // An empty chunk still names an address inside B (the block's first column); none is read.
+                async_copy16_zfill(pl.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR),
+                                   src + (left ? c * 4 * PB::TPR : pl.col0 - pl.b_col), 4 * left);
+            }
         }
         a_src += BK;
         b_src = advance_rows(b_src, BK, ldb);
@@ -269,7 +295,8 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     constexpr unsigned SLOT = 4 * STAGE_FLOATS, LAST = (STAGES - 1) * SLOT;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < pl.fast_steps) copy_fast(s * SLOT);
+        if (s < pl.fast_steps && pl.interior) copy_fast(s * SLOT);
+        else if (s < pl.fast_steps) copy_edge(s * SLOT);
         else if (s < pl.steps) copy_checked(pl, s, s * SLOT);
         async_commit();
     }
@@ -286,10 +313,12 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     load_fragments(0, pl.a_frag, pl.b_frag);
     unsigned rd = 0, wr = LAST;
     int s = 0;
-    // One step on slot rd. Before its last k: the copy of step s + STAGES - 1 into wr (interior steps with
-    // no test, `fast`; a flag, not a callable parameter: generic lambdas are host code to NVRTC 13.0),
-    // the wait for step s + 1, the barrier, and the first fragments of step s + 1.
-    auto step = [&](const Place& p, bool fast) {
+    // One step on slot rd. Before its last k: the copy of step s + STAGES - 1 into wr (`copy`: FAST whole
+    // steps of interior blocks, EDGE whole steps of edge blocks, CHECKED the rest; a flag, not a callable
+    // parameter: generic lambdas are host code to NVRTC 13.0), the wait for step s + 1, the barrier, and
+    // the first fragments of step s + 1.
+    enum { CHECKED, FAST, EDGE };
+    auto step = [&](const Place& p, int copy) {
         const unsigned as = p.a_frag + rd, bs = p.b_frag + rd;
         const unsigned nx = rd == LAST ? 0 : rd + SLOT;
 #pragma unroll
@@ -297,8 +326,10 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
             if (k + 1 < BK) {
                 load_fragments((k + 1) % 2, as + 4 * (k + 1) * SA, bs + 4 * (k + 1) * BN);
             } else {
-                if (fast) {
+                if (copy == FAST) {
                     copy_fast(wr);
+                } else if (copy == EDGE) {
+                    copy_edge(wr);
                 } else {
                     copy_checked(p, s + STAGES - 1, wr);  // past the slice's end: zeros, never read
                 }
@@ -312,12 +343,16 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         wr = rd;
         rd = nx;
     };
-    // The main loop: the step copied during each step is a whole interior one (no tests).
-    for (; s + STAGES - 1 < pl.fast_steps; ++s) step(pl, true);
-    // The last STAGES - 1 steps of interior blocks, and every step of the others, with the place
-    // recomputed (see Place).
+    // The main loop: the step copied during each step is a whole one (no tests; clamped at the edges of C).
+    if (pl.interior) {
+        for (; s + STAGES - 1 < pl.fast_steps; ++s) step(pl, FAST);
+    } else {
+        for (; s + STAGES - 1 < pl.fast_steps; ++s) step(pl, EDGE);
+    }
+    // The last STAGES - 1 steps, and every step of blocks whose B rows are not 16-byte aligned, with the
+    // place recomputed (see Place).
     const Place pt = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());
-    for (; s < pt.steps; ++s) step(pt, false);
+    for (; s < pt.steps; ++s) step(pt, CHECKED);
     async_wait<0>();  // no copy may still be in flight when the block moves on (or exits)
 
     const Place pe = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());
@@ -339,28 +374,49 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         if (tid == 0) arrived_last = atomicAdd(counter, 1) == SPLIT_K - 1;
         __syncthreads();
         if (!arrived_last) return;
-        __threadfence();
+        __threadfence();  // every slab, this block's own included, is read back from L2 below
         // Row by row, the slabs in the fixed order 0, 1, ..., SPLIT_K - 1 (the same bits whichever block is
-        // last), TN x 4 loads in flight; the slab loop is not unrolled further, which keeps the code (and
-        // the compile time) from growing with SPLIT_K.
-#pragma unroll
+        // last), this block's own slab read back like the others, and each row's sums stored (through the
+        // epilogue) as soon as they are complete: the accumulators are dead from here on and only one row
+        // of sums and the loads in flight hold registers, so the split instantiation needs no more
+        // registers than the main loop. 16-byte loads where the slab's rows allow them.
+        const bool whole = vec_w && (TN / 4 - 1) * 4 * LCOLS + 4 <= N - pe.ccol;
+#pragma unroll 1
         for (int i = 0; i < TM; ++i) {
             const int row = pe.crow + (i / 4) * 4 * LROWS + i % 4;
             if (row >= M) continue;
             const float* rp = workspace + (size_t)row * N + pe.ccol;  // slab 0; slab s is s * slab further
-            float sum[TN] = {};
+            float sum[1][TN] = {};
+            if (whole) {
 #pragma unroll 4
-            for (int s = 0; s < SPLIT_K; ++s) {
+                for (int s = 0; s < SPLIT_K; ++s) {
 #pragma unroll
-                for (int j = 0; j < TN; ++j) {
-                    const int off = (j / 4) * 4 * LCOLS + j % 4;
-                    if (off < N - pe.ccol) sum[j] += s == by ? acc[i][j] : __ldcg(rp + s * slab + off);
+                    for (int g = 0; g < TN / 4; ++g) {
+                        const float4 v = __ldcg(reinterpret_cast<const float4*>(rp + s * slab + g * 4 * LCOLS));
+                        sum[0][4 * g] += v.x;
+                        sum[0][4 * g + 1] += v.y;
+                        sum[0][4 * g + 2] += v.z;
+                        sum[0][4 * g + 3] += v.w;
+                    }
+                }
+            } else {
+#pragma unroll 2
+                for (int s = 0; s < SPLIT_K; ++s) {
+#pragma unroll
+                    for (int j = 0; j < TN; ++j) {
+                        const int off = (j / 4) * 4 * LCOLS + j % 4;
+                        if (off < N - pe.ccol) sum[0][j] += __ldcg(rp + s * slab + off);
+                    }
                 }
             }
-#pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] = sum[j];
+            if (epilogue)
+                epilogue_fp32_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, alpha, beta, bias, R, ldr,
+                                                           epilogue);
+            else
+                store_strided_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, vec_c, alpha, beta);
         }
         if (tid == 0) *counter = 0;  // ready for the next launch
+        return;
     }
     if (epilogue)
         epilogue_fp32_tile<TM, TN, 4, 4 * LROWS, 4 * LCOLS>(C, ldc, pe.crow, pe.ccol, M, N, acc, alpha, beta, bias, R,

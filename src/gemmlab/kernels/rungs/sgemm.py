@@ -1,5 +1,5 @@
 
-from ..spec import KernelSpec, Launch, Param, cdiv, pow2_choices
+from ..spec import KernelSpec, Launch, Param, cdiv
 from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_traffic, warp_tile_params
 
 
@@ -43,17 +43,23 @@ def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
 
 
 # Tile shapes per shape class, with what the heuristic needs to know about each on the reference H100:
-# its full-wave speed relative to the largest tile (measured at 8192^3: 51.7, 51.6, 46.6, 40.5 TFLOP/s),
-# and how many of its blocks an SM holds (from the compiler's register report: 199, 126, 136 and 88
-# registers per thread). The heuristic picks the tile with the least predicted time (see predicted_time:
-# a tile and wave quantization model). ORDER is the FFMA order that measured fastest for each tile.
+# its speed relative to the largest tile (the full-wave speeds measured at 8192^3 are 51.8, 49.0 (51.5
+# with ORDER 6), 47.5 and 40.5 TFLOP/s; the model's values, 1.00, 1.00, 0.90 and 0.78, are those whose
+# picks measured best over the shape suite: with 0.95 and 0.92 it moves 1024^3, 4097^3 and two split-K
+# shapes to tiles that were not measured better), and how many of its blocks an SM holds (MIN_BLOCKS, which caps the registers so that they fit, split-K
+# instantiations included; shared memory allows as many). The heuristic picks the tile with the least
+# predicted time (see predicted_time: a tile and wave quantization model). ORDER is the FFMA order that
+# measured fastest for each tile where the heuristic uses it (128 x 128 runs split-K shapes: ORDER 4 there
+# measured 0.85-0.87 of cuBLAS, ORDER 6 0.79-0.82, though ORDER 6 is faster in full waves, 51.5 TFLOP/s).
 SHAPE_CLASSES = (
-    (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=4), 1.00, 1),
-    (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=6), 1.00, 2),
-    (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=6), 0.90, 3),
-    (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4), 0.78, 5),
+    (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=1), 1.00, 1),
+    (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=2), 1.00, 2),
+    (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=3), 0.90, 3),
+    (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=5), 0.78, 5),
 )
-MIN_K_PER_SPLIT = 512  # a slice shorter than this spends more on the reduction than it saves
+# A slice shorter than this spends more on the reduction than it saves (512^3: split 2 measured 0.90 of
+# cuBLAS, no split 0.73).
+MIN_K_PER_SPLIT = 256
 REDUCE_COST = 6
 
 
@@ -116,5 +122,9 @@ SPEC = KernelSpec(
     workspace=_workspace,
     # The fused epilogue of epilogue.cuh (bias, activation, residual; fp32 out), applied once after any
     # split-K reduction; its four arguments follow the workspace ones.
-    extra={"epilogue": True},
+    # B is read in 16-byte pieces by the unchecked loop; a B whose rows are not 16-byte aligned is copied
+    # into padded rows (a K x N copy, about 1% of a large product) rather than run on the checked path,
+    # for products of 2^30 multiply-adds or more (measured: 4097^3 0.71 -> 0.90 of cuBLAS, 2047 x 2049 x
+    # 1023 0.58 -> 0.75; 333 x 777 x 999 0.36 -> 0.20, the copy's cost). A needs no alignment (four-byte copies).
+    extra={"epilogue": True, "stage_operands": "B", "stage_min_macs": 1 << 30},
 )

@@ -191,5 +191,5 @@ SPEC = KernelSpec(
     precisions=("tf32",),
     extra={"type_params": (*mma_sync.TYPE_PARAMS, "B_LAYOUT"), "epilogue": True, "element_bytes": 2, "persistent": True,
            "cluster": lambda p: p["CLUSTER"], "host_args": host_args, "operand_problems": operand_problems,
-           "stage_operands": True},
+           "stage_operands": "AB"},
 )
