@@ -15,12 +15,15 @@
 //   FFMAs of step s's last k run. The barrier's wait hides behind 128 FFMAs per thread.
 // - Every shared-memory address in the loop is a base register plus a compile-time offset; global
 //   addresses are fixed per thread and advance by one add per step.
-// - Blocks inside C whose B rows are 16-byte aligned copy with no test (A's 4-byte copies need no
-//   alignment); the others (edges, odd leading dimensions) take a checked path that zero-fills what lies
-//   outside the matrices. That path runs in a second copy of the loop (also the last STAGES - 1 steps of
-//   interior blocks), so the main loop keeps only its own state in registers.
+// - Whole steps copy with no test when B's rows are 16-byte aligned (A's 4-byte copies need no
+//   alignment; the API pads an unaligned B for large products): blocks inside C in one copy of the loop,
+//   blocks at its edge in another whose copies are clamped (A's rows past M read row M - 1, B's chunks
+//   past N are zero-filled), since what those feed lies outside C and is never stored. The last, partial
+//   step of K, and every step when B is unaligned, take a checked path that zero-fills what lies outside
+//   the matrices, in a third copy of the loop (it also runs the last STAGES - 1 steps), so that each
+//   loop keeps only its own state in registers.
 // Per shape: the spec picks (BM, BN, BK, warp and thread tiles) per shape class: the largest tile that
-// still gives every SM work (256 x 128 for large problems, down to 64 x 64 for small or skinny ones), and
+// still gives every SM work (128 x 256 for large problems, down to 64 x 64 for small or skinny ones), and
 // the tuner can replace that choice per device. The grid is one-dimensional and blocks are ordered in
 // groups of GROUP_M block rows: a wave of blocks touches about sqrt(blocks) row and column stripes instead
 // of one row stripe and every column stripe.
