@@ -54,3 +54,18 @@ def test_tensor_core_benchmark_runs_where_supported():
         assert results == []
     else:
         assert results and results[0].value > 0 and results[0].value <= 1.05 * results[0].datasheet
+
+
+def test_wgmma_peak_beats_mma_sync_on_sm_90():
+    from gemmlab.micro.bench import run_micro
+    from gemmlab.runtime.device import device_info
+
+    if device_info().compute_capability != (9, 0):
+        assert run_micro(["tensor_bf16_wgmma"], budget_ms=20) == []
+        return
+    by = {r.name: r for r in run_micro(["tensor_bf16", "tensor_bf16_wgmma"], budget_ms=30)}
+    wgmma, mma = by["tensor_bf16_wgmma"], by["tensor_bf16"]
+    # mma.sync stays well short of the sm_90 rate; wgmma is what reaches it, and cannot pass it by more than
+    # the boost clock's uncertainty (beyond that the work would be miscounted)
+    assert wgmma.value > mma.value, f"wgmma {wgmma.value:.3g} <= mma.sync {mma.value:.3g} FLOP/s"
+    assert wgmma.value < 1.1 * wgmma.datasheet, f"{wgmma.value:.3g} vs datasheet {wgmma.datasheet:.3g}"

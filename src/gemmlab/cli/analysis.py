@@ -88,7 +88,8 @@ def _rate(v: Optional[float], unit: str) -> str:
 @app.command()
 def micro(
     only: Optional[list[str]] = typer.Option(None, "--only", help="run only these (repeatable): fp32_fma, "
-                                             "tensor_fp16, tensor_bf16, dram_read, dram_write, dram_copy, memcpy_d2d, "
+                                             "tensor_fp16, tensor_bf16, tensor_fp16_wgmma, tensor_bf16_wgmma, "
+                                             "dram_read, dram_write, dram_copy, memcpy_d2d, "
                                              "l2_read, smem_read, l1_read"),
     budget_ms: float = typer.Option(150.0, help="timing budget per benchmark, ms"),
     out: Optional[Path] = typer.Option(None, help="also write the ceilings as JSON here"),

@@ -29,6 +29,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "fp32_fma": ("peak fp32 FMA rate: 8 independent chains per thread", "FLOP/s"),
     "tensor_fp16": ("tensor cores, mma.sync m16n8k16 fp16 -> fp32", "FLOP/s"),
     "tensor_bf16": ("tensor cores, mma.sync m16n8k16 bf16 -> fp32", "FLOP/s"),
+    "tensor_fp16_wgmma": ("tensor cores, wgmma m64n256k16 fp16 -> fp32 (sm_90a)", "FLOP/s"),
+    "tensor_bf16_wgmma": ("tensor cores, wgmma m64n256k16 bf16 -> fp32 (sm_90a)", "FLOP/s"),
     "dram_read": ("DRAM streaming read", "B/s"),
     "dram_write": ("DRAM streaming write", "B/s"),
     "dram_copy": ("DRAM streaming copy (bytes read + written)", "B/s"),
@@ -40,6 +42,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 
 FMA_CHAINS, FMA_UNROLL = 8, 32
 MMA_CHAINS = 8
+# wgmma: 128-thread blocks (one warpgroup each). At 154 registers a thread three of them fit on an SM, three
+# independent accumulator chains; 256-thread blocks would fit one (two chains).
+WGMMA_WARPGROUPS = 1
+WGMMA_PER_TRIP = 4  # m64n256k16 per warpgroup and trip: one commit group, KSTEPS in wgmma.cu
 CACHE_U = 8   # loads per trip in the shared-memory and L1 kernels
 L2_U = 4
 TARGET_S = 2e-3  # aim each launch at ~2 ms: long against launch gaps, short against the budget
@@ -53,8 +59,8 @@ class _Prepared:
     keep: tuple = ()     # device buffers that must outlive the timing
 
 
-def _kernel(file: str, expr: str, dev: DeviceInfo) -> launch.LoadedKernel:
-    module = compiler.compile_file(CUDA_DIR / file, [expr], dev.arch)
+def _kernel(file: str, expr: str, dev: DeviceInfo, arch: str | None = None) -> launch.LoadedKernel:
+    module = compiler.compile_file(CUDA_DIR / file, [expr], arch or dev.arch)
     return launch.load(module, expr)
 
 
@@ -100,6 +106,26 @@ def _mma(dev: DeviceInfo, bf16: bool) -> _Prepared | None:
     return _Prepared(lambda: k((grid, 1, 1), (THREADS, 1, 1), args), per_trip * trips,
                      f"{MMA_CHAINS} accumulator tiles per warp x {trips} trips; {grid} blocks of {THREADS} "
                      f"({occ} per SM, 2 waves)", (sink,))
+
+
+def _wgmma(dev: DeviceInfo, bf16: bool) -> _Prepared | None:
+    # wgmma exists only on sm_90a, so only a compute capability 9.0 device can run the kernel.
+    if tuple(dev.compute_capability) != (9, 0):
+        return None
+    cp = require_cupy()
+    k = _kernel("wgmma.cu", f"wgmma_peak<{int(bf16)}, {WGMMA_WARPGROUPS}>", dev, "sm_90a")
+    threads = 128 * WGMMA_WARPGROUPS
+    occ = _blocks_per_sm(k, threads, dev)
+    grid = dev.sm_count * occ * 2
+    per_trip = 2.0 * 64 * 256 * 16 * WGMMA_PER_TRIP * WGMMA_WARPGROUPS * grid
+    sheet = datasheet.tensor(dev, "bfloat16" if bf16 else "float16")
+    rate = sheet.value if sheet else 1000e12
+    trips = max(1, int(TARGET_S * rate / per_trip))
+    sink = cp.zeros(grid * threads, dtype=cp.float32)
+    args = (sink, np.int32(trips))
+    return _Prepared(lambda: k((grid, 1, 1), (threads, 1, 1), args), per_trip * trips,
+                     f"{WGMMA_PER_TRIP} wgmma per commit group, at most 2 groups in flight, x {trips} trips; {grid} "
+                     f"blocks of {threads} ({occ} per SM, 2 waves)", (sink,))
 
 
 def _stream_bytes(dev: DeviceInfo) -> int:
@@ -185,6 +211,8 @@ def _prepare(name: str, dev: DeviceInfo, buffers: dict) -> _Prepared | None:
         return _fma(dev)
     if name in ("tensor_fp16", "tensor_bf16"):
         return _mma(dev, bf16=name.endswith("bf16"))
+    if name in ("tensor_fp16_wgmma", "tensor_bf16_wgmma"):
+        return _wgmma(dev, bf16=name.startswith("tensor_bf16"))
     if name in ("dram_read", "dram_write", "dram_copy", "memcpy_d2d"):
         return _stream(dev, name, buffers)
     if name == "l2_read":
@@ -196,7 +224,8 @@ def _prepare(name: str, dev: DeviceInfo, buffers: dict) -> _Prepared | None:
 
 def run_one(name: str, dev: DeviceInfo | None = None, *, budget_ms: float = 150.0,
             buffers: dict | None = None) -> MicroResult | None:
-    """Time one microbenchmark; None where it cannot run on this device (e.g. mma.sync before sm_80)."""
+    """Time one microbenchmark; None where it cannot run on this device (e.g. mma.sync before sm_80, wgmma
+    off sm_90)."""
     from ..bench.timing import time_gpu
 
     dev = dev or device_info()

@@ -107,9 +107,9 @@ def for_benchmark(name: str, dev: DeviceInfo, clock_mhz: float | None = None) ->
     """The datasheet figure a microbenchmark is compared with (see `micro.bench.BENCHMARKS`)."""
     if name == "fp32_fma":
         return fp32_fma(dev, clock_mhz)
-    if name == "tensor_fp16":
+    if name in ("tensor_fp16", "tensor_fp16_wgmma"):
         return tensor(dev, "float16", clock_mhz)
-    if name == "tensor_bf16":
+    if name in ("tensor_bf16", "tensor_bf16_wgmma"):
         return tensor(dev, "bfloat16", clock_mhz)
     if name.startswith("dram_") or name == "memcpy_d2d":
         return dram(dev)
