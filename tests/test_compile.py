@@ -257,7 +257,7 @@ def test_sgemm_shape_classes_fit_their_blocks_per_sm_without_spills():
     classes = sys.modules[spec.heuristic.__module__].SHAPE_CLASSES
     for cfg, _, per_sm in classes:
         assert cfg["MIN_BLOCKS"] == per_sm
-        for split in (1, 4):
+        for split in (1, 4, 64):
             p = spec.validate(dict(cfg, SPLIT_K=split))
             r = compile_spec(spec, p, "sm_90").resources[spec.name_expression(p)]
             assert not r.uses_local_memory, f"{p}: {r}"

@@ -241,9 +241,12 @@ def test_cublas_peer_is_strict_fp32(rng):
     assert _rel(dc.get(), ref) < TOL  # TF32 would give ~1e-3
 
 
-@pytest.mark.parametrize("mnk,split", [((67, 45, 3001), 4), ((33, 17, 20), 8), ((64, 64, 65536), 32), ((130, 260, 4099), 2)])
+@pytest.mark.parametrize("mnk,split", [((67, 45, 3001), 4), ((33, 17, 20), 8), ((64, 64, 65536), 32), ((130, 260, 4099), 2),
+                                       ((70, 130, 5000), 12), ((64, 64, 131072), 128), ((65, 67, 300), 64)])
 def test_split_k_is_correct_and_deterministic(mnk, split, rng):
-    """Slices of K summed by the last block of each tile: right, and the same bits on every run."""
+    """Slices of K summed in groups of up to eight, then the group sums (the last block of each group, then of
+    each tile): right, with groups of unequal size (12 = 8 + 4), with more slices than steps of K (empty
+    slices), and the same bits on every run."""
     cp = _cp()
     m, n, k = mnk
     p = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split)

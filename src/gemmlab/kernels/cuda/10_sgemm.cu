@@ -364,61 +364,87 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     // The thread's results: row pe.crow + (i / 4) * 4 * LROWS + i % 4, column pe.ccol + (j / 4) * 4 * LCOLS
     // + j % 4.
     if constexpr (SPLIT_K > 1) {
-        // Publish this slice's partial tile, then count: the last block of the tile does the sum.
+        // Publish this slice's partial tile, then count. Slices form groups of up to G: the last block of a
+        // group to finish sums the group's slabs into the group's first slab; the last group to finish
+        // sums those into C (with one group, the last block of the tile sums every slab into C directly).
+        // Each sum runs over its slabs in a fixed order, so the result is the same bits whichever blocks
+        // finish last, and no block does more than G + SPLIT_K / G slabs' worth of reading, so long splits
+        // (many slices for a tile of few blocks) do not end in one block reading them all.
+        constexpr int G = 8, GROUPS = (SPLIT_K + G - 1) / G;
         const size_t slab = (size_t)M * N;
         const bool vec_w = (N & 3) == 0;
-        const int by = fresh_ctaid_y();
-        float* mine = workspace + by * slab;
-        store_strided_tile<TM, TN, 4, 4 * LROWS, 4 * LCOLS>(mine, N, pe.crow, pe.ccol, M, N, acc, vec_w, 1.0f, 0.0f);
-        __threadfence();  // the partial is visible device-wide before the counter says so
-        __syncthreads();
+        const int by = fresh_ctaid_y(), group = by / G;
+        const int members = min(G, SPLIT_K - group * G);
+        store_strided_tile<TM, TN, 4, 4 * LROWS, 4 * LCOLS>(workspace + by * slab, N, pe.crow, pe.ccol, M, N, acc,
+                                                            vec_w, 1.0f, 0.0f);
+        int* counters = tile_counters + fresh_ctaid_x() * (GROUPS + 1);  // one per group, then one per tile
         __shared__ int arrived_last;
-        int* counter = tile_counters + fresh_ctaid_x();
-        if (tid == 0) arrived_last = atomicAdd(counter, 1) == SPLIT_K - 1;
-        __syncthreads();
-        if (!arrived_last) return;
-        __threadfence();  // every slab, this block's own included, is read back from L2 below
-        // Row by row, the slabs in the fixed order 0, 1, ..., SPLIT_K - 1 (the same bits whichever block is
-        // last), this block's own slab read back like the others, and each row's sums stored (through the
-        // epilogue) as soon as they are complete: the accumulators are dead from here on and only one row
-        // of sums and the loads in flight hold registers, so the split instantiation needs no more
-        // registers than the main loop. 16-byte loads where the slab's rows allow them.
+        // The last to arrive at `counter` of `expected` (its stores, and everyone's before it, visible).
+        auto last_of = [&](int* counter, int expected) {
+            __threadfence();  // this block's slab is visible device-wide before the counter says so
+            __syncthreads();
+            if (tid == 0) arrived_last = atomicAdd(counter, 1) == expected - 1;
+            __syncthreads();
+            const bool last = arrived_last;
+            if (last) __threadfence();  // the others' slabs are read back below, from L2
+            return last;
+        };
+        // Row by row, the sums of `count` slabs first, first + stride, ... in that order, each row stored as
+        // soon as it is complete: into slab `first` (a group's sum) or through the epilogue into C. The
+        // accumulators are dead from here on, so only one row of sums and the loads in flight hold registers
+        // and the split instantiation needs no more registers than the main loop. 16-byte loads where the
+        // slabs' rows allow them.
         const bool whole = vec_w && (TN / 4 - 1) * 4 * LCOLS + 4 <= N - pe.ccol;
+        auto reduce = [&](int first, int stride, int count, bool to_c) {
 #pragma unroll 1
-        for (int i = 0; i < TM; ++i) {
-            const int row = pe.crow + (i / 4) * 4 * LROWS + i % 4;
-            if (row >= M) continue;
-            const float* rp = workspace + (size_t)row * N + pe.ccol;  // slab 0; slab s is s * slab further
-            float sum[1][TN] = {};
-            if (whole) {
+            for (int i = 0; i < TM; ++i) {
+                const int row = pe.crow + (i / 4) * 4 * LROWS + i % 4;
+                if (row >= M) continue;
+                const float* rp = workspace + (size_t)first * slab + (size_t)row * N + pe.ccol;
+                const size_t step = (size_t)stride * slab;
+                float sum[1][TN] = {};
+                if (whole) {
 #pragma unroll 4
-                for (int s = 0; s < SPLIT_K; ++s) {
+                    for (int s = 0; s < count; ++s) {
 #pragma unroll
-                    for (int g = 0; g < TN / 4; ++g) {
-                        const float4 v = __ldcg(reinterpret_cast<const float4*>(rp + s * slab + g * 4 * LCOLS));
-                        sum[0][4 * g] += v.x;
-                        sum[0][4 * g + 1] += v.y;
-                        sum[0][4 * g + 2] += v.z;
-                        sum[0][4 * g + 3] += v.w;
+                        for (int g = 0; g < TN / 4; ++g) {
+                            const float4 v = __ldcg(reinterpret_cast<const float4*>(rp + s * step + g * 4 * LCOLS));
+                            sum[0][4 * g] += v.x;
+                            sum[0][4 * g + 1] += v.y;
+                            sum[0][4 * g + 2] += v.z;
+                            sum[0][4 * g + 3] += v.w;
+                        }
                     }
-                }
-            } else {
+                } else {
 #pragma unroll 2
-                for (int s = 0; s < SPLIT_K; ++s) {
+                    for (int s = 0; s < count; ++s) {
 #pragma unroll
-                    for (int j = 0; j < TN; ++j) {
-                        const int off = (j / 4) * 4 * LCOLS + j % 4;
-                        if (off < N - pe.ccol) sum[0][j] += __ldcg(rp + s * slab + off);
+                        for (int j = 0; j < TN; ++j) {
+                            const int off = (j / 4) * 4 * LCOLS + j % 4;
+                            if (off < N - pe.ccol) sum[0][j] += __ldcg(rp + s * step + off);
+                        }
                     }
                 }
+                if (!to_c)
+                    store_strided_tile<1, TN, 1, 1, 4 * LCOLS>(workspace + (size_t)first * slab, N, row, pe.ccol, M, N,
+                                                               sum, vec_w, 1.0f, 0.0f);
+                else if (epilogue)
+                    epilogue_fp32_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, alpha, beta, bias, R,
+                                                               ldr, epilogue);
+                else
+                    store_strided_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, vec_c, alpha, beta);
             }
-            if (epilogue)
-                epilogue_fp32_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, alpha, beta, bias, R, ldr,
-                                                           epilogue);
-            else
-                store_strided_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, vec_c, alpha, beta);
+        };
+        if (!last_of(counters + group, members)) return;
+        if (tid == 0) counters[group] = 0;  // ready for the next launch
+        if constexpr (GROUPS == 1) {
+            reduce(0, 1, SPLIT_K, true);
+        } else {
+            reduce(group * G, 1, members, false);
+            if (!last_of(counters + GROUPS, GROUPS)) return;
+            if (tid == 0) counters[GROUPS] = 0;
+            reduce(0, G, GROUPS, true);
         }
-        if (tid == 0) *counter = 0;  // ready for the next launch
         return;
     }
     if (epilogue)

@@ -35,11 +35,16 @@ def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
     return Launch((tiles, p["SPLIT_K"], 1), (block_threads(p), 1, 1), smem=smem_bytes(p))
 
 
+SPLIT_GROUP = 8  # slices per reduction group (G in 10_sgemm.cu)
+
+
 def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
-    """Split-K needs a partial-sum slab per slice and a counter per tile of C."""
+    """Split-K needs a partial-sum slab per slice, and per tile of C a counter per group of slices and one
+    for the tile."""
     if p["SPLIT_K"] == 1:
         return 0, 0
-    return p["SPLIT_K"] * m * n, cdiv(m, p["BM"]) * cdiv(n, p["BN"])
+    groups = cdiv(p["SPLIT_K"], SPLIT_GROUP)
+    return p["SPLIT_K"] * m * n, cdiv(m, p["BM"]) * cdiv(n, p["BN"]) * (groups + 1)
 
 
 # Tile shapes per shape class, with what the heuristic needs to know about each on the reference H100:
@@ -51,8 +56,10 @@ def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
 # predicted time (see predicted_time: a tile and wave quantization model). ORDER is the FFMA order that
 # measured fastest for each tile where the heuristic uses it (128 x 128 runs split-K shapes: ORDER 4 there
 # measured 0.85-0.87 of cuBLAS, ORDER 6 0.79-0.82, though ORDER 6 is faster in full waves, 51.5 TFLOP/s).
+# An order's worth belongs to one compiled kernel, not to the source: any change to 10_sgemm.cu can move
+# it by several percent (ptxas schedules and allocates the whole kernel), so measure the orders again.
 SHAPE_CLASSES = (
-    (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=1), 1.00, 1),
+    (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=1, MIN_BLOCKS=1), 1.00, 1),
     (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=2), 1.00, 2),
     (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=3), 0.90, 3),
     (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=5), 0.78, 5),
@@ -61,12 +68,13 @@ SHAPE_CLASSES = (
 # cuBLAS, no split 0.73).
 MIN_K_PER_SPLIT = 256
 REDUCE_COST = 6
+MAX_SPLIT = 128
 
 
 def _split_for(tiles: int, slots: int, k: int) -> int:
     """Too few tiles to fill the GPU even once, and a long K: share each tile among several blocks."""
     split = 1
-    while split < 32 and tiles * split * 2 <= slots and k // (split * 2) >= MIN_K_PER_SPLIT:
+    while split < MAX_SPLIT and tiles * split * 2 <= slots and k // (split * 2) >= MIN_K_PER_SPLIT:
         split *= 2
     return split
 
@@ -87,9 +95,12 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
     resident = min(per_sm_blocks, per_sm)
     rounds = cdiv(per_sm_blocks, resident)
     block_work = cfg["BM"] * cfg["BN"] * cdiv(cdiv(k, split), cfg["BK"]) * cfg["BK"]
-    # The last block of a split tile reads every slice's partial tile back: about REDUCE_COST
-    # multiply-adds' worth of time per element read (L2 bandwidth against FMA rate).
-    reduce_work = REDUCE_COST * split * cfg["BM"] * cfg["BN"] if split > 1 else 0
+    # The last blocks of a split tile read the slices' partial tiles back, a group of up to SPLIT_GROUP at
+    # a time and then the group sums: about REDUCE_COST multiply-adds' worth of time per element read (L2
+    # bandwidth against FMA rate) along that chain.
+    groups = cdiv(split, SPLIT_GROUP)
+    chain = min(split, SPLIT_GROUP) + (groups if groups > 1 else 0)
+    reduce_work = REDUCE_COST * chain * cfg["BM"] * cfg["BN"] if split > 1 else 0
     return (rounds * block_work * resident / (speed * resident / per_sm) + reduce_work), split
 
 
@@ -109,10 +120,10 @@ SPEC = KernelSpec(
     params=(
         *warp_tile_params(bm=128, bn=256, bk=8, wm=128, wn=32, tm=16, tn=8),
         Param("GROUP_M", 8, (1, 4, 8, 16), "block rows per group of the L2-friendly block order"),
-        Param("SPLIT_K", 1, (1, 2, 4, 8, 16, 32), "blocks sharing one tile of C along K (1: no split)"),
+        Param("SPLIT_K", 1, (1, 2, 4, 8, 16, 32, 64, 128), "blocks sharing one tile of C along K (1: no split)"),
         Param("MIN_BLOCKS", 1, (1, 2, 3, 4), "resident blocks per SM the register budget must allow"),
         Param("STAGES", 3, (3, 4), "tiles in the cp.async ring: steps in flight + 1 (more may be asked for)"),
-        Param("ORDER", 4, (1, 2, 3, 4, 5, 6), "order of one k's FFMAs (which operands the reuse cache can serve)"),
+        Param("ORDER", 1, (1, 2, 3, 4, 5, 6), "order of one k's FFMAs (which operands the reuse cache can serve)"),
     ),
     constraints=_constraints,
     geometry=_geometry,
