@@ -2,7 +2,7 @@
 mma_sync and cuBLAS (torch.matmul) side by side, and GEMM + bias + GELU against torch eager.
 
     PYTHONPATH=src python3 scripts/device_wgmma_check.py [--sizes 4096,8192] [--variants "BN=128,STAGES=6;..."]
-                                                         [--no-correctness] [--budget-ms 300]
+                                                         [--no-correctness] [--budget-ms 300] [--compile MODE]
 
 A short table last; everything also in $OUT/wgmma.json.
 """
@@ -74,7 +74,8 @@ def correctness(torch, gemmlab, variants) -> list[str]:
     return failures
 
 
-def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False, bt=False) -> list[dict]:
+def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False, bt=False,
+            compile_mode: str = "") -> list[dict]:
     import cupy as cp
 
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
@@ -107,6 +108,10 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
                                                                                        approximate="tanh")))
             cands.append(("gemmlab fused mm+bias+gelu", lambda: gemmlab.matmul(a, b, out, bias=bias32,
                                                                                activation="gelu_tanh")))
+            if compile_mode:  # the same layer through torch.compile (Inductor), compiled before any timing
+                layer = torch.compile(lambda x, w, v: torch.nn.functional.gelu(x @ w + v, approximate="tanh"),
+                                      mode=compile_mode)
+                cands.append((f"torch.compile ({compile_mode})", lambda: layer(a, b, bias)))
         for params in variants if fused_here else []:
             label = "wgmma fused " + ",".join(f"{k}={v}" for k, v in params.items())
             cands.append((label, lambda p=params: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
@@ -158,6 +163,8 @@ def main() -> int:
     ap.add_argument("--suite", action="store_true", help="cuBLAS against kernel='auto' only, and the geometric mean")
     ap.add_argument("--bt", action="store_true", help="B given as the transpose of an N x K matrix (x @ w.t())")
     ap.add_argument("--budget-ms", type=float, default=300.0)
+    ap.add_argument("--compile", default="", metavar="MODE",
+                    help="also time the GEMM + bias + GELU layer through torch.compile in this mode (e.g. default)")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     import torch
@@ -177,7 +184,8 @@ def main() -> int:
         for f in result["failures"][:30]:
             print("  FAIL", f)
     shapes = [tuple(int(x) for x in s.split("x")) if "x" in s else (int(s),) * 3 for s in args.sizes.split(",") if s]
-    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32, args.suite, args.bt)
+    result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32, args.suite, args.bt,
+                                args.compile)
     ratios = [r["ratio"] for r in result["timings"] if r.get("ratio") and r["kernel"] != "cublas"]
     if args.suite and ratios:
         import math
