@@ -1,4 +1,3 @@
-
 from ..spec import KernelSpec, Launch, Param, cdiv
 from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_traffic, warp_tile_params
 
@@ -48,16 +47,18 @@ def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
 
 
 # Tile shapes per shape class, with what the heuristic needs to know about each on the reference H100:
-# its speed relative to the largest tile (the full-wave speeds measured at 8192^3 are 51.8, 49.0 (51.5
-# with ORDER 6), 47.5 and 40.5 TFLOP/s; the model's values, 1.00, 1.00, 0.90 and 0.78, are those whose
-# picks measured best over the shape suite: with 0.95 and 0.92 it moves 1024^3, 4097^3 and two split-K
-# shapes to tiles that were not measured better), and how many of its blocks an SM holds (MIN_BLOCKS, which caps the registers so that they fit, split-K
-# instantiations included; shared memory allows as many). The heuristic picks the tile with the least
-# predicted time (see predicted_time: a tile and wave quantization model). ORDER is the FFMA order that
-# measured fastest for each tile where the heuristic uses it (128 x 128 runs split-K shapes: ORDER 4 there
-# measured 0.85-0.87 of cuBLAS, ORDER 6 0.79-0.82, though ORDER 6 is faster in full waves, 51.5 TFLOP/s).
-# An order's worth belongs to one compiled kernel, not to the source: any change to 10_sgemm.cu can move
-# it by several percent (ptxas schedules and allocates the whole kernel), so measure the orders again.
+# - its speed relative to the largest tile. The full-wave speeds measured at 8192^3 are 51.8, 49.0 (51.5
+#   with ORDER 6), 47.5 and 40.5 TFLOP/s; the model's values, 1.00, 1.00, 0.90 and 0.78, are those whose
+#   picks measured best over the shape suite (with 0.95 and 0.92 it moves 1024^3, 4097^3 and two split-K
+#   shapes to tiles that were not measured better);
+# - how many of its blocks an SM holds: MIN_BLOCKS, which caps the registers so that they fit, split-K
+#   instantiations included (shared memory allows as many).
+# The heuristic picks the tile with the least predicted time (predicted_time: a tile and wave quantization
+# model). ORDER is the FFMA order that measured fastest for each tile where the heuristic uses it (128 x
+# 128 runs split-K shapes: ORDER 4 there measured 0.85-0.87 of cuBLAS, ORDER 6 0.79-0.82, though ORDER 6
+# is faster in full waves, 51.5 TFLOP/s). An order's worth belongs to one compiled kernel, not to the
+# source: any change to 10_sgemm.cu can move it by several percent (ptxas schedules and allocates the
+# whole kernel), so measure the orders again.
 SHAPE_CLASSES = (
     (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=1, MIN_BLOCKS=1), 1.00, 1),
     (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=2), 1.00, 2),
@@ -101,7 +102,8 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
     groups = cdiv(split, SPLIT_GROUP)
     chain = min(split, SPLIT_GROUP) + (groups if groups > 1 else 0)
     reduce_work = REDUCE_COST * chain * cfg["BM"] * cfg["BN"] if split > 1 else 0
-    return (rounds * block_work * resident / (speed * resident / per_sm) + reduce_work), split
+    # j resident blocks share the SM's speed x j / per_sm: each runs at speed / per_sm.
+    return rounds * block_work * per_sm / speed + reduce_work, split
 
 
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
