@@ -156,12 +156,16 @@ def test_shape_heuristic():
         return c.params
 
     assert params(4096, 4096, 4096) == SPEC.validate({"C_TYPE": 3})  # large: the defaults (bf16 out)
-    small = params(1024, 1024, 1024)  # 32 default tiles for 132 SMs
-    assert small["BN"] == 128 and small["CLUSTER"] == 1 and small["SCHEDULE"] == wgmma.COOPERATIVE
+    small = params(1024, 1024, 1024)  # 32 default tiles for 132 SMs: 64 x 128 ping-pong tiles, no clusters
+    assert (small["BM"], small["BN"], small["CLUSTER"], small["SCHEDULE"]) == (64, 128, 1, wgmma.PINGPONG)
+    ragged = params(1000, 1000, 1000)  # the same, not in whole tiles: 128 x 128 cooperative tiles
+    assert (ragged["BM"], ragged["BN"], ragged["CLUSTER"], ragged["SCHEDULE"]) == (128, 128, 1, wgmma.COOPERATIVE)
     short = params(8192, 4096, 1024)
     assert short["SCHEDULE"] == wgmma.PINGPONG and short["BN"] == 128
-    assert params(2048, 2048, 2048)["BN"] == 256
-    for m, n, k in ((1024, 1024, 1024), (8192, 4096, 1024)):  # every choice is a valid tf32 tiling too
+    one_wave = params(2048, 2048, 2048)  # 128 default tiles: 128 x 128 ping-pong, two waves
+    assert (one_wave["BM"], one_wave["BN"], one_wave["CLUSTER"], one_wave["SCHEDULE"]) == (128, 128, 1, wgmma.PINGPONG)
+    assert params(4096, 1024, 4096)["BN"] == 256  # one wave but a long K: the defaults
+    for m, n, k in ((1024, 1024, 1024), (1000, 1000, 1000), (2048, 2048, 2048), (8192, 4096, 1024)):  # tf32 too
         SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": 3, "B_LAYOUT": 2})
 
 

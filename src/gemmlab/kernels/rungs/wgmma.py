@@ -92,13 +92,22 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     """Tiles per shape class on `sms` SMs (the defaults, 128 x 256 in clusters of two, elsewhere), from
     side-by-side timings against cuBLAS (docs/performance.md):
     - fewer default tiles than half the SMs (1024^3: 32 tiles on 132 SMs): 128 x 128 tiles without
-      clusters, twice the blocks at work (1024^3: 0.43 -> 0.67 of cuBLAS; 1000^3: 0.41 -> 0.63);
+      clusters, twice the blocks at work (1024^3: 0.43 -> 0.67 of cuBLAS; 1000^3: 0.41 -> 0.63, later
+      0.81); when M and N are whole 64 x 128 tiles, 64 x 128 ping-pong tiles instead, four times the
+      blocks, six slots held two at a time (1024^3: 0.69 -> 0.82-0.84 in three runs; the same tiles on
+      1000^3 measured 0.73 against 0.81, twice, for a reason not established);
+    - at most one wave of default tiles and K <= 2048 (2048^3: 128 tiles): 128 x 128 ping-pong tiles
+      without clusters, two waves (2048^3: 0.78 -> 0.82);
     - short K (K <= 1024) with many tiles: the ping-pong schedule, whose epilogue of one tile overlaps the
       other consumer's main loop, a large share when a tile has 16 k steps or fewer (4096 x 4096 x 1024:
       0.70 -> 0.80; 8192 x 4096 x 1024: 0.72 -> 0.79)."""
     wide = cdiv(m, 128) * cdiv(n, 256)
     if 2 * wide <= sms:
+        if m % 64 == 0 and n % 128 == 0:
+            return {"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1}
         return {"BN": 128, "CLUSTER": 1}
+    if wide <= sms and k <= 2048:
+        return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2, "CLUSTER": 1}
     if k <= 1024:
         return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2}
     return {}
