@@ -169,12 +169,14 @@ def microbenchmarks(dev):
             check(label, r.value > 0 and sheet is not None,
                   f"{r.value / 1e12:.2f} TB/s = {100 * r.value / sheet:.0f}% of {sheet / 1e12:.2f} TB/s "
                   f"({r.basis}){'' if r.published else ' [nominal: no published figure]'}")
-    for name in ("l1_read", "tensor_fp16", "tensor_bf16", "dram_read", "dram_write"):
+    for name in ("l1_read", "tensor_fp16", "tensor_bf16", "tensor_fp16_wgmma", "tensor_bf16_wgmma", "dram_read",
+                 "dram_write"):
         r = by.get(name)
         if r:
             sheet = r.datasheet_at_clock or r.datasheet
             rate = f"{r.value / 1e12:.1f} TFLOP/s" if r.unit == "FLOP/s" else f"{r.value / 1e12:.2f} TB/s"
-            note = " (mma.sync; the datasheet figure needs wgmma)" if name.startswith("tensor") and dev.compute_capability >= (9, 0) else ""
+            hopper = dev.compute_capability >= (9, 0)
+            note = " (mma.sync; the datasheet figure needs wgmma)" if name in ("tensor_fp16", "tensor_bf16") and hopper else ""
             check(f"{name} (reported)", None, f"{rate} = {100 * r.value / sheet:.0f}% of datasheet{note}")
     return ceil
 
