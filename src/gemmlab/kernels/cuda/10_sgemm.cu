@@ -28,10 +28,13 @@
 // groups of GROUP_M block rows: a wave of blocks touches about sqrt(blocks) row and column stripes instead
 // of one row stripe and every column stripe.
 // Split-K: when a problem has too few tiles of C to fill the GPU but a long K (K >> M*N), SPLIT_K blocks
-// share each tile, each summing one slice of K into a workspace slab. The block that finishes a tile last
-// (a per-tile counter tells it) adds the slabs in the fixed order 0, 1, ..., SPLIT_K - 1, so the result
-// does not depend on which block came last, applies alpha and beta, writes C and resets the counter.
-// No block waits for another, so any scheduling order is safe.
+// share each tile, each summing one slice of K into a workspace slab. Slices form groups of up to eight:
+// the block that finishes a group last (a per-group counter tells it) adds the group's slabs in a fixed
+// order into the group's first slab; the block that finishes the last group (a per-tile counter) adds the
+// group sums in a fixed order, applies the epilogue and writes C (with one group, the last block adds
+// every slab into C). The result does not depend on which blocks came last; no block reads more than
+// 8 + SPLIT_K / 8 slabs; each counter is reset by the block that read it last. No block waits for
+// another, so any scheduling order is safe.
 // Fused epilogue (epilogue.cuh, as rung 11): out = activation(alpha * acc + beta * C + bias) + residual,
 // applied once to the final sums (after the split-K reduction, never per slice); epilogue == 0 keeps the
 // plain 16-byte alpha / beta store.
