@@ -577,7 +577,7 @@ def _remember_fast_plan(prepared: _Prepared, a, b, c, kernel, params, m, n, k, c
     if not (a.flags.c_contiguous and b.flags.c_contiguous and (c is None or c.flags.c_contiguous)):
         return
     stage = _stages(prepared.spec, m, n, k)
-    if ("A" in stage and not _rows_aligned(a)) or ("B" in stage and not _rows_aligned(b)):
+    if any(x in stage and not arrays.rows_aligned(arrays.row_major(v)) for x, v in (("A", a), ("B", b))):
         return  # this call's operands were staged; the plan launches on the caller's arrays as they are
     if len(_fast_plans) > 4096:
         _fast_plans.clear()
@@ -623,10 +623,6 @@ def _staged(spec: KernelSpec, va, vb, m: int, n: int, k: int):
     aligned already (arrays.aligned_rows returns an aligned operand itself)."""
     stage = _stages(spec, m, n, k)
     return (arrays.aligned_rows(va) if "A" in stage else va), (arrays.aligned_rows(vb) if "B" in stage else vb)
-
-
-def _rows_aligned(x) -> bool:
-    return x.data.ptr % 16 == 0 and x.strides[0] % 16 == 0
 
 
 def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, stream, cp, epilogue_args: tuple = ()):

@@ -109,11 +109,17 @@ def row_major(x) -> RowMajorView:
     return RowMajorView(x, rows, cols, ld)
 
 
+def rows_aligned(v: RowMajorView, align: int = 16) -> bool:
+    """Whether the base address and the row pitch of `v` are multiples of `align` bytes (an empty matrix
+    counts as aligned: nothing of it is read)."""
+    return v.rows == 0 or v.cols == 0 or (v.array.data.ptr % align == 0 and (v.ld * v.array.itemsize) % align == 0)
+
+
 def aligned_rows(v: RowMajorView, align: int = 16) -> RowMajorView:
     """`v` itself when its base address and row pitch are multiples of `align` bytes; otherwise a copy whose
     rows are padded to the next multiple (the padding is never read: the matrix keeps its column count)."""
     item = v.array.itemsize
-    if v.rows == 0 or v.cols == 0 or (v.array.data.ptr % align == 0 and (v.ld * item) % align == 0):
+    if rows_aligned(v, align):
         return v
     cp = require_cupy()
     step = max(align // item, 1)

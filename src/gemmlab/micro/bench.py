@@ -89,43 +89,43 @@ def _fma(dev: DeviceInfo) -> _Prepared:
                      f"({occ} per SM, 4 waves)", (sink,))
 
 
+def _tensor_peak(k: launch.LoadedKernel, dev: DeviceInfo, bf16: bool, grid: int, threads: int, per_trip: float,
+                 fallback_rate: float, detail: str) -> _Prepared:
+    """A tensor-core peak kernel (sink, trips) launched on `grid` blocks, with as many trips as last about
+    TARGET_S at the datasheet rate (`fallback_rate` where there is none); `detail` names them as {trips}."""
+    cp = require_cupy()
+    sheet = datasheet.tensor(dev, "bfloat16" if bf16 else "float16")
+    trips = max(1, int(TARGET_S * (sheet.value if sheet else fallback_rate) / per_trip))
+    sink = cp.zeros(grid * threads, dtype=cp.float32)
+    args = (sink, np.int32(trips))
+    return _Prepared(lambda: k((grid, 1, 1), (threads, 1, 1), args), per_trip * trips, detail.format(trips=trips),
+                     (sink,))
+
+
 def _mma(dev: DeviceInfo, bf16: bool) -> _Prepared | None:
     if dev.compute_capability < (8, 0):
         return None
-    cp = require_cupy()
     k = _kernel("mma.cu", f"mma_peak<{int(bf16)}, {MMA_CHAINS}>", dev)
     occ = _blocks_per_sm(k, THREADS, dev)
     grid = dev.sm_count * occ * 2
-    warps = grid * THREADS // 32
-    per_trip = 2.0 * 16 * 8 * 16 * MMA_CHAINS * warps
-    sheet = datasheet.tensor(dev, "bfloat16" if bf16 else "float16")
-    rate = sheet.value if sheet else 100e12
-    trips = max(1, int(TARGET_S * rate / per_trip))
-    sink = cp.zeros(grid * THREADS, dtype=cp.float32)
-    args = (sink, np.int32(trips))
-    return _Prepared(lambda: k((grid, 1, 1), (THREADS, 1, 1), args), per_trip * trips,
-                     f"{MMA_CHAINS} accumulator tiles per warp x {trips} trips; {grid} blocks of {THREADS} "
-                     f"({occ} per SM, 2 waves)", (sink,))
+    per_trip = 2.0 * 16 * 8 * 16 * MMA_CHAINS * (grid * THREADS // 32)
+    return _tensor_peak(k, dev, bf16, grid, THREADS, per_trip, 100e12,
+                        f"{MMA_CHAINS} accumulator tiles per warp x {{trips}} trips; {grid} blocks of {THREADS} "
+                        f"({occ} per SM, 2 waves)")
 
 
 def _wgmma(dev: DeviceInfo, bf16: bool) -> _Prepared | None:
     # wgmma exists only on sm_90a, so only a compute capability 9.0 device can run the kernel.
     if tuple(dev.compute_capability) != (9, 0):
         return None
-    cp = require_cupy()
     k = _kernel("wgmma.cu", f"wgmma_peak<{int(bf16)}, {WGMMA_WARPGROUPS}>", dev, "sm_90a")
     threads = 128 * WGMMA_WARPGROUPS
     occ = _blocks_per_sm(k, threads, dev)
     grid = dev.sm_count * occ * 2
     per_trip = 2.0 * 64 * 256 * 16 * WGMMA_PER_TRIP * WGMMA_WARPGROUPS * grid
-    sheet = datasheet.tensor(dev, "bfloat16" if bf16 else "float16")
-    rate = sheet.value if sheet else 1000e12
-    trips = max(1, int(TARGET_S * rate / per_trip))
-    sink = cp.zeros(grid * threads, dtype=cp.float32)
-    args = (sink, np.int32(trips))
-    return _Prepared(lambda: k((grid, 1, 1), (threads, 1, 1), args), per_trip * trips,
-                     f"{WGMMA_PER_TRIP} wgmma per commit group, at most 2 groups in flight, x {trips} trips; {grid} "
-                     f"blocks of {threads} ({occ} per SM, 2 waves)", (sink,))
+    return _tensor_peak(k, dev, bf16, grid, threads, per_trip, 1000e12,
+                        f"{WGMMA_PER_TRIP} wgmma per commit group, at most 2 groups in flight, x {{trips}} trips; "
+                        f"{grid} blocks of {threads} ({occ} per SM, 2 waves)")
 
 
 def _stream_bytes(dev: DeviceInfo) -> int:
