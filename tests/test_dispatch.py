@@ -173,8 +173,42 @@ def test_run_explain_without_gpu_or_cc_says_what_to_give():
 
 
 def test_operand_staging_follows_the_specs():
-    """sgemm copies an unaligned B into padded rows only for products of 2^30 multiply-adds or more; wgmma
-    stages both operands whatever the size."""
+    """sgemm copies an unaligned B into padded rows only for products of 2^30 multiply-adds or more, and only
+    when it reads B in 16-byte pieces; wgmma stages both operands whatever the size."""
     assert api._stages(SGEMM, 333, 777, 999) == ""
     assert api._stages(SGEMM, 4097, 4097, 4097) == "B"
+    assert api._stages(SGEMM, 4097, 4097, 4097, SGEMM.validate({"B_COPY": 4})) == ""
     assert api._stages(get("wgmma"), 1, 1, 1) == "AB"
+
+
+def test_sgemm_heuristic_copies_unaligned_b_in_four_byte_pieces():
+    """N not a multiple of 4: four-byte B copies, except the 128 x 256 tile on products the API pads B for."""
+    for m, n, k in [(333, 777, 999), (2047, 2049, 1023), (4097, 4097, 4097), (100, 101, 50)]:
+        p = SGEMM.heuristic(m, n, k, 132)
+        staged = p["BN"] == 256 and m * n * k >= SGEMM.extra["stage_min_macs"]
+        assert p["B_COPY"] == (16 if staged else 4), (m, n, k, p)
+        SGEMM.validate(p)
+    for m, n, k in [(4096, 4096, 4096), (1000, 1000, 1000), (64, 64, 131072)]:
+        assert SGEMM.heuristic(m, n, k, 132)["B_COPY"] == 16
+
+
+def test_sgemm_split_tail_geometry_and_choice():
+    """WAVE = W > 1 splits only the tiles past the last whole wave of W: tiles - tail + tail x SPLIT_K blocks.
+    The heuristic offers it where the last wave is partial (4097^3 on 132 SMs: 33 x 33 tiles of 128 x 128
+    against 264 slots), never where the waves are whole or the tiles fewer than one wave."""
+    base = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=4)
+    for wave, blocks in [(1, 25 * 4), (7, 21 + 4 * 4), (8, 24 + 1 * 4), (25, 25), (26, 25 * 4)]:
+        p = SGEMM.validate(dict(base, WAVE=wave))
+        assert SGEMM.launch(300, 300, 1000, p).blocks == blocks, wave
+    p = SGEMM.heuristic(4097, 4097, 4097, 132)
+    tiles = -(-4097 // p["BM"]) * -(-4097 // p["BN"])
+    assert p["WAVE"] > 1 and p["SPLIT_K"] > 1 and tiles > p["WAVE"] and tiles % p["WAVE"]
+    for m, n, k in [(4096, 4096, 4096), (8192, 8192, 8192), (64, 64, 131072), (1000, 1000, 1000)]:
+        assert SGEMM.heuristic(m, n, k, 132)["WAVE"] == 1, (m, n, k)
+
+
+def test_sgemm_split_workspace_rows_are_padded_to_four_floats():
+    p = SGEMM.validate(dict(SPLIT_K=4))
+    floats, ints = SGEMM.workspace(333, 777, 999, p)
+    assert floats == 4 * 333 * 780 and ints == 3 * 4 * 2
+    assert SGEMM.workspace(333, 777, 999, SGEMM.validate({})) == (0, 0)

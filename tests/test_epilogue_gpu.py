@@ -75,6 +75,23 @@ def test_split_k_applies_the_epilogue_once(split, rng):
     assert bool((first == again).all()), "split-K with an epilogue must be deterministic"
 
 
+@pytest.mark.parametrize("b_copy", [16, 4])
+def test_split_tail_applies_the_epilogue_once(b_copy, rng):
+    """With a split tail (WAVE), whole tiles reach C through slab 0 and the row-by-row epilogue, split ones
+    after their reduction: bias (per row), GELU and residual once on both, with beta reading C."""
+    m, n, k = 300, 301 if b_copy == 4 else 300, 700
+    a, a64 = _f32((m, k), rng)
+    b, b64 = _f32((k, n), rng)
+    res, r64 = _f32((m, n), rng)
+    c, c64 = _f32((m, n), rng)
+    bias, b_ref = _bias("row", m, n, rng)
+    want = ACTS["gelu_tanh"](0.75 * (a64 @ b64) + 0.5 * c64 + b_ref) + r64
+    params = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=4, WAVE=7, B_COPY=b_copy)
+    gemmlab.matmul(a, b, c, alpha=0.75, beta=0.5, kernel="sgemm", bias=bias, activation="gelu_tanh", residual=res,
+                   **params)
+    assert _rel(c.get().astype(np.float64), want) <= TOL
+
+
 def test_beta_zero_never_reads_c(rng):
     import cupy as cp
 

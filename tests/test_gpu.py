@@ -282,9 +282,58 @@ def test_sgemm_every_ffma_order_is_correct(order, rng):
 def test_sgemm_every_shape_class_is_correct(rng):
     from gemmlab.kernels.rungs.sgemm import SHAPE_CLASSES
 
-    for cfg, _, _ in SHAPE_CLASSES:
+    for cfg, *_ in SHAPE_CLASSES:
         for m, n, k in [(300, 520, 77), (130, 261, 40), (1, 300, 17)]:
             _check("sgemm", cfg, m, n, k, 1.25, 0.5, rng)
+
+
+def test_sgemm_four_byte_b_copies_are_correct(rng):
+    """B_COPY = 4 (what the heuristic runs when N is not a multiple of 4): every shape class, on blocks inside
+    C, at its edges (odd N: B's rows unaligned, columns past N zero-filled) and with a partial last step."""
+    from gemmlab.kernels.rungs.sgemm import SHAPE_CLASSES
+
+    for cfg, *_ in SHAPE_CLASSES:
+        for m, n, k in [(300, 520, 77), (130, 261, 40), (1, 300, 17), (333, 777, 999)]:
+            _check("sgemm", dict(cfg, B_COPY=4), m, n, k, 1.25, 0.5, rng)
+
+
+@pytest.mark.parametrize("wave,split,b_copy", [(8, 4, 16), (7, 8, 16), (7, 2, 4), (24, 16, 4), (26, 4, 16)])
+def test_sgemm_split_tail_is_correct_and_deterministic(wave, split, b_copy, rng):
+    """WAVE = W: the tiles of the whole waves of W run whole (through slab 0 and the epilogue), the rest are
+    split SPLIT_K ways. 300 x 301 in 64 x 64 tiles is 25 tiles: a tail of 1 (W = 8, 24), 4 (W = 7) and
+    25 (W = 26: more slots than tiles, every tile split). Right with alpha and beta, and the same bits on
+    every run."""
+    cp = _cp()
+    m, n, k = 300, 301 if b_copy == 4 else 300, 1000
+    p = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split, WAVE=wave, B_COPY=b_copy)
+    spec = get("sgemm")
+    tiles = 5 * 5
+    tail = tiles % wave
+    assert spec.launch(m, n, k, spec.validate(p)).blocks == tiles - tail + tail * split
+    a, b, c0 = _case(rng, m, n, k)
+    ref = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) - 2.0 * c0
+    da, db = cp.asarray(a), cp.asarray(b)
+    outs = []
+    for _ in range(3):
+        dc = cp.asarray(c0)
+        gemmlab.matmul(da, db, dc, alpha=0.5, beta=-2.0, kernel="sgemm", **p)
+        outs.append(dc.get())
+    assert _rel(outs[0], ref) < TOL
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
+def test_sgemm_heuristic_split_tail_runs(rng):
+    """A shape whose last wave the heuristic splits (on this device's SM count) gives the right product."""
+    from gemmlab.runtime import device
+
+    sms = device.device_info().sm_count
+    spec = get("sgemm")
+    for m, n, k in [(2047, 2049, 1023), (1500, 1100, 700)]:
+        p = spec.heuristic(m, n, k, sms)
+        if p["WAVE"] > 1:
+            _check("sgemm", p, m, n, k, 1.0, 0.0, rng)
+            return
+    pytest.skip(f"no tested shape gets a split tail on {sms} SMs")
 
 
 def test_sgemm_stages_unaligned_b_for_large_products(rng):

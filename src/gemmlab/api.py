@@ -576,7 +576,7 @@ def _contiguity_test(x):
 def _remember_fast_plan(prepared: _Prepared, a, b, c, kernel, params, m, n, k, cp) -> None:
     if not (a.flags.c_contiguous and b.flags.c_contiguous and (c is None or c.flags.c_contiguous)):
         return
-    stage = _stages(prepared.spec, m, n, k)
+    stage = _stages(prepared.spec, m, n, k, prepared.params)
     if any(x in stage and not arrays.rows_aligned(arrays.row_major(v)) for x, v in (("A", a), ("B", b))):
         return  # this call's operands were staged; the plan launches on the caller's arrays as they are
     if len(_fast_plans) > 4096:
@@ -609,19 +609,21 @@ def _on_stream(stream):
     return stream if stream is not None and hasattr(stream, "__enter__") else contextlib.nullcontext()
 
 
-def _stages(spec: KernelSpec, m: int, n: int, k: int) -> str:
-    """The operands (letters) the rung has staged for a product of this size: extra["stage_operands"], for
-    products of at least extra["stage_min_macs"] multiply-adds (below that the copy costs more than the
-    rung's checked path loses)."""
+def _stages(spec: KernelSpec, m: int, n: int, k: int, params: Mapping[str, int] | None = None) -> str:
+    """The operands (letters) the rung has staged for a product of this size and these parameters:
+    extra["stage_operands"] (or what it returns for the parameters, when it is a function), for products
+    of at least extra["stage_min_macs"] multiply-adds (below that the copy costs more than the rung's
+    checked path loses)."""
     if m * n * k < spec.extra.get("stage_min_macs", 0):
         return ""
-    return spec.extra.get("stage_operands") or ""
+    stage = spec.extra.get("stage_operands") or ""
+    return stage({**spec.defaults, **(params or {})}) if callable(stage) else stage
 
 
-def _staged(spec: KernelSpec, va, vb, m: int, n: int, k: int):
+def _staged(spec: KernelSpec, va, vb, m: int, n: int, k: int, params: Mapping[str, int] | None = None):
     """A and B, each copied into 16-byte aligned rows where the rung stages it (_stages) and it is not
     aligned already (arrays.aligned_rows returns an aligned operand itself)."""
-    stage = _stages(spec, m, n, k)
+    stage = _stages(spec, m, n, k, params)
     return (arrays.aligned_rows(va) if "A" in stage else va), (arrays.aligned_rows(vb) if "B" in stage else vb)
 
 
@@ -632,7 +634,7 @@ def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, strea
     for name, x in (("A", da), ("B", db)):
         if x.device.id != dev:
             raise ValueError(f"{name} is on device {x.device.id}, the kernel runs on device {dev}; move them to one device")
-    va, vb = _staged(prepared.spec, arrays.row_major(da), arrays.row_major(db), m, n, k)
+    va, vb = _staged(prepared.spec, arrays.row_major(da), arrays.row_major(db), m, n, k, prepared.params)
 
     dc = None  # the caller's C on the device, when its old values are needed or it is written in place
     if c is None or (arrays.is_host(kinds[2]) and beta == 0):

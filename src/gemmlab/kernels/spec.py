@@ -118,7 +118,8 @@ class KernelSpec:
     # "type_params" (template parameters set from the dtypes, not by callers), "type_defaults" ({input
     # element type: parameters} replacing the defaults for that type), "stage_operands" (the letters of
     # the operands, "A", "B" or "AB", that the API copies into rows padded to 16-byte multiples when their
-    # base or row pitch is not one, because the kernel's fast path reads them in 16-byte pieces), and
+    # base or row pitch is not one, because the kernel's fast path reads them in 16-byte pieces; or a
+    # function of the parameters that returns them), and
     # "stage_min_macs" (stage only products of at least this many multiply-adds; default 0).
     extra: dict = field(default_factory=dict)
 

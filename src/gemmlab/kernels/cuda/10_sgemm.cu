@@ -15,13 +15,14 @@
 //   FFMAs of step s's last k run. The barrier's wait hides behind 128 FFMAs per thread.
 // - Every shared-memory address in the loop is a base register plus a compile-time offset; global
 //   addresses are fixed per thread and advance by one add per step.
-// - Whole steps copy with no test when B's rows are 16-byte aligned (A's 4-byte copies need no
-//   alignment; the API pads an unaligned B for large products): blocks inside C in one copy of the loop,
-//   blocks at its edge in another whose copies are clamped (A's rows past M read row M - 1, B's chunks
-//   past N are zero-filled), since what those feed lies outside C and is never stored. The last, partial
-//   step of K, and every step when B is unaligned, take a checked path that zero-fills what lies outside
-//   the matrices, in a third copy of the loop (it also runs the last STAGES - 1 steps), so that each
-//   loop keeps only its own state in registers.
+// - Whole steps copy with no test when B's rows are 16-byte aligned, or always when B is copied in 4-byte
+//   pieces (B_COPY = 4, what the heuristic picks for a B with unaligned rows; A's 4-byte copies need no
+//   alignment; the API pads an unaligned B for large products on the 128 x 256 tile): blocks inside C in
+//   one copy of the loop, blocks at its edge in another whose copies are clamped (A's rows past M read row
+//   M - 1, B's pieces past N are zero-filled), since what those feed lies outside C and is never stored.
+//   The last, partial step of K, and every step of an unaligned B copied in 16-byte pieces, take a checked
+//   path that zero-fills what lies outside the matrices, in a third copy of the loop (it also runs the
+//   last STAGES - 1 steps), so that each loop keeps only its own state in registers.
 // Per shape: the spec picks (BM, BN, BK, warp and thread tiles) per shape class: the largest tile that
 // still gives every SM work (128 x 256 for large problems, down to 64 x 64 for small or skinny ones), and
 // the tuner can replace that choice per device. The grid is one-dimensional and blocks are ordered in
@@ -34,7 +35,11 @@
 // group sums in a fixed order, applies the epilogue and writes C (with one group, the last block adds
 // every slab into C). The result does not depend on which blocks came last; no block reads more than
 // 8 + SPLIT_K / 8 slabs; each counter is reset by the block that read it last. No block waits for
-// another, so any scheduling order is safe.
+// another, so any scheduling order is safe. Slab rows are N rounded up to 4 floats, so that partial tiles
+// move in 16-byte pieces whatever N is.
+// Split tail (WAVE > 1): with more tiles than one wave of blocks, the tiles of the whole waves run whole
+// and only those of the partial last wave are split, SPLIT_K blocks each, so that the last wave's work is
+// spread over the GPU instead of a few SMs working a whole tile's time while the rest idle.
 // Fused epilogue (epilogue.cuh, as rung 11): out = activation(alpha * acc + beta * C + bias) + residual,
 // applied once to the final sums (after the split-K reduction, never per slice); epilogue == 0 keeps the
 // plain 16-byte alpha / beta store.
@@ -76,11 +81,6 @@ __device__ __forceinline__ int fresh_tid() {
 __device__ __forceinline__ int fresh_ctaid_x() {
     int v;
     asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
-    return v;
-}
-__device__ __forceinline__ int fresh_ctaid_y() {
-    int v;
-    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
     return v;
 }
 
@@ -143,11 +143,14 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
 // with (WM / TM) * (WN / TN) == 32 lanes; GROUP_M: block rows per group of the block order;
 // SPLIT_K: blocks per tile of C along K (1: no split; then workspace and tile_counters are unused);
 // MIN_BLOCKS: resident blocks per SM the register allocation must allow; STAGES: tiles in the ring (>= 3);
-// ORDER: the order of the FFMAs of one k (outer_product).
+// ORDER: the order of the FFMAs of one k (outer_product); B_COPY: bytes per copy of B, 16 (B's rows must
+// be 16-byte aligned for the unchecked loops; any other B takes the checked loop) or 4 (any B);
+// WAVE: with SPLIT_K > 1, 1 splits every tile of C, W > 1 only the tiles past the last whole wave of W
+// tiles (the rest run whole; see `Place`).
 // `bias` (length M or N) and `R` (M x N, leading dimension ldr) are read only when the `epilogue` flags
 // (epilogue.cuh) ask for them.
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M, int SPLIT_K, int MIN_BLOCKS, int STAGES,
-          int ORDER>
+          int ORDER, int B_COPY, int WAVE>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
@@ -169,13 +172,22 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     // bc + c * 4 * PB::TPR of the B tile. All offsets from the thread's first chunk are compile-time
     // constants, in shared memory and (along a row) in global memory.
     using PB = ChunkPlan<BK, BN / 4, NT, 8>;
+    constexpr bool VEC_B = B_COPY == 16;
+    static_assert(B_COPY == 16 || B_COPY == 4, "B is copied in 16- or 4-byte pieces");
+    // With B_COPY == 4, B's copies are single floats: thread t copies elements t, t + NT, ... of the tile in
+    // row-major order, so a warp reads 32 consecutive floats of a row; the offsets of its i-th element from
+    // its first are compile-time constants (rows B4_ROW(i), columns B4_COL(i)) since NT and BN divide.
+    constexpr int B4_PER = BK * BN / NT;
+    static_assert(VEC_B || ((NT % BN == 0 || BN % NT == 0) && B4_PER * NT == BK * BN),
+                  "4-byte B copies need NT and BN to divide one another");
     extern __shared__ __align__(16) float smem[];  // STAGES x (BK x (BM + 4) + BK x BN) floats, sized by the host
 
     // Everything a thread knows about its place, from its indices. Built twice: before the main loop and
     // again after it (from fresh reads of the indices), so that only the accumulators, the fragments and
     // the loop state stay in registers across the main loop.
     struct Place {
-        int row0, col0;            // the block's tile of C
+        int tile, slice, slices;   // the block's tile of C (grouped order), its slice of K and their number
+        int row0, col0;            // the tile's first row and column
         int k_begin, k_end, steps; // its slice of K, in BK steps (the last one may be partial)
         int fast_steps;            // leading whole steps, copied without tests (B's rows 16-byte aligned)
         bool interior;             // the tile lies inside C: no copy needs clamping
@@ -185,28 +197,45 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         unsigned a_dst, b_dst;     // shared addresses of its first A element and B chunk in slot 0
         unsigned a_frag, b_frag;   // shared addresses of its first A and B fragments in slot 0 (k = 0)
     };
-    auto place_of = [&](int tid, int bx, int by) {
+    auto place_of = [&](int tid, int bx) {
         Place p;
         const int lane = tid % 32, warp = tid / 32;
         const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
         const int tr = lane / LCOLS, tc = lane % LCOLS;
-        // Grouped block order: blocks run down GROUP_M block rows before moving one block column right.
         const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+        // Which tile and slice: without a split, block bx computes tile bx. With one, the first `whole`
+        // tiles (those of the whole waves of WAVE tiles; none when WAVE == 1) run whole in blocks 0 ..
+        // whole - 1, and each of the other `split` tiles has SPLIT_K blocks, slice-major after them (slice
+        // 0 of every such tile, then slice 1, ...), so a partial last wave becomes SPLIT_K times as many
+        // blocks of 1 / SPLIT_K the work. The host sizes the grid to match (rung sgemm's geometry).
+        p.tile = bx;
+        p.slice = 0;
+        p.slices = 1;
+        if constexpr (SPLIT_K > 1) {
+            const int tiles = tiles_m * tiles_n, split = WAVE == 1 ? tiles : tiles % WAVE, whole = tiles - split;
+            if (bx >= whole) {
+                p.tile = whole + (bx - whole) % split;
+                p.slice = (bx - whole) / split;
+                p.slices = SPLIT_K;
+            }
+        }
+        // Grouped block order: tiles run down GROUP_M block rows before moving one block column right.
         const int per_group = GROUP_M * tiles_n;
-        const int first_m = bx / per_group * GROUP_M;
+        const int first_m = p.tile / per_group * GROUP_M;
         const int rows_in_group = min(tiles_m - first_m, GROUP_M);
-        const int in_group = bx % per_group;
+        const int in_group = p.tile % per_group;
         p.row0 = (first_m + in_group % rows_in_group) * BM;
         p.col0 = (in_group / rows_in_group) * BN;
         // This block's slice of K: whole BK steps, split as evenly as they go (a slice may be empty).
-        const int steps_per_split = ((K + BK - 1) / BK + SPLIT_K - 1) / SPLIT_K;
-        p.k_begin = min(K, by * steps_per_split * BK);
+        const int steps_per_split = ((K + BK - 1) / BK + p.slices - 1) / p.slices;
+        p.k_begin = min(K, p.slice * steps_per_split * BK);
         p.k_end = min(K, p.k_begin + steps_per_split * BK);
         p.steps = (p.k_end - p.k_begin + BK - 1) / BK;
-        p.vec_b = rows_are_16B_aligned(B, ldb);
+        p.vec_b = VEC_B && rows_are_16B_aligned(B, ldb);
         p.interior = p.row0 + BM <= M && p.col0 + BN <= N;
-        p.fast_steps = p.vec_b ? (p.k_end - p.k_begin) / BK : 0;
-        const int ar = tid / BK, ak = tid % BK, br = tid / PB::TPR, bc = (tid % PB::TPR) * 4;
+        p.fast_steps = p.vec_b || !VEC_B ? (p.k_end - p.k_begin) / BK : 0;
+        const int ar = tid / BK, ak = tid % BK;
+        const int br = VEC_B ? tid / PB::TPR : tid / BN, bc = VEC_B ? (tid % PB::TPR) * 4 : tid % BN;
         p.a_row = p.row0 + ar;
         p.a_k = p.k_begin + ak;
         p.b_k = p.k_begin + br;
@@ -222,7 +251,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         p.ccol = p.col0 + wn + tc * 4;
         return p;
     };
-    const Place pl = place_of(threadIdx.x, blockIdx.x, blockIdx.y);
+    const Place pl = place_of(threadIdx.x, blockIdx.x);
 
     // Global addresses of the thread's first A element and B chunk, advanced one step at a time (its other A
     // rows and B chunk rows are one wide multiply-add away). In blocks at the edge of C, A's rows past M are
@@ -236,12 +265,19 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
 #pragma unroll
         for (int i = 0; i < A_PER; ++i)
             async_copy4(pl.a_dst + off + 4 * i * A_RSTEP, i ? advance_rows(a_src, i * A_RSTEP, lda) : a_src);
+        if constexpr (VEC_B) {
 #pragma unroll
-        for (int h = 0; h < PB::H; ++h) {
-            const float* src = h ? advance_rows(b_src, h * PB::RSTEP, ldb) : b_src;
+            for (int h = 0; h < PB::H; ++h) {
+                const float* src = h ? advance_rows(b_src, h * PB::RSTEP, ldb) : b_src;
 #pragma unroll
-            for (int c = 0; c < PB::CH; ++c)
-                async_copy16(pl.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR), src + c * 4 * PB::TPR);
+                for (int c = 0; c < PB::CH; ++c)
+                    async_copy16(pl.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR), src + c * 4 * PB::TPR);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < B4_PER; ++i)  // element i lies (i NT) / BN rows and (i NT) % BN columns on
+                async_copy4(pl.b_dst + off + 4 * i * NT,
+                            advance_rows(b_src, i * NT / BN, ldb) + i * NT % BN);
         }
         a_src += BK;
         b_src = advance_rows(b_src, BK, ldb);
@@ -254,15 +290,25 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
 #pragma unroll
         for (int i = 0; i < A_PER; ++i)
             async_copy4(pl.a_dst + off + 4 * i * A_RSTEP, i ? advance_rows(a_src, min(i * A_RSTEP, a_lim), lda) : a_src);
+        if constexpr (VEC_B) {
 #pragma unroll
-        for (int h = 0; h < PB::H; ++h) {
-            const float* src = h ? advance_rows(b_src, h * PB::RSTEP, ldb) : b_src;
+            for (int h = 0; h < PB::H; ++h) {
+                const float* src = h ? advance_rows(b_src, h * PB::RSTEP, ldb) : b_src;
 #pragma unroll
-            for (int c = 0; c < PB::CH; ++c) {
-                const int left = min(max(N - pl.b_col - c * 4 * PB::TPR, 0), 4);
-                // An empty chunk still names an address inside B (the block's first column); none is read.
-                async_copy16_zfill(pl.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR),
-                                   src + (left ? c * 4 * PB::TPR : pl.col0 - pl.b_col), 4 * left);
+                for (int c = 0; c < PB::CH; ++c) {
+                    const int left = min(max(N - pl.b_col - c * 4 * PB::TPR, 0), 4);
+                    // An empty chunk still names an address inside B (the block's first column); none is read.
+                    async_copy16_zfill(pl.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR),
+                                       src + (left ? c * 4 * PB::TPR : pl.col0 - pl.b_col), 4 * left);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < B4_PER; ++i) {
+                const bool inside = pl.b_col + i * NT % BN < N;
+                async_copy4_zfill(pl.b_dst + off + 4 * i * NT,
+                                  advance_rows(b_src, i * NT / BN, ldb) + (inside ? i * NT % BN : pl.col0 - pl.b_col),
+                                  inside);
             }
         }
         a_src += BK;
@@ -277,6 +323,15 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
             const int row = p.a_row + i * A_RSTEP;
             const bool inside = row < M && kc < p.k_end;
             async_copy4_zfill(p.a_dst + off + 4 * i * A_RSTEP, inside ? A + (size_t)row * lda + kc : A, inside);
+        }
+        if constexpr (!VEC_B) {
+#pragma unroll 1
+            for (int i = 0; i < B4_PER; ++i) {
+                const int krow = p.b_k + s * BK + i * NT / BN, col = p.b_col + i * NT % BN;
+                const bool inside = krow < p.k_end && col < N;
+                async_copy4_zfill(p.b_dst + off + 4 * i * NT, inside ? B + (size_t)krow * ldb + col : B, inside);
+            }
+            return;
         }
 #pragma unroll 1
         for (int h = 0; h < PB::H; ++h) {
@@ -357,11 +412,11 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     }
     // The last STAGES - 1 steps, and every step of blocks whose B rows are not 16-byte aligned, with the
     // place recomputed (see Place).
-    const Place pt = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());
+    const Place pt = place_of(fresh_tid(), fresh_ctaid_x());
     for (; s < pt.steps; ++s) step(pt, CHECKED);
     async_wait<0>();  // no copy may still be in flight when the block moves on (or exits)
 
-    const Place pe = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());
+    const Place pe = place_of(fresh_tid(), fresh_ctaid_x());
     const int tid = fresh_tid();
     const bool vec_c = rows_are_16B_aligned(C, ldc);
     // The thread's results: row pe.crow + (i / 4) * 4 * LROWS + i % 4, column pe.ccol + (j / 4) * 4 * LCOLS
@@ -373,41 +428,56 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         // Each sum runs over its slabs in a fixed order, so the result is the same bits whichever blocks
         // finish last, and no block does more than G + SPLIT_K / G slabs' worth of reading, so long splits
         // (many slices for a tile of few blocks) do not end in one block reading them all.
+        // A tile that runs whole (before the split tail, see Place) takes the same way through slab 0 with
+        // no counting: its block stores the tile and reads it back a row at a time through the epilogue.
+        // One store of the accumulators in this instantiation keeps its registers within MIN_BLOCKS' budget
+        // (a second, direct store spilled); the round trip through L2 costs two tile-sized transfers.
         constexpr int G = 8, GROUPS = (SPLIT_K + G - 1) / G;
-        const size_t slab = (size_t)M * N;
-        const bool vec_w = (N & 3) == 0;
-        const int by = fresh_ctaid_y(), group = by / G;
+        // Slab rows are N rounded up to a multiple of 4 floats, so that partial tiles go out and come back in
+        // 16-byte pieces whatever N is (the host sizes the workspace to match).
+        const int ldw = (N + 3) & ~3;
+        const size_t slab = (size_t)M * ldw;
+        constexpr bool vec_w = true;
+        const int by = pe.slice, group = by / G;
         const int members = min(G, SPLIT_K - group * G);
-        store_strided_tile<TM, TN, 4, 4 * LROWS, 4 * LCOLS>(workspace + by * slab, N, pe.crow, pe.ccol, M, N, acc,
+        store_strided_tile<TM, TN, 4, 4 * LROWS, 4 * LCOLS>(workspace + by * slab, ldw, pe.crow, pe.ccol, M, N, acc,
                                                             vec_w, 1.0f, 0.0f);
-        int* counters = tile_counters + fresh_ctaid_x() * (GROUPS + 1);  // one per group, then one per tile
+        int* counters = tile_counters + pe.tile * (GROUPS + 1);  // one per group, then one per tile
+        const bool whole_tile = pe.slices == 1;
         __shared__ int arrived_last;
         // The last to arrive at `counter` of `expected` (its stores, and everyone's before it, visible).
+        // One thread releases and acquires for the block, between barriers: the barrier orders every thread's
+        // slab stores before its fence and increment; its fence after a last increment orders the others'
+        // slabs (released the same way) before the reads that follow the second barrier.
         auto last_of = [&](int* counter, int expected) {
-            __threadfence();  // this block's slab is visible device-wide before the counter says so
             __syncthreads();
-            if (tid == 0) arrived_last = atomicAdd(counter, 1) == expected - 1;
+            if (tid == 0) {
+                __threadfence();
+                const bool last = atomicAdd(counter, 1) == expected - 1;
+                if (last) __threadfence();
+                arrived_last = last;
+            }
             __syncthreads();
-            const bool last = arrived_last;
-            if (last) __threadfence();  // the others' slabs are read back below, from L2
-            return last;
+            return arrived_last != 0;
         };
         // Row by row, the sums of `count` slabs first, first + stride, ... in that order, each row stored as
         // soon as it is complete: into slab `first` (a group's sum) or through the epilogue into C. The
         // accumulators are dead from here on, so only one row of sums and the loads in flight hold registers
         // and the split instantiation needs no more registers than the main loop. 16-byte loads where the
         // slabs' rows allow them.
-        const bool whole = vec_w && (TN / 4 - 1) * 4 * LCOLS + 4 <= N - pe.ccol;
+        // Whole: every 16-byte piece of the thread's row lies inside a slab row (pieces past N hold padding,
+        // summed but never stored).
+        const bool whole = (TN / 4 - 1) * 4 * LCOLS + 4 <= ldw - pe.ccol;
         auto reduce = [&](int first, int stride, int count, bool to_c) {
 #pragma unroll 1
             for (int i = 0; i < TM; ++i) {
                 const int row = pe.crow + (i / 4) * 4 * LROWS + i % 4;
                 if (row >= M) continue;
-                const float* rp = workspace + (size_t)first * slab + (size_t)row * N + pe.ccol;
+                const float* rp = workspace + (size_t)first * slab + (size_t)row * ldw + pe.ccol;
                 const size_t step = (size_t)stride * slab;
                 float sum[1][TN] = {};
                 if (whole) {
-#pragma unroll 4
+#pragma unroll 8
                     for (int s = 0; s < count; ++s) {
 #pragma unroll
                         for (int g = 0; g < TN / 4; ++g) {
@@ -429,7 +499,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                     }
                 }
                 if (!to_c)
-                    store_strided_tile<1, TN, 1, 1, 4 * LCOLS>(workspace + (size_t)first * slab, N, row, pe.ccol, M, N,
+                    store_strided_tile<1, TN, 1, 1, 4 * LCOLS>(workspace + (size_t)first * slab, ldw, row, pe.ccol, M, N,
                                                                sum, vec_w, 1.0f, 0.0f);
                 else if (epilogue)
                     epilogue_fp32_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, alpha, beta, bias, R,
@@ -438,6 +508,11 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                     store_strided_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, vec_c, alpha, beta);
             }
         };
+        if (whole_tile) {
+            __syncthreads();  // the block's stores are visible to all its threads (and in L2, where .cg reads)
+            reduce(0, 1, 1, true);
+            return;
+        }
         if (!last_of(counters + group, members)) return;
         if (tid == 0) counters[group] = 0;  // ready for the next launch
         if constexpr (GROUPS == 1) {

@@ -16,6 +16,12 @@ def _constraints(p: dict[str, int]) -> list[str]:
                     "one is read)")
     if p["GROUP_M"] < 1:
         errs.append(f"GROUP_M = {p['GROUP_M']} must be at least 1")
+    if p["B_COPY"] not in (4, 16):
+        errs.append(f"B_COPY = {p['B_COPY']}: B is copied in pieces of 16 or 4 bytes")
+    elif p["B_COPY"] == 4 and not errs:
+        threads = block_threads(p)
+        if threads % p["BN"] and p["BN"] % threads:
+            errs.append(f"B_COPY = 4 needs the {threads} threads and BN = {p['BN']} to divide one another")
     if not errs:
         threads, blocks = block_threads(p), p["MIN_BLOCKS"]
         if threads % p["BK"]:
@@ -29,45 +35,65 @@ def _constraints(p: dict[str, int]) -> list[str]:
     return errs
 
 
+def split_tiles(tiles: int, p: dict[str, int]) -> int:
+    """How many of `tiles` tiles of C are split SPLIT_K ways: all of them when WAVE == 1, else those past
+    the last whole wave of WAVE tiles (the rest run whole)."""
+    if p["SPLIT_K"] == 1:
+        return 0
+    return tiles if p["WAVE"] == 1 else tiles % p["WAVE"]
+
+
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
     tiles = cdiv(m, p["BM"]) * cdiv(n, p["BN"])
-    return Launch((tiles, p["SPLIT_K"], 1), (block_threads(p), 1, 1), smem=smem_bytes(p))
+    split = split_tiles(tiles, p)
+    return Launch((tiles - split + split * p["SPLIT_K"], 1, 1), (block_threads(p), 1, 1), smem=smem_bytes(p))
 
 
 SPLIT_GROUP = 8  # slices per reduction group (G in 10_sgemm.cu)
 
 
 def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
-    """Split-K needs a partial-sum slab per slice, and per tile of C a counter per group of slices and one
-    for the tile."""
+    """Split-K needs a partial-sum slab per slice (M rows of N rounded up to a multiple of 4 floats), and
+    per tile of C a counter per group of slices and one for the tile."""
     if p["SPLIT_K"] == 1:
         return 0, 0
     groups = cdiv(p["SPLIT_K"], SPLIT_GROUP)
-    return p["SPLIT_K"] * m * n, cdiv(m, p["BM"]) * cdiv(n, p["BN"]) * (groups + 1)
+    return p["SPLIT_K"] * m * cdiv(n, 4) * 4, cdiv(m, p["BM"]) * cdiv(n, p["BN"]) * (groups + 1)
 
 
 # Tile shapes per shape class, with what the heuristic needs to know about each on the reference H100:
 # - its speed relative to the largest tile. The full-wave speeds measured at 8192^3 are 51.8, 49.0 (51.5
-#   with ORDER 6), 47.5 and 40.5 TFLOP/s; the model's values, 1.00, 1.00, 0.90 and 0.78, are those whose
-#   picks measured best over the shape suite (with 0.95 and 0.92 it moves 1024^3, 4097^3 and two split-K
-#   shapes to tiles that were not measured better);
+#   with ORDER 6), 47.5 and 40.5 TFLOP/s; the model uses 1.00, 0.95, 0.90 and 0.78 (0.95 for 128 x 128,
+#   the measured ratio, once the split tail gave the model another way to fill the last wave: with 1.00,
+#   16384 x 16384 x 256 moved to a split 128 x 128 tail and lost 12%);
 # - how many of its blocks an SM holds: MIN_BLOCKS, which caps the registers so that they fit, split-K
-#   instantiations included (shared memory allows as many).
+#   instantiations included (shared memory allows as many);
+# - whether the heuristic may split its last wave (WAVE; predicted_time). Only 128 x 128: the split
+#   instantiation of 128 x 256 needs 205-211 registers and its split tails measured 0.44-0.99 of cuBLAS
+#   where other choices gave 0.77-1.14 (2047 x 2049 x 1023, 3000^3, 4097^3, 16384 x 16384 x 256); the
+#   128 x 64 tail lost on 2047 x 2049 x 1023 (0.69 against 0.77 for 64 x 64 tiles).
 # The heuristic picks the tile with the least predicted time (predicted_time: a tile and wave quantization
 # model). ORDER is the FFMA order that measured fastest for each tile where the heuristic uses it (128 x
-# 128 runs split-K shapes: ORDER 4 there measured 0.85-0.87 of cuBLAS, ORDER 6 0.79-0.82, though ORDER 6
-# is faster in full waves, 51.5 TFLOP/s). An order's worth belongs to one compiled kernel, not to the
-# source: any change to 10_sgemm.cu can move it by several percent (ptxas schedules and allocates the
-# whole kernel), so measure the orders again.
+# 256: ORDER 4 at 100.0% / 101.4% of cuBLAS at 4096^3 / 8192^3, ORDER 1 99.4% / 101.1%, the others 94-97%,
+# with this kernel; 128 x 128 runs split-K shapes: ORDER 4 there measured 0.85-0.87 of cuBLAS, ORDER 6
+# 0.79-0.82, though ORDER 6 is faster in full waves, 51.5 TFLOP/s). An order's worth belongs to one
+# compiled kernel, not to the source: any change to 10_sgemm.cu can move it by several percent (ptxas
+# schedules and allocates the whole kernel), so measure the orders again.
 SHAPE_CLASSES = (
-    (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=1, MIN_BLOCKS=1), 1.00, 1),
-    (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=2), 1.00, 2),
-    (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=3), 0.90, 3),
-    (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=5), 0.78, 5),
+    (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=1), 1.00, 1, False),
+    (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=2), 0.95, 2, True),
+    (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=3), 0.90, 3, False),
+    (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=5), 0.78, 5, False),
 )
 # A slice shorter than this spends more on the reduction than it saves (512^3: split 2 measured 0.90 of
 # cuBLAS, no split 0.73).
 MIN_K_PER_SPLIT = 256
+# The split tail's slices may be shorter: without the split its blocks would leave most of the GPU idle
+# for a whole tile's time.
+MIN_K_PER_TAIL_SLICE = 128
+# Products of at least this many multiply-adds with 16-byte B copies get a B whose rows are not 16-byte
+# aligned copied into padded rows by the API (extra["stage_min_macs"]).
+STAGE_MIN_MACS = 1 << 30
 REDUCE_COST = 6
 MAX_SPLIT = 128
 
@@ -80,36 +106,71 @@ def _split_for(tiles: int, slots: int, k: int) -> int:
     return split
 
 
-def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed: float, per_sm: int) -> tuple[float, int]:
-    """(time in arbitrary units, split) of one tile shape. Blocks (tiles x split) are dealt to the SMs;
-    an SM with j of them resident (at most `per_sm`) runs at `speed` x j / per_sm of its best: a block
-    runs at its share of a full SM whether or not the other slots are filled (measured: a lone 128 x 64
-    block, one warp per scheduler, ran at 0.36 of a full SM's speed, two 64 x 64 blocks of five at 0.58;
-    a square-root law, the earlier model, picked the larger tile for 1000^3 and lost 36%).
-    Each block does its padded tile's work (tile quantization) over its slice of K; an SM runs
-    ceil(its blocks / j) rounds (wave quantization)."""
+def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed: float,
+                   per_sm: int, tail_split: bool = True) -> tuple[float, int, int]:
+    """(time in arbitrary units, SPLIT_K, WAVE) of one tile shape. Blocks are dealt to the SMs; an SM with
+    j of them resident (at most `per_sm`) runs at `speed` x j / per_sm of its best: a block runs at its
+    share of a full SM whether or not the other slots are filled (measured: a lone 128 x 64 block, one warp
+    per scheduler, ran at 0.36 of a full SM's speed, two 64 x 64 blocks of five at 0.58; a square-root law,
+    the earlier model, picked the larger tile for 1000^3 and lost 36%). Each block does its padded tile's
+    work (tile quantization) over its slice of K; an SM runs ceil(its blocks / j) rounds (wave quantization).
+    Fewer tiles than a wave: every tile split (_split_for). More, with a partial last wave: also the
+    choice of splitting only that wave's tiles (WAVE = the slots of a wave), so that its blocks, SPLIT_K
+    times as many, share the GPU instead of leaving most of it idle for a whole tile's time."""
     tiles = cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"])
     if tiles == 0:
-        return 0.0, 1  # an empty C: nothing to launch
-    split = _split_for(tiles, sms * per_sm, k)
-    per_sm_blocks = cdiv(tiles * split, sms)
-    resident = min(per_sm_blocks, per_sm)
-    rounds = cdiv(per_sm_blocks, resident)
-    block_work = cfg["BM"] * cfg["BN"] * cdiv(cdiv(k, split), cfg["BK"]) * cfg["BK"]
-    # The last blocks of a split tile read the slices' partial tiles back, a group of up to SPLIT_GROUP at
-    # a time and then the group sums: about REDUCE_COST multiply-adds' worth of time per element read (L2
-    # bandwidth against FMA rate) along that chain.
-    groups = cdiv(split, SPLIT_GROUP)
-    chain = min(split, SPLIT_GROUP) + (groups if groups > 1 else 0)
-    reduce_work = REDUCE_COST * chain * cfg["BM"] * cfg["BN"] if split > 1 else 0
-    # j resident blocks share the SM's speed x j / per_sm: each runs at speed / per_sm.
-    return rounds * block_work * per_sm / speed + reduce_work, split
+        return 0.0, 1, 1  # an empty C: nothing to launch
+    slots = sms * per_sm
+
+    def phase(blocks: int, split: int) -> float:
+        """Time of `blocks` blocks, each over 1 / split of K."""
+        if blocks == 0:
+            return 0.0
+        per_sm_blocks = cdiv(blocks, sms)
+        resident = min(per_sm_blocks, per_sm)
+        block_work = cfg["BM"] * cfg["BN"] * cdiv(cdiv(k, split), cfg["BK"]) * cfg["BK"]
+        # j resident blocks share the SM's speed x j / per_sm: each runs at speed / per_sm.
+        return cdiv(per_sm_blocks, resident) * block_work * per_sm / speed
+
+    def reduce_work(split: int) -> float:
+        # The last blocks of a split tile read the slices' partial tiles back, a group of up to SPLIT_GROUP
+        # at a time and then the group sums: about REDUCE_COST multiply-adds' worth of time per element read
+        # (L2 bandwidth against FMA rate) along that chain.
+        if split == 1:
+            return 0.0
+        groups = cdiv(split, SPLIT_GROUP)
+        return REDUCE_COST * (min(split, SPLIT_GROUP) + (groups if groups > 1 else 0)) * cfg["BM"] * cfg["BN"]
+
+    split = _split_for(tiles, slots, k)
+    best = (phase(tiles * split, split) + reduce_work(split), split, 1)
+    tail = tiles % slots
+    if tail_split and split == 1 and tiles > slots and tail:
+        whole = phase(tiles - tail, 1)
+        s = 2
+        while s <= MAX_SPLIT and k // s >= MIN_K_PER_TAIL_SLICE and tail * s <= slots:
+            t = whole + phase(tail * s, s) + reduce_work(s)
+            if t < best[0]:
+                best = (t, s, slots)
+            s *= 2
+    return best
 
 
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
-    scored = [(predicted_time(m, n, k, sms, cfg, speed, per_sm), cfg) for cfg, speed, per_sm in SHAPE_CLASSES]
-    (_, split), cfg = min(scored, key=lambda t: t[0][0])
-    return dict(cfg, SPLIT_K=split)
+    scored = [(predicted_time(m, n, k, sms, cfg, speed, per_sm, tail), cfg)
+              for cfg, speed, per_sm, tail in SHAPE_CLASSES]
+    (_, split, wave), cfg = min(scored, key=lambda t: t[0][0])
+    return dict(cfg, SPLIT_K=split, WAVE=wave, B_COPY=_b_copy(m, n, k, cfg))
+
+
+def _b_copy(m: int, n: int, k: int, cfg: dict[str, int]) -> int:
+    """B's rows are 16-byte aligned when N is a multiple of 4 (a dense B from an aligned allocation): 16-byte
+    copies. Else four-byte copies, which any B allows, rather than the checked loop; except for the 128 x
+    256 tile on products the API pads B for (stage_min_macs), where four-byte copies measured 9% slower
+    than 16-byte ones from the padded copy (4097^3: 0.81 against 0.88 of cuBLAS; on the 128 x 128 tile 0.93
+    against 0.94, on 128 x 64 at 2047 x 2049 x 1023 0.69 against 0.67)."""
+    if n % 4 == 0 or (cfg["BN"] == 256 and m * n * k >= STAGE_MIN_MACS):
+        return 16
+    return 4
 
 
 SPEC = KernelSpec(
@@ -125,7 +186,12 @@ SPEC = KernelSpec(
         Param("SPLIT_K", 1, (1, 2, 4, 8, 16, 32, 64, 128), "blocks sharing one tile of C along K (1: no split)"),
         Param("MIN_BLOCKS", 1, (1, 2, 3, 4), "resident blocks per SM the register budget must allow"),
         Param("STAGES", 3, (3, 4), "tiles in the cp.async ring: steps in flight + 1 (more may be asked for)"),
-        Param("ORDER", 1, (1, 2, 3, 4, 5, 6), "order of one k's FFMAs (which operands the reuse cache can serve)"),
+        Param("ORDER", 4, (1, 2, 3, 4, 5, 6), "order of one k's FFMAs (which operands the reuse cache can serve)"),
+        # B_COPY follows B's alignment (the heuristic sets it from N), not the device: not searched.
+        Param("B_COPY", 16, (16,), "bytes per copy of B: 16 (rows 16-byte aligned, else the checked loop) or 4 "
+              "(any B)"),
+        Param("WAVE", 1, (1,), "with SPLIT_K > 1: 1 splits every tile; W > 1 only the tiles past the last whole "
+              "wave of W (set per device by the heuristic)"),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -135,9 +201,11 @@ SPEC = KernelSpec(
     workspace=_workspace,
     # The fused epilogue of epilogue.cuh (bias, activation, residual; fp32 out), applied once after any
     # split-K reduction; its four arguments follow the workspace ones.
-    # B is read in 16-byte pieces by the unchecked loop; a B whose rows are not 16-byte aligned is copied
-    # into padded rows (a K x N copy, about 1% of a large product) rather than run on the checked path,
-    # for products of 2^30 multiply-adds or more (measured: 4097^3 0.71 -> 0.90 of cuBLAS, 2047 x 2049 x
-    # 1023 0.58 -> 0.75; 333 x 777 x 999 0.36 -> 0.20, the copy's cost). A needs no alignment (four-byte copies).
-    extra={"epilogue": True, "stage_operands": "B", "stage_min_macs": 1 << 30},
+    # With B_COPY = 16, B is read in 16-byte pieces by the unchecked loops; a B whose rows are not 16-byte
+    # aligned is copied into padded rows (a K x N copy, about 1% of a large product) rather than run on the
+    # checked path, for products of 2^30 multiply-adds or more (measured: 4097^3 0.71 -> 0.90 of cuBLAS,
+    # 2047 x 2049 x 1023 0.58 -> 0.75; 333 x 777 x 999 0.36 -> 0.20, the copy's cost). With B_COPY = 4 any
+    # B runs the unchecked loops as it is. A needs no alignment (four-byte copies).
+    extra={"epilogue": True, "stage_operands": lambda p: "B" if p["B_COPY"] == 16 else "",
+           "stage_min_macs": STAGE_MIN_MACS},
 )
