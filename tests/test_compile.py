@@ -255,7 +255,8 @@ def test_sgemm_shape_classes_fit_their_blocks_per_sm_without_spills():
     four-byte B copies included, fits the register budget its MIN_BLOCKS sets (so that many blocks share an SM) without touching local memory."""
     spec = get("sgemm")
     classes = sys.modules[spec.heuristic.__module__].SHAPE_CLASSES
-    for cfg, _, per_sm, _ in classes:
+    for c in classes:
+        cfg, per_sm = c.cfg, c.per_sm
         assert cfg["MIN_BLOCKS"] == per_sm
         # No split, a split tail (WAVE), a split of every tile; B in 16- and 4-byte copies.
         for split, wave, b_copy in ((1, 1, 16), (1, 1, 4), (4, 264, 16), (64, 1, 4)):

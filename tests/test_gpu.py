@@ -262,6 +262,27 @@ def test_split_k_is_correct_and_deterministic(mnk, split, rng):
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
+@pytest.mark.parametrize("mnk,split", [((67, 45, 3001), 4), ((130, 261, 4099), 2), ((70, 130, 5000), 12),
+                                       ((65, 67, 300), 64), ((300, 520, 2000), 8)])
+def test_split_k_summed_by_the_second_kernel(mnk, split, rng):
+    """REDUCE = 2: the slices' slabs are summed by sgemm_split_reduce, a second launch: right with alpha and
+    beta, odd N (padded slab rows) and more slices than steps, and the same bits on every run (a fixed
+    order per element)."""
+    cp = _cp()
+    m, n, k = mnk
+    a, b, c0 = _case(rng, m, n, k)
+    ref = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) - 2.0 * c0
+    da, db = cp.asarray(a), cp.asarray(b)
+    p = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split, REDUCE=2)
+    outs = []
+    for _ in range(3):
+        dc = cp.asarray(c0)
+        gemmlab.matmul(da, db, dc, alpha=0.5, beta=-2.0, kernel="sgemm", **p)
+        outs.append(dc.get())
+    assert _rel(outs[0], ref) < TOL
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
 def test_auto_picks_split_k_for_long_k(rng):
     cp = _cp()
     spec = get("sgemm")

@@ -31,6 +31,7 @@ class _Prepared:
     params: dict[str, int]
     kernel: launch.LoadedKernel
     compile_seconds: float
+    after: launch.LoadedKernel | None = None  # the rung's second kernel (extra["after"]), from the same module
 
 
 _prepared: dict[tuple, _Prepared] = {}
@@ -332,9 +333,10 @@ def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> _Prepa
     info = device.device_info(dev)
     if info.compute_capability < spec.min_cc:
         raise ValueError(f"kernel {spec.name} needs compute capability {spec.min_cc}, the device is {info.compute_capability}")
-    module = compiler.compile_file(spec.source_path, [spec.name_expression(p)], spec.require_target(info.arch))
+    after = spec.extra.get("after")
+    module = compiler.compile_file(spec.source_path, registry.module_names(spec, p), spec.require_target(info.arch))
     kern = launch.load(module, spec.name_expression(p))
-    prepared = _Prepared(spec, p, kern, module.compile_seconds)
+    prepared = _Prepared(spec, p, kern, module.compile_seconds, launch.load(module, after) if after else None)
     _prepared[raw_key] = prepared
     return prepared
 
@@ -529,6 +531,7 @@ class _FastPlan:
     scratch: Any = None  # stream -> the workspace arguments, for kernels that take them
     contiguous: Any = None  # array -> C-contiguous?, the cheapest test this CuPy offers
     tail: tuple = ()  # arguments after the workspace: "no epilogue" for kernels that take one
+    after: tuple | None = None  # the rung's second kernel: (function, grid, block, SPLIT_K as np.int32)
 
     def accepts(self, a, b, c, alpha, beta) -> bool:
         ta = type(a)
@@ -556,10 +559,14 @@ class _FastPlan:
     def launch(self, a, b, c, alpha, beta, stream):
         out = self.empty((int(self.m), int(self.n)), dtype=np.float32) if c is None else c
         extra = self.scratch(stream) if self.scratch is not None else ()
+        alpha, beta = np.float32(alpha), np.float32(beta)
         self.function(self.grid, self.block,
-                      (self.m, self.n, self.k, np.float32(alpha), a, self.k, b, self.n, np.float32(beta), out, self.n,
-                       *extra, *self.tail),
+                      (self.m, self.n, self.k, alpha, a, self.k, b, self.n, beta, out, self.n, *extra, *self.tail),
                       shared_mem=self.smem, stream=stream)
+        if self.after is not None:
+            function, grid, block, split = self.after
+            function(grid, block, (self.m, self.n, split, alpha, beta, out, self.n, extra[0], *self.tail),
+                     stream=stream)
         return out
 
 
@@ -571,6 +578,12 @@ def _contiguity_test(x):
     except AttributeError:
         pass
     return lambda y: y.flags.c_contiguous
+
+
+def _after_launch(spec: KernelSpec, p: dict[str, int], m: int, n: int, k: int):
+    """The geometry of the rung's second kernel for these parameters (extra["after_geometry"]), or None."""
+    geometry = spec.extra.get("after_geometry")
+    return geometry(m, n, k, p) if geometry is not None else None
 
 
 def _remember_fast_plan(prepared: _Prepared, a, b, c, kernel, params, m, n, k, cp) -> None:
@@ -587,10 +600,12 @@ def _remember_fast_plan(prepared: _Prepared, a, b, c, kernel, params, m, n, k, c
     scratch = None
     if spec.workspace is not None:
         scratch = lambda stream: _workspace_args(spec, p, m, n, k, stream, cp)  # noqa: E731
+    after = _after_launch(spec, p, m, n, k)
     _fast_plans[_fast_key(a, b, c, kernel, params)] = _FastPlan(
         prepared.kernel.function, geo.grid, geo.block, geo.smem, a.data.device_id,
         np.int32(m), np.int32(n), np.int32(k), cp.empty, cp.cuda.runtime.getDevice, scratch,
         _contiguity_test(a), _NO_EPILOGUE if spec.extra.get("epilogue") else (),
+        None if after is None else (prepared.after.function, after.grid, after.block, np.int32(p["SPLIT_K"])),
     )
     _fast_type[0] = cp.ndarray
 
@@ -657,10 +672,15 @@ def _launch_gpu(prepared: _Prepared, a, b, c, kinds, m, n, k, alpha, beta, strea
         if geo.smem > limit:
             raise ValueError(f"{spec.name} {p} needs {geo.smem} bytes of shared memory per block; "
                              f"this device allows {limit}")
+        scratch = _workspace_args(spec, p, m, n, k, stream, cp)
         args = (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), va.array, np.int32(va.ld),
-                vb.array, np.int32(vb.ld), np.float32(beta), vc.array, np.int32(vc.ld),
-                *_workspace_args(spec, p, m, n, k, stream, cp), *epilogue_args)
+                vb.array, np.int32(vb.ld), np.float32(beta), vc.array, np.int32(vc.ld), *scratch, *epilogue_args)
         prepared.kernel(geo.grid, geo.block, args, smem=geo.smem, stream=stream)
+        after = _after_launch(spec, p, m, n, k)
+        if after is not None:  # the rung's second kernel: (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, epilogue)
+            prepared.after(after.grid, after.block,
+                           (np.int32(m), np.int32(n), np.int32(p["SPLIT_K"]), np.float32(alpha), np.float32(beta),
+                            vc.array, np.int32(vc.ld), scratch[0], *(epilogue_args or _NO_EPILOGUE)), stream=stream)
 
     if c is None:
         return arrays.from_cupy(vc.array, kinds[0])

@@ -106,4 +106,10 @@ def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str) -> comp
     ("sm_90a") is compiled for the one that matches `arch`, and refused with a ValueError where none does."""
     p = spec.validate(params)
     arch = spec.require_target(compiler.normalise_arch(arch))
-    return compiler.compile_file(spec.source_path, [spec.name_expression(p)], arch)
+    return compiler.compile_file(spec.source_path, module_names(spec, p), arch)
+
+
+def module_names(spec: KernelSpec, params: Mapping[str, int]) -> list[str]:
+    """The kernels one instantiation's module holds: the rung's, then its second kernel (extra["after"])."""
+    after = spec.extra.get("after")
+    return [spec.name_expression(params)] + ([after] if after else [])

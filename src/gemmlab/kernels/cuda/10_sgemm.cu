@@ -146,11 +146,12 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
 // ORDER: the order of the FFMAs of one k (outer_product); B_COPY: bytes per copy of B, 16 (B's rows must
 // be 16-byte aligned for the unchecked loops; any other B takes the checked loop) or 4 (any B);
 // WAVE: with SPLIT_K > 1, 1 splits every tile of C, W > 1 only the tiles past the last whole wave of W
-// tiles (the rest run whole; see `Place`).
+// tiles (the rest run whole; see `Place`); REDUCE: with SPLIT_K > 1, 1 sums the slices in this kernel (the
+// last blocks to finish, below), 2 leaves the sum to sgemm_split_reduce, launched after it (WAVE == 1).
 // `bias` (length M or N) and `R` (M x N, leading dimension ldr) are read only when the `epilogue` flags
 // (epilogue.cuh) ask for them.
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M, int SPLIT_K, int MIN_BLOCKS, int STAGES,
-          int ORDER, int B_COPY, int WAVE>
+          int ORDER, int B_COPY, int WAVE, int REDUCE>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
@@ -508,6 +509,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                     store_strided_tile<1, TN, 1, 1, 4 * LCOLS>(C, ldc, row, pe.ccol, M, N, sum, vec_c, alpha, beta);
             }
         };
+        if constexpr (REDUCE == 2) return;  // sgemm_split_reduce sums the slabs
         if (whole_tile) {
             __syncthreads();  // the block's stores are visible to all its threads (and in L2, where .cg reads)
             reduce(0, 1, 1, true);
@@ -530,4 +532,33 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                                                             ldr, epilogue);
     else
         store_strided_tile<TM, TN, 4, 4 * LROWS, 4 * LCOLS>(C, ldc, pe.crow, pe.ccol, M, N, acc, vec_c, alpha, beta);
+}
+
+// The slices' sum for REDUCE == 2: one thread per 4 columns of a row of C adds the SPLIT_K slabs' values
+// in slice order (the same order, so the same bits, as the in-kernel reduction), applies the epilogue and
+// stores. The whole GPU shares the reading, where the in-kernel reduction has one block per tile read
+// every slab of its tile (for long splits of large tiles, a chain of megabytes through one SM).
+__global__ void __launch_bounds__(256)
+sgemm_split_reduce(int M, int N, int slices, float alpha, float beta, float* __restrict__ C, int ldc,
+                   const float* __restrict__ workspace, const float* __restrict__ bias, const float* __restrict__ R,
+                   int ldr, int epilogue) {
+    const int ldw = (N + 3) & ~3, quads = ldw / 4;
+    const long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= (long long)M * quads) return;
+    const int row = (int)(q / quads), col = (int)(q % quads) * 4;
+    const size_t slab = (size_t)M * ldw;
+    const float* p = workspace + (size_t)row * ldw + col;
+    float sum[1][4] = {};
+#pragma unroll 8
+    for (int s = 0; s < slices; ++s) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(p + s * slab));
+        sum[0][0] += v.x;
+        sum[0][1] += v.y;
+        sum[0][2] += v.z;
+        sum[0][3] += v.w;
+    }
+    if (epilogue)
+        epilogue_fp32_tile<1, 4, 1, 1, 4>(C, ldc, row, col, M, N, sum, alpha, beta, bias, R, ldr, epilogue);
+    else
+        store_strided_tile<1, 4, 1, 1, 4>(C, ldc, row, col, M, N, sum, rows_are_16B_aligned(C, ldc), alpha, beta);
 }

@@ -1,3 +1,5 @@
+from typing import NamedTuple
+
 from ..spec import KernelSpec, Launch, Param, cdiv
 from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_traffic, warp_tile_params
 
@@ -16,6 +18,10 @@ def _constraints(p: dict[str, int]) -> list[str]:
                     "one is read)")
     if p["GROUP_M"] < 1:
         errs.append(f"GROUP_M = {p['GROUP_M']} must be at least 1")
+    if p["REDUCE"] not in (1, 2):
+        errs.append(f"REDUCE = {p['REDUCE']}: the slices are summed in the kernel (1) or by a second launch (2)")
+    elif p["REDUCE"] == 2 and p["WAVE"] != 1:
+        errs.append(f"REDUCE = 2 sums every tile's slices, so it needs WAVE = 1 (every tile split), not {p['WAVE']}")
     if p["B_COPY"] not in (4, 16):
         errs.append(f"B_COPY = {p['B_COPY']}: B is copied in pieces of 16 or 4 bytes")
     elif p["B_COPY"] == 4 and not errs:
@@ -50,6 +56,14 @@ def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
 
 
 SPLIT_GROUP = 8  # slices per reduction group (G in 10_sgemm.cu)
+REDUCE_THREADS = 256  # sgemm_split_reduce's block (its __launch_bounds__)
+
+
+def _after_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch | None:
+    """The second launch, sgemm_split_reduce, where REDUCE = 2 asks for it: a thread per 4 columns of a row."""
+    if p["SPLIT_K"] == 1 or p["REDUCE"] != 2:
+        return None
+    return Launch((cdiv(m * cdiv(n, 4), REDUCE_THREADS), 1, 1), (REDUCE_THREADS, 1, 1))
 
 
 def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
@@ -79,15 +93,34 @@ def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
 # 0.79-0.82, though ORDER 6 is faster in full waves, 51.5 TFLOP/s). An order's worth belongs to one
 # compiled kernel, not to the source: any change to 10_sgemm.cu can move it by several percent (ptxas
 # schedules and allocates the whole kernel), so measure the orders again.
+class ShapeClass(NamedTuple):
+    cfg: dict            # the tile's parameters
+    speed: float         # relative to the largest tile
+    per_sm: int          # resident blocks per SM (MIN_BLOCKS)
+    tail: bool           # may the heuristic split its last wave
+    min_slice: int = 0   # shortest slice of K it may be split into (0: the general rule, _split_for)
+
+
 SHAPE_CLASSES = (
-    (dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=1), 1.00, 1, False),
-    (dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=2), 0.95, 2, True),
-    (dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=3), 0.90, 3, False),
-    (dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=5), 0.78, 5, False),
+    # 128 x 256 split only into long slices: with 250 k each (1000^3 and 1024^3, 4 slices) it measured 0.71
+    # and 0.95 of cuBLAS against 0.86 and 0.98 for smaller tiles, about 20 us of fixed cost per block more
+    # than the model charges; with 1024 k and more (the K >> M N shapes) it is the fastest.
+    ShapeClass(dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=1), 1.00, 1,
+               False, 1024),
+    ShapeClass(dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=2), 0.95, 2,
+               True),
+    ShapeClass(dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=3), 0.90, 3,
+               False),
+    ShapeClass(dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=5), 0.78, 5,
+               False),
 )
 # A slice shorter than this spends more on the reduction than it saves (512^3: split 2 measured 0.90 of
-# cuBLAS, no split 0.73).
+# cuBLAS, no split 0.73). Splits of 4 or more are summed by the second kernel (REDUCE = 2, see
+# _reduce_for), which costs the same whatever the slices' length, so they may go down to
+# MIN_K_PER_SLICE_AFTER (333 x 777 x 999: 8 slices of 125 k, summed by the second kernel, measured 0.79 of
+# cuBLAS; 2 slices summed in the kernel 0.56).
 MIN_K_PER_SPLIT = 256
+MIN_K_PER_SLICE_AFTER = 96
 # The split tail's slices may be shorter: without the split its blocks would leave most of the GPU idle
 # for a whole tile's time.
 MIN_K_PER_TAIL_SLICE = 128
@@ -98,16 +131,29 @@ REDUCE_COST = 6
 MAX_SPLIT = 128
 
 
-def _split_for(tiles: int, slots: int, k: int) -> int:
+def _split_for(tiles: int, slots: int, k: int, min_slice: int = 0) -> int:
     """Too few tiles to fill the GPU even once, and a long K: share each tile among several blocks."""
     split = 1
-    while split < MAX_SPLIT and tiles * split * 2 <= slots and k // (split * 2) >= MIN_K_PER_SPLIT:
+    while split < MAX_SPLIT and tiles * split * 2 <= slots and k // (split * 2) >= max(
+            min_slice, MIN_K_PER_SPLIT if split == 1 else MIN_K_PER_SLICE_AFTER):
         split *= 2
     return split
 
 
+def _reduce_for(split: int, wave: int) -> int:
+    """Where the slices are summed: in the kernel by each tile's last blocks (REDUCE = 1) for 2 slices and for
+    split tails, else by the second kernel over all of C (REDUCE = 2). Measured, second kernel against the
+    kernel's own sum: 256 x 256 x 65536 (64 slices of 128 x 256) 0.98 against 0.84 of cuBLAS, 512 x 512 x
+    16384 (16) 0.99 against 0.86, 128 x 4096 x 16384 (8) 0.97 against 0.90, 4096 x 128 x 4096 (8 of 128 x
+    128) 0.96 against 0.89, 1024^3 (4) 1.02 against 0.98, 333 x 777 x 999 (4 of 64 x 64) 0.72 against
+    0.63; 64 x 64 x 131072 (128) level; 512^3 (2) 0.68 against 0.92 (the second launch costs about as
+    much as the in-kernel sum of two slabs saves). The in-kernel sum has one block read every slab of its
+    tile, at about 25 us per megabyte of slabs; the second kernel spreads the reading over the GPU."""
+    return 2 if split >= 4 and wave == 1 else 1
+
+
 def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed: float,
-                   per_sm: int, tail_split: bool = True) -> tuple[float, int, int]:
+                   per_sm: int, tail_split: bool = True, min_slice: int = 0) -> tuple[float, int, int]:
     """(time in arbitrary units, SPLIT_K, WAVE) of one tile shape. Blocks are dealt to the SMs; an SM with
     j of them resident (at most `per_sm`) runs at `speed` x j / per_sm of its best: a block runs at its
     share of a full SM whether or not the other slots are filled (measured: a lone 128 x 64 block, one warp
@@ -141,7 +187,7 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
         groups = cdiv(split, SPLIT_GROUP)
         return REDUCE_COST * (min(split, SPLIT_GROUP) + (groups if groups > 1 else 0)) * cfg["BM"] * cfg["BN"]
 
-    split = _split_for(tiles, slots, k)
+    split = _split_for(tiles, slots, k, min_slice)
     best = (phase(tiles * split, split) + reduce_work(split), split, 1)
     tail = tiles % slots
     if tail_split and split == 1 and tiles > slots and tail:
@@ -156,10 +202,12 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
 
 
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
-    scored = [(predicted_time(m, n, k, sms, cfg, speed, per_sm, tail), cfg)
-              for cfg, speed, per_sm, tail in SHAPE_CLASSES]
+    """The tile class with the least predicted time, its split (and tail), where the slices are summed and
+    how B is copied."""
+    scored = [(predicted_time(m, n, k, sms, c.cfg, c.speed, c.per_sm, c.tail, c.min_slice), c.cfg)
+              for c in SHAPE_CLASSES]
     (_, split, wave), cfg = min(scored, key=lambda t: t[0][0])
-    return dict(cfg, SPLIT_K=split, WAVE=wave, B_COPY=_b_copy(m, n, k, cfg))
+    return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg))
 
 
 def _b_copy(m: int, n: int, k: int, cfg: dict[str, int]) -> int:
@@ -192,6 +240,8 @@ SPEC = KernelSpec(
               "(any B)"),
         Param("WAVE", 1, (1,), "with SPLIT_K > 1: 1 splits every tile; W > 1 only the tiles past the last whole "
               "wave of W (set per device by the heuristic)"),
+        Param("REDUCE", 1, (1,), "with SPLIT_K > 1: 1 sums the slices in the kernel (its last blocks), 2 in "
+              "sgemm_split_reduce, a second launch over all of C (WAVE = 1 only)"),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -206,6 +256,8 @@ SPEC = KernelSpec(
     # checked path, for products of 2^30 multiply-adds or more (measured: 4097^3 0.71 -> 0.90 of cuBLAS,
     # 2047 x 2049 x 1023 0.58 -> 0.75; 333 x 777 x 999 0.36 -> 0.20, the copy's cost). With B_COPY = 4 any
     # B runs the unchecked loops as it is. A needs no alignment (four-byte copies).
+    # REDUCE = 2: the API launches "after" (its name in this file) once the kernel is done, on a grid over
+    # C ("after_geometry"), with (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, the epilogue arguments).
     extra={"epilogue": True, "stage_operands": lambda p: "B" if p["B_COPY"] == 16 else "",
-           "stage_min_macs": STAGE_MIN_MACS},
+           "stage_min_macs": STAGE_MIN_MACS, "after": "sgemm_split_reduce", "after_geometry": _after_geometry},
 )
