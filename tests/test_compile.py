@@ -251,16 +251,20 @@ def test_sgemm_main_loop_is_dense():
 
 
 def test_sgemm_shape_classes_fit_their_blocks_per_sm_without_spills():
-    """Every tile the shape heuristic can pick, split-K instantiations (with and without a split tail) and
-    four-byte B copies included, fits the register budget its MIN_BLOCKS sets (so that many blocks share an SM) without touching local memory."""
+    """Every tile the shape heuristic can pick, split-K instantiations (with and without a split tail, summed
+    in the kernel or by the second kernel) and four-byte B copies included, fits the register budget its MIN_BLOCKS sets (so that many blocks share an SM) without touching local memory."""
     spec = get("sgemm")
     classes = sys.modules[spec.heuristic.__module__].SHAPE_CLASSES
     for c in classes:
         cfg, per_sm = c.cfg, c.per_sm
         assert cfg["MIN_BLOCKS"] == per_sm
-        # No split, a split tail (WAVE), a split of every tile; B in 16- and 4-byte copies.
-        for split, wave, b_copy in ((1, 1, 16), (1, 1, 4), (4, 264, 16), (64, 1, 4)):
-            p = spec.validate(dict(cfg, SPLIT_K=split, WAVE=wave, B_COPY=b_copy))
-            r = compile_spec(spec, p, "sm_90").resources[spec.name_expression(p)]
+        # No split, a split tail (WAVE), a split of every tile summed in the kernel or by the second
+        # kernel; B in 16- and 4-byte copies.
+        for split, wave, b_copy, reduce in ((1, 1, 16, 1), (1, 1, 4, 1), (4, 264, 16, 1), (64, 1, 4, 1),
+                                            (8, 1, 16, 2)):
+            p = spec.validate(dict(cfg, SPLIT_K=split, WAVE=wave, B_COPY=b_copy, REDUCE=reduce))
+            resources = compile_spec(spec, p, "sm_90").resources
+            assert not resources[spec.extra["after"]].uses_local_memory
+            r = resources[spec.name_expression(p)]
             assert not r.uses_local_memory, f"{p}: {r}"
             assert r.registers * spec.launch(4096, 4096, 4096, p).threads_per_block * per_sm <= 65536, (p, r.registers)

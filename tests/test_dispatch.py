@@ -207,6 +207,36 @@ def test_sgemm_split_tail_geometry_and_choice():
         assert SGEMM.heuristic(m, n, k, 132)["WAVE"] == 1, (m, n, k)
 
 
+def test_sgemm_split_summing_follows_the_split():
+    """Two slices and split tails are summed in the kernel; four or more by the second kernel, whose launch
+    only such parameter sets get; REDUCE = 2 with a split tail is refused by name."""
+    from gemmlab.kernels.rungs import sgemm
+
+    assert sgemm._reduce_for(2, 1) == 1 and sgemm._reduce_for(4, 1) == 2 and sgemm._reduce_for(8, 264) == 1
+    for m, n, k in [(256, 256, 65536), (333, 777, 999), (64, 64, 131072), (4096, 4096, 4096), (4097, 4097, 4097)]:
+        p = SGEMM.heuristic(m, n, k, 132)
+        assert p["REDUCE"] == sgemm._reduce_for(p["SPLIT_K"], p["WAVE"]), (m, n, k, p)
+        after = SGEMM.extra["after_geometry"](m, n, k, SGEMM.validate(p))
+        assert (after is not None) == (p["REDUCE"] == 2)
+        if after is not None:
+            assert after.blocks * after.threads_per_block >= m * -(-n // 4)
+    with pytest.raises(ValueError, match="REDUCE = 2 .* WAVE = 1"):
+        SGEMM.validate(dict(SPLIT_K=4, WAVE=132, REDUCE=2))
+    with pytest.raises(ValueError, match="REDUCE = 3"):
+        SGEMM.validate(dict(SPLIT_K=4, REDUCE=3))
+
+
+def test_sgemm_split_slices_may_be_shorter_when_the_second_kernel_sums_them():
+    """Splitting stops at 256 k per slice for two slices, at 96 k once the second kernel sums them, and the
+    128 x 256 tile is split only into slices of 1024 k or more."""
+    from gemmlab.kernels.rungs import sgemm
+
+    assert sgemm._split_for(78, 660, 999) == 8        # 333 x 777 x 999 in 64 x 64 tiles: 125 k slices
+    assert sgemm._split_for(78, 660, 500) == 1        # two slices of 250 k: not worth it
+    assert sgemm._split_for(32, 132, 1000, 1024) == 1  # 1000^3 in 128 x 256 tiles
+    assert sgemm._split_for(2, 132, 65536, 1024) == 64
+
+
 def test_sgemm_split_workspace_rows_are_padded_to_four_floats():
     p = SGEMM.validate(dict(SPLIT_K=4))
     floats, ints = SGEMM.workspace(333, 777, 999, p)

@@ -36,7 +36,10 @@
 // every slab into C). The result does not depend on which blocks came last; no block reads more than
 // 8 + SPLIT_K / 8 slabs; each counter is reset by the block that read it last. No block waits for
 // another, so any scheduling order is safe. Slab rows are N rounded up to 4 floats, so that partial tiles
-// move in 16-byte pieces whatever N is.
+// move in 16-byte pieces whatever N is. With REDUCE = 2 the blocks only write their slabs, and a second
+// kernel (sgemm_split_reduce, at the end of this file) sums them over all of C with the whole GPU: the
+// in-kernel sum has one block per tile read every slab of its tile, a chain of up to megabytes through
+// one SM at the end of the kernel.
 // Split tail (WAVE > 1): with more tiles than one wave of blocks, the tiles of the whole waves run whole
 // and only those of the partial last wave are split, SPLIT_K blocks each, so that the last wave's work is
 // spread over the GPU instead of a few SMs working a whole tile's time while the rest idle.
