@@ -280,8 +280,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         } else {
 #pragma unroll
             for (int i = 0; i < B4_PER; ++i)  // element i lies (i NT) / BN rows and (i NT) % BN columns on
-                async_copy4(pl.b_dst + off + 4 * i * NT,
-                            advance_rows(b_src, i * NT / BN, ldb) + i * NT % BN);
+                async_copy4(pl.b_dst + off + 4 * i * NT, advance_rows(b_src, i * NT / BN, ldb) + i * NT % BN);
         }
         a_src += BK;
         b_src = advance_rows(b_src, BK, ldb);
@@ -472,6 +471,9 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         // Whole: every 16-byte piece of the thread's row lies inside a slab row (pieces past N hold padding,
         // summed but never stored).
         const bool whole = (TN / 4 - 1) * 4 * LCOLS + 4 <= ldw - pe.ccol;
+        // Slabs whose loads are issued together: 8 where the register budget MIN_BLOCKS leaves is ample, 4
+        // where it is tight (128 x 128 at 128 registers spilled with 8 on sm_80).
+        constexpr int SLABS_IN_FLIGHT = 65536 / (NT * MIN_BLOCKS) >= 160 ? 8 : 4;
         auto reduce = [&](int first, int stride, int count, bool to_c) {
 #pragma unroll 1
             for (int i = 0; i < TM; ++i) {
@@ -481,7 +483,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                 const size_t step = (size_t)stride * slab;
                 float sum[1][TN] = {};
                 if (whole) {
-#pragma unroll 8
+#pragma unroll SLABS_IN_FLIGHT
                     for (int s = 0; s < count; ++s) {
 #pragma unroll
                         for (int g = 0; g < TN / 4; ++g) {
@@ -513,7 +515,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
             }
         };
         if constexpr (REDUCE == 2) return;  // sgemm_split_reduce sums the slabs
-        if (whole_tile) {
+        if (WAVE > 1 && whole_tile) {  // only a split tail leaves tiles whole
             __syncthreads();  // the block's stores are visible to all its threads (and in L2, where .cg reads)
             reduce(0, 1, 1, true);
             return;

@@ -209,18 +209,25 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     scored = [(predicted_time(m, n, k, sms, c.cfg, c.speed, c.per_sm, c.tail, c.min_slice), c.cfg)
               for c in SHAPE_CLASSES]
     (_, split, wave), cfg = min(scored, key=lambda t: t[0][0])
-    return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg))
+    return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg, split))
 
 
-def _b_copy(m: int, n: int, k: int, cfg: dict[str, int]) -> int:
+def _b_copy(m: int, n: int, k: int, cfg: dict[str, int], split: int) -> int:
     """B's rows are 16-byte aligned when N is a multiple of 4 (a dense B from an aligned allocation): 16-byte
-    copies. Else four-byte copies, which any B allows, rather than the checked loop; except for the 128 x
-    256 tile on products the API pads B for (stage_min_macs), where four-byte copies measured 9% slower
-    than 16-byte ones from the padded copy (4097^3: 0.81 against 0.88 of cuBLAS; on the 128 x 128 tile 0.93
-    against 0.94, on 128 x 64 at 2047 x 2049 x 1023 0.69 against 0.67)."""
-    if n % 4 == 0 or (cfg["BN"] == 256 and m * n * k >= STAGE_MIN_MACS):
+    copies. Else four-byte copies, which any B allows, rather than the checked loop or a padded copy of B
+    (which also costs the call its repeat-call plan), on the instantiations whose four-byte form fits its
+    registers on sm_80 to sm_90: the 64 x 64 tile, the split ones of 128 x 128 and 128 x 64 (unsplit they
+    spill a few bytes on sm_80, sm_86 and sm_89: those copy 16 bytes), and 128 x 256 below the products
+    the API pads B for. Measured on the H100: four-byte copies 9% slower than the padded copy on 128 x 256
+    at 4097^3 (0.81 against 0.88 of cuBLAS), 1% on 128 x 128 (0.93 / 0.94); on 2047 x 2049 x 1023 (128 x
+    128, split tail) 0.74 against 0.61 with the padded copy."""
+    if n % 4 == 0:
         return 16
-    return 4
+    if cfg["BN"] == 256:
+        return 16 if m * n * k >= STAGE_MIN_MACS else 4
+    if (cfg["BM"], cfg["BN"]) == (64, 64) or split > 1:
+        return 4
+    return 16
 
 
 SPEC = KernelSpec(
