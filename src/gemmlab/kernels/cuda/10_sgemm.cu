@@ -81,6 +81,11 @@ __device__ __forceinline__ int fresh_tid() {
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
     return v;
 }
+__device__ __forceinline__ int fresh_ctaid_y() {
+    int v;
+    asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
+    return v;
+}
 __device__ __forceinline__ int fresh_ctaid_x() {
     int v;
     asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
@@ -201,22 +206,26 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         unsigned a_dst, b_dst;     // shared addresses of its first A element and B chunk in slot 0
         unsigned a_frag, b_frag;   // shared addresses of its first A and B fragments in slot 0 (k = 0)
     };
-    auto place_of = [&](int tid, int bx) {
+    auto place_of = [&](int tid, int bx, int by) {
         Place p;
         const int lane = tid % 32, warp = tid / 32;
         const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
         const int tr = lane / LCOLS, tc = lane % LCOLS;
         const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-        // Which tile and slice: without a split, block bx computes tile bx. With one, the first `whole`
-        // tiles (those of the whole waves of WAVE tiles; none when WAVE == 1) run whole in blocks 0 ..
-        // whole - 1, and each of the other `split` tiles has SPLIT_K blocks, slice-major after them (slice
-        // 0 of every such tile, then slice 1, ...), so a partial last wave becomes SPLIT_K times as many
-        // blocks of 1 / SPLIT_K the work. The host sizes the grid to match (rung sgemm's geometry).
+        // Which tile and slice: without a split, block bx computes tile bx. With every tile split (WAVE ==
+        // 1), block (bx, by) computes slice by of tile bx. With a split tail, the grid is one-dimensional:
+        // the first `whole` tiles (those of the whole waves of WAVE tiles) run whole in blocks 0 .. whole -
+        // 1, and each of the other `split` tiles has SPLIT_K blocks, slice-major after them, so a partial
+        // last wave becomes SPLIT_K times as many blocks of 1 / SPLIT_K the work. The host sizes the grid
+        // to match (rung sgemm's geometry).
         p.tile = bx;
         p.slice = 0;
         p.slices = 1;
-        if constexpr (SPLIT_K > 1) {
-            const int tiles = tiles_m * tiles_n, split = WAVE == 1 ? tiles : tiles % WAVE, whole = tiles - split;
+        if constexpr (SPLIT_K > 1 && WAVE == 1) {
+            p.slice = by;
+            p.slices = SPLIT_K;
+        } else if constexpr (SPLIT_K > 1) {
+            const int tiles = tiles_m * tiles_n, split = tiles % WAVE, whole = tiles - split;
             if (bx >= whole) {
                 p.tile = whole + (bx - whole) % split;
                 p.slice = (bx - whole) / split;
@@ -255,7 +264,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         p.ccol = p.col0 + wn + tc * 4;
         return p;
     };
-    const Place pl = place_of(threadIdx.x, blockIdx.x);
+    const Place pl = place_of(threadIdx.x, blockIdx.x, blockIdx.y);
 
     // Global addresses of the thread's first A element and B chunk, advanced one step at a time (its other A
     // rows and B chunk rows are one wide multiply-add away). In blocks at the edge of C, A's rows past M are
@@ -415,11 +424,11 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     }
     // The last STAGES - 1 steps, and every step of blocks whose B rows are not 16-byte aligned, with the
     // place recomputed (see Place).
-    const Place pt = place_of(fresh_tid(), fresh_ctaid_x());
+    const Place pt = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());
     for (; s < pt.steps; ++s) step(pt, CHECKED);
     async_wait<0>();  // no copy may still be in flight when the block moves on (or exits)
 
-    const Place pe = place_of(fresh_tid(), fresh_ctaid_x());
+    const Place pe = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());
     const int tid = fresh_tid();
     const bool vec_c = rows_are_16B_aligned(C, ldc);
     // The thread's results: row pe.crow + (i / 4) * 4 * LROWS + i % 4, column pe.ccol + (j / 4) * 4 * LCOLS
@@ -471,9 +480,10 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         // Whole: every 16-byte piece of the thread's row lies inside a slab row (pieces past N hold padding,
         // summed but never stored).
         const bool whole = (TN / 4 - 1) * 4 * LCOLS + 4 <= ldw - pe.ccol;
-        // Slabs whose loads are issued together: 8 where the register budget MIN_BLOCKS leaves is ample, 4
-        // where it is tight (128 x 128 at 128 registers spilled with 8 on sm_80).
-        constexpr int SLABS_IN_FLIGHT = 65536 / (NT * MIN_BLOCKS) >= 160 ? 8 : 4;
+        // Slabs whose loads are issued together: 4 (8 measured 2% faster on the long in-kernel sums of 128 x
+        // 256 tiles on sm_90, which the second kernel now does, and spilled 128 x 128 and 128 x 64 on sm_80,
+        // sm_86 and sm_89).
+        constexpr int SLABS_IN_FLIGHT = 4;
         auto reduce = [&](int first, int stride, int count, bool to_c) {
 #pragma unroll 1
             for (int i = 0; i < TM; ++i) {

@@ -50,7 +50,11 @@ def split_tiles(tiles: int, p: dict[str, int]) -> int:
 
 
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
+    """A block per tile, times SPLIT_K along y when every tile is split; with a split tail, one dimension:
+    the whole tiles, then SPLIT_K blocks per tail tile."""
     tiles = cdiv(m, p["BM"]) * cdiv(n, p["BN"])
+    if p["SPLIT_K"] > 1 and p["WAVE"] == 1:
+        return Launch((tiles, p["SPLIT_K"], 1), (block_threads(p), 1, 1), smem=smem_bytes(p))
     split = split_tiles(tiles, p)
     return Launch((tiles - split + split * p["SPLIT_K"], 1, 1), (block_threads(p), 1, 1), smem=smem_bytes(p))
 
