@@ -55,6 +55,21 @@ def _check(kernel, params, m, n, k, alpha, beta, rng):
     assert err < TOL, f"{kernel} {params} {m}x{n}x{k} alpha={alpha} beta={beta}: rel. error {err:.2e}"
 
 
+def _three_runs(params, m, n, k, rng):
+    """sgemm with `params` three times on one problem (C = 0.5 A B - 2 C): the three results and the float64
+    reference, for tests of split-K's sums (right, and the same bits every run)."""
+    cp = _cp()
+    a, b, c0 = _case(rng, m, n, k)
+    ref = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) - 2.0 * c0
+    da, db = cp.asarray(a), cp.asarray(b)
+    outs = []
+    for _ in range(3):
+        dc = cp.asarray(c0)
+        gemmlab.matmul(da, db, dc, alpha=0.5, beta=-2.0, kernel="sgemm", **params)
+        outs.append(dc.get())
+    return outs, ref
+
+
 def _variants(spec):
     """Defaults plus a few other valid parameter sets, so non-default tiles are exercised too."""
     space = spec.search_space()
@@ -247,17 +262,9 @@ def test_split_k_is_correct_and_deterministic(mnk, split, rng):
     """Slices of K summed in groups of up to eight, then the group sums (the last block of each group, then of
     each tile): right, with groups of unequal size (12 = 8 + 4), with more slices than steps of K (empty
     slices), and the same bits on every run."""
-    cp = _cp()
     m, n, k = mnk
     p = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split)
-    a, b, c0 = _case(rng, m, n, k)
-    ref = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) - 2.0 * c0
-    da, db = cp.asarray(a), cp.asarray(b)
-    outs = []
-    for _ in range(3):
-        dc = cp.asarray(c0)
-        gemmlab.matmul(da, db, dc, alpha=0.5, beta=-2.0, kernel="sgemm", **p)
-        outs.append(dc.get())
+    outs, ref = _three_runs(p, m, n, k, rng)
     assert _rel(outs[0], ref) < TOL
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
@@ -268,17 +275,9 @@ def test_split_k_summed_by_the_second_kernel(mnk, split, rng):
     """REDUCE = 2: the slices' slabs are summed by sgemm_split_reduce, a second launch: right with alpha and
     beta, odd N (padded slab rows) and more slices than steps, and the same bits on every run (a fixed
     order per element)."""
-    cp = _cp()
     m, n, k = mnk
-    a, b, c0 = _case(rng, m, n, k)
-    ref = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) - 2.0 * c0
-    da, db = cp.asarray(a), cp.asarray(b)
     p = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split, REDUCE=2)
-    outs = []
-    for _ in range(3):
-        dc = cp.asarray(c0)
-        gemmlab.matmul(da, db, dc, alpha=0.5, beta=-2.0, kernel="sgemm", **p)
-        outs.append(dc.get())
+    outs, ref = _three_runs(p, m, n, k, rng)
     assert _rel(outs[0], ref) < TOL
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
@@ -324,21 +323,13 @@ def test_sgemm_split_tail_is_correct_and_deterministic(wave, split, b_copy, rng)
     split SPLIT_K ways. 300 x 301 in 64 x 64 tiles is 25 tiles: a tail of 1 (W = 8, 24), 4 (W = 7) and
     25 (W = 26: more slots than tiles, every tile split). Right with alpha and beta, and the same bits on
     every run."""
-    cp = _cp()
     m, n, k = 300, 301 if b_copy == 4 else 300, 1000
     p = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split, WAVE=wave, B_COPY=b_copy)
     spec = get("sgemm")
     tiles = 5 * 5
     tail = tiles % wave
     assert spec.launch(m, n, k, spec.validate(p)).blocks == tiles - tail + tail * split
-    a, b, c0 = _case(rng, m, n, k)
-    ref = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) - 2.0 * c0
-    da, db = cp.asarray(a), cp.asarray(b)
-    outs = []
-    for _ in range(3):
-        dc = cp.asarray(c0)
-        gemmlab.matmul(da, db, dc, alpha=0.5, beta=-2.0, kernel="sgemm", **p)
-        outs.append(dc.get())
+    outs, ref = _three_runs(p, m, n, k, rng)
     assert _rel(outs[0], ref) < TOL
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
