@@ -92,6 +92,14 @@ __device__ __forceinline__ int fresh_ctaid_x() {
     return v;
 }
 
+// x, through a move the compiler cannot see through: what is computed from it is computed again at each
+// use instead of being kept in a register.
+__device__ __forceinline__ int opaque(int x) {
+    int v;
+    asm volatile("mov.b32 %0, %1;" : "=r"(v) : "r"(x));
+    return v;
+}
+
 // acc += a b^T (TM x TN FFMAs) in one of several orders. The order decides which source registers repeat
 // from one FFMA to the next, and so what the operand reuse cache can serve instead of the register file.
 // 1: row by row (a[i] held for TN FFMAs); 2: two columns at a time, down the rows (a[i] held for two,
@@ -189,6 +197,11 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     constexpr int B4_PER = BK * BN / NT;
     static_assert(VEC_B || ((NT % BN == 0 || BN % NT == 0) && B4_PER * NT == BK * BN),
                   "4-byte B copies need NT and BN to divide one another");
+    // Where registers are tightest (a split tail's longer place, four-byte B copies' extra addresses), what is
+    // derived from M, N and K (tile counts, steps, the edge clamp of A's rows) is worked out from opaque copies
+    // of them: recomputed where it is needed rather than kept (or spilled) across the main loop. Elsewhere
+    // the compiler is left to choose (the 16-byte forms' allocation is what was measured).
+    constexpr bool OPAQUE = WAVE > 1 || !VEC_B;
     extern __shared__ __align__(16) float smem[];  // STAGES x (BK x (BM + 4) + BK x BN) floats, sized by the host
 
     // Everything a thread knows about its place, from its indices. Built twice: before the main loop and
@@ -211,7 +224,8 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         const int lane = tid % 32, warp = tid / 32;
         const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
         const int tr = lane / LCOLS, tc = lane % LCOLS;
-        const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+        const int m_ = OPAQUE ? opaque(M) : M, n_ = OPAQUE ? opaque(N) : N;
+        const int tiles_m = (m_ + BM - 1) / BM, tiles_n = (n_ + BN - 1) / BN;
         // Which tile and slice: without a split, block bx computes tile bx. With every tile split (WAVE ==
         // 1), block (bx, by) computes slice by of tile bx. With a split tail, the grid is one-dimensional:
         // the first `whole` tiles (those of the whole waves of WAVE tiles) run whole in blocks 0 .. whole -
@@ -240,9 +254,10 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         p.row0 = (first_m + in_group % rows_in_group) * BM;
         p.col0 = (in_group / rows_in_group) * BN;
         // This block's slice of K: whole BK steps, split as evenly as they go (a slice may be empty).
-        const int steps_per_split = ((K + BK - 1) / BK + p.slices - 1) / p.slices;
-        p.k_begin = min(K, p.slice * steps_per_split * BK);
-        p.k_end = min(K, p.k_begin + steps_per_split * BK);
+        const int k_ = OPAQUE ? opaque(K) : K, k_steps = (k_ + BK - 1) / BK;
+        const int steps_per_split = p.slices == 1 ? k_steps : (k_steps + SPLIT_K - 1) / SPLIT_K;
+        p.k_begin = min(k_, p.slice * steps_per_split * BK);
+        p.k_end = min(k_, p.k_begin + steps_per_split * BK);
         p.steps = (p.k_end - p.k_begin + BK - 1) / BK;
         p.vec_b = VEC_B && rows_are_16B_aligned(B, ldb);
         p.interior = p.row0 + BM <= M && p.col0 + BN <= N;
@@ -298,7 +313,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     // clamps are recomputed per step from M, N and the thread's place rather than held in registers
     // across the loop: edge blocks are few, registers are not).
     auto copy_edge = [&](unsigned off) {
-        const int a_lim = max(M - 1 - pl.a_row, 0);  // rows past a_src that lie inside A
+        const int a_lim = max((OPAQUE ? opaque(M) : M) - 1 - pl.a_row, 0);  // rows past a_src that lie inside A
 #pragma unroll
         for (int i = 0; i < A_PER; ++i)
             async_copy4(pl.a_dst + off + 4 * i * A_RSTEP, i ? advance_rows(a_src, min(i * A_RSTEP, a_lim), lda) : a_src);
@@ -505,7 +520,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                         }
                     }
                 } else {
-#pragma unroll 2
+#pragma unroll 1  // (2 spilled 64 x 64 split in two with four-byte B copies on sm_80)
                     for (int s = 0; s < count; ++s) {
 #pragma unroll
                         for (int j = 0; j < TN; ++j) {
