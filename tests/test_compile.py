@@ -250,21 +250,33 @@ def test_sgemm_main_loop_is_dense():
     assert info["spill_stores"] == 0 and info["stack_frame"] == 0
 
 
-def test_sgemm_shape_classes_fit_their_blocks_per_sm_without_spills():
-    """Every tile the shape heuristic can pick, split-K instantiations (with and without a split tail, summed
-    in the kernel or by the second kernel) and four-byte B copies included, fits the register budget its MIN_BLOCKS sets (so that many blocks share an SM) without touching local memory."""
+# (SPLIT_K, WAVE, B_COPY, REDUCE): no split; a split tail (WAVE) with either B copy; every tile split, in two
+# or 64 slices summed in the kernel, or summed by the second kernel; B in 16- and 4-byte copies.
+# (scripts/spill_sweep.py compiles more splits of each.)
+SGEMM_FORMS = ((1, 1, 16, 1), (1, 1, 4, 1), (4, 264, 16, 1), (8, 264, 4, 1), (2, 1, 4, 1), (64, 1, 4, 1),
+               (8, 1, 16, 2))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sgemm_every_form_fits_its_blocks_per_sm_without_spills(arch):
+    """Every tile the shape heuristic can pick, in every form it can pick (split-K with and without a split
+    tail, either sum, either B copy), fits the register budget its MIN_BLOCKS sets (so that many blocks
+    share an SM) without touching local memory, on every architecture. One module per architecture: the
+    instantiations share one parse."""
     spec = get("sgemm")
     classes = sys.modules[spec.heuristic.__module__].SHAPE_CLASSES
+    params = []
     for c in classes:
-        cfg, per_sm = c.cfg, c.per_sm
-        assert cfg["MIN_BLOCKS"] == per_sm
-        # No split, a split tail (WAVE), a split of every tile summed in the kernel or by the second
-        # kernel; B in 16- and 4-byte copies.
-        for split, wave, b_copy, reduce in ((1, 1, 16, 1), (1, 1, 4, 1), (4, 264, 16, 1), (64, 1, 4, 1),
-                                            (8, 1, 16, 2)):
-            p = spec.validate(dict(cfg, SPLIT_K=split, WAVE=wave, B_COPY=b_copy, REDUCE=reduce))
-            resources = compile_spec(spec, p, "sm_90").resources
-            assert not resources[spec.extra["after"]].uses_local_memory
-            r = resources[spec.name_expression(p)]
-            assert not r.uses_local_memory, f"{p}: {r}"
-            assert r.registers * spec.launch(4096, 4096, 4096, p).threads_per_block * per_sm <= 65536, (p, r.registers)
+        assert c.cfg["MIN_BLOCKS"] == c.per_sm
+        for split, wave, b_copy, reduce in SGEMM_FORMS:
+            if wave == 1 or c.tail:
+                params.append((c.per_sm, spec.validate(dict(c.cfg, SPLIT_K=split, WAVE=wave, B_COPY=b_copy,
+                                                            REDUCE=reduce))))
+    exprs = [spec.name_expression(p) for _, p in params]
+    resources = compiler.compile_file(spec.source_path, exprs + [spec.extra["after"]], arch,
+                                      need_report=True).resources
+    assert not resources[spec.extra["after"]].uses_local_memory
+    for (per_sm, p), expr in zip(params, exprs):
+        r = resources[expr]
+        assert r.registers > 0 and not r.uses_local_memory, f"{arch} {p}: {r}"
+        assert r.registers * spec.launch(4096, 4096, 4096, p).threads_per_block * per_sm <= 65536, (p, r.registers)

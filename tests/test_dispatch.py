@@ -182,21 +182,18 @@ def test_operand_staging_follows_the_specs():
 
 
 def test_sgemm_heuristic_copies_unaligned_b_in_four_byte_pieces():
-    """N not a multiple of 4: four-byte B copies on the 64 x 64 tile, on split 128 x 128 and 128 x 64 tiles
-    and on 128 x 256 below the products the API pads B for; 16-byte copies (of a padded B for large
-    products) on unsplit 128 x 128 and 128 x 64, whose four-byte instantiations spill on sm_80-sm_89."""
+    """N not a multiple of 4: four-byte B copies on every tile, split or not, except 128 x 256 on the products
+    the API pads B for (16-byte copies of the padded B)."""
     seen = set()
-    for m, n, k in [(333, 777, 999), (2047, 2049, 1023), (4097, 4097, 4097), (100, 101, 50), (129, 1001, 300)]:
+    for m, n, k in [(333, 777, 999), (2047, 2049, 1023), (4097, 4097, 4097), (100, 101, 50), (129, 1001, 300),
+                    (6000, 601, 200), (1000, 3001, 200), (1000, 3001, 800)]:
         p = SGEMM.heuristic(m, n, k, 132)
         tile = (p["BM"], p["BN"])
-        seen.add(tile)
-        if tile == (128, 256):
-            four = m * n * k < SGEMM.extra["stage_min_macs"]
-        else:
-            four = tile == (64, 64) or p["SPLIT_K"] > 1
-        assert p["B_COPY"] == (4 if four else 16), (m, n, k, p)
+        seen.add((tile, p["SPLIT_K"] > 1))
+        padded = tile == (128, 256) and m * n * k >= SGEMM.extra["stage_min_macs"]
+        assert p["B_COPY"] == (16 if padded else 4), (m, n, k, p)
         SGEMM.validate(p)
-    assert (64, 64) in seen and (128, 128) in seen
+    assert {((64, 64), False), ((128, 128), True), ((128, 128), False), ((128, 64), False)} <= seen, seen
     for m, n, k in [(4096, 4096, 4096), (1000, 1000, 1000), (64, 64, 131072)]:
         assert SGEMM.heuristic(m, n, k, 132)["B_COPY"] == 16
 

@@ -218,20 +218,18 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
 
 def _b_copy(m: int, n: int, k: int, cfg: dict[str, int], split: int) -> int:
     """B's rows are 16-byte aligned when N is a multiple of 4 (a dense B from an aligned allocation): 16-byte
-    copies. Else four-byte copies, which any B allows, rather than the checked loop or a padded copy of B
-    (which also costs the call its repeat-call plan), on the instantiations whose four-byte form fits its
-    registers on sm_80 to sm_90: the 64 x 64 tile, the split ones of 128 x 128 and 128 x 64 (unsplit they
-    spill a few bytes on sm_80, sm_86 and sm_89: those copy 16 bytes), and 128 x 256 below the products
-    the API pads B for. Measured on the H100: four-byte copies 9% slower than the padded copy on 128 x 256
-    at 4097^3 (0.81 against 0.88 of cuBLAS), 1% on 128 x 128 (0.93 / 0.94); on 2047 x 2049 x 1023 (128 x
-    128, split tail) 0.74 against 0.61 with the padded copy."""
+    copies. Else four-byte copies, which any B allows and which fit every class's registers on sm_80 to
+    sm_90, rather than a padded copy of B (which also costs the call its repeat-call plan); except on
+    128 x 256 for products of STAGE_MIN_MACS or more, where the padded copy is amortised and the tile's
+    16-byte copies are worth it. Measured on the H100 (x cuBLAS, four-byte against padded): 128 x 256 at
+    4097^3 0.81 against 0.88; 128 x 128 at 4097^3 0.93 / 0.94, 6000 x 601 x 200 0.66 / 0.62, 6000 x 601 x
+    500 0.80 / 0.81; 128 x 64 at 1000 x 3001 x 200 0.67 / 0.60, 1000 x 3001 x 800 0.89 / 0.47; 2047 x 2049
+    x 1023 (128 x 128, split tail) 0.74 / 0.61."""
     if n % 4 == 0:
         return 16
-    if cfg["BN"] == 256:
-        return 16 if m * n * k >= STAGE_MIN_MACS else 4
-    if (cfg["BM"], cfg["BN"]) == (64, 64) or split > 1:
-        return 4
-    return 16
+    if cfg["BN"] == 256 and m * n * k >= STAGE_MIN_MACS:
+        return 16
+    return 4
 
 
 SPEC = KernelSpec(
