@@ -89,7 +89,7 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
         b = torch.randn(shape[1], k, device="cuda").bfloat16().t() if bt else torch.randn(k, shape[1], device="cuda").bfloat16()
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         flops = 2.0 * m * n * k
-        n = "x".join(map(str, shape)) if len(set(shape)) > 1 else m
+        name = "x".join(map(str, shape)) if len(set(shape)) > 1 else m
         cands = [("cublas", lambda: torch.matmul(a, b, out=out))]
         if suite:  # the shape suite: cuBLAS against kernel="auto" only
             cands.append(("gemmlab auto", lambda: gemmlab.matmul(a, b, out)))
@@ -130,6 +130,9 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
 
             cands = [("cublas", cublas_tf32),
                      ("gemmlab tf32 (auto)", lambda: gemmlab.matmul(a32, b32, out32, precision="tf32"))]
+            if not bt:  # the same B given transposed (read K-major in place), in the same rounds
+                b32t = b32.t().contiguous().t()
+                cands.append(("gemmlab tf32, B^T given", lambda: gemmlab.matmul(a32, b32t, out32, precision="tf32")))
             for params in variants:
                 label = "wgmma tf32 " + ",".join(f"{k}={v}" for k, v in params.items())
                 cands.append((label, lambda p=params: gemmlab.matmul(a32, b32, out32, precision="tf32", kernel="wgmma", **p)))
@@ -142,15 +145,15 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
                     fn()
                     ok[label] = TimedCall(fn, graph=False)
                 except Exception as exc:  # noqa: BLE001
-                    rows.append({"n": n, "kernel": label, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
-                    print(f"  {n!s:>5} {label:32s} ERROR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                    rows.append({"n": name, "kernel": label, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                    print(f"  {name!s:>5} {label:32s} ERROR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
             res = time_interleaved(ok, TimingOptions(budget_ms=budget_ms * len(ok), rounds=4))
             base = flops / (res["cublas"].median_ms * 1e-3) / 1e12 if "cublas" in res else None
             for label, t in res.items():
                 tf = flops / (t.median_ms * 1e-3) / 1e12
-                rows.append({"n": n, "kernel": label, "tflops": tf, "ratio": tf / base if base else None,
+                rows.append({"n": name, "kernel": label, "tflops": tf, "ratio": tf / base if base else None,
                              "spread": t.iqr_ms / t.median_ms if t.median_ms else None})
-                print(f"  {n!s:>5} {label:32s} {tf:7.1f} TFLOP/s  {tf / base if base else 0:.3f} x cuBLAS", flush=True)
+                print(f"  {name!s:>5} {label:32s} {tf:7.1f} TFLOP/s  {tf / base if base else 0:.3f} x cuBLAS", flush=True)
     return rows
 
 

@@ -1,5 +1,6 @@
 """The tensor-core rungs under compute-sanitizer, on odd shapes: wgmma in both schedules and with the
-full epilogue, TF32 on wgmma and mma_sync, and a shape where every block walks several tiles; clusters of
+full epilogue, TF32 on wgmma (B given transposed, and a row-major B computed transposed) and mma_sync,
+and a shape where every block walks several tiles; clusters of
 one and two blocks (an odd tile-row count leaves a block below the matrix), the epilogues written straight
 from the registers (plain and bias + GELU on interior blocks), B given transposed, staged operands.
 
@@ -24,6 +25,12 @@ a = torch.randn(129, 72, device="cuda")
 b = torch.randn(72, 136, device="cuda")
 gemmlab.matmul(a, b, precision="tf32", kernel="wgmma")
 gemmlab.matmul(a, b, precision="tf32", kernel="mma_sync")
+# TF32 on a row-major B, computed transposed: several tiles per block, both schedules, beta and flags.
+a, b = torch.randn(700, 72, device="cuda"), torch.randn(72, 520, device="cuda")
+c, bias = torch.randn(700, 520, device="cuda"), torch.randn(520, device="cuda")
+for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5), dict(BN=128, CLUSTER=1)):
+    gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, precision="tf32", kernel="wgmma", **p)
+gemmlab.matmul(a, b, c, beta=0.5, bias=bias, activation="relu", precision="tf32", kernel="wgmma")
 big = torch.randn(700, 520, device="cuda").bfloat16()
 bb = torch.randn(520, 1096, device="cuda").bfloat16()
 gemmlab.matmul(big, bb, kernel="wgmma", SCHEDULE=2, BN=128, STAGES=4, HELD=2)  # several tiles per block

@@ -2,6 +2,7 @@
 its spec and the tensor-map checks name what is wrong."""
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -30,7 +31,9 @@ def test_targets_only_sm_90a():
 @pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128, STAGES=3), dict(BM=128, BN=128, STAGES=6), dict(A_TYPE=1, C_TYPE=3),
                                     dict(A_TYPE=3, B_LAYOUT=2), dict(A_TYPE=3, BN=128, C_TYPE=3, B_LAYOUT=2),
                                     dict(BN=128, SCHEDULE=2, STAGES=5), dict(B_LAYOUT=2),
-                                    dict(BM=64, BN=256, SCHEDULE=2, STAGES=5, HELD=2)],
+                                    dict(BM=64, BN=256, SCHEDULE=2, STAGES=5, HELD=2),
+                                    dict(A_TYPE=3, B_LAYOUT=3), dict(A_TYPE=3, B_LAYOUT=3, BN=128, CLUSTER=1, C_TYPE=3),
+                                    dict(A_TYPE=3, B_LAYOUT=3, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2)],
                          ids=str)
 def test_compiles_without_local_memory(params):
     p = SPEC.validate(params)
@@ -42,7 +45,8 @@ def test_compiles_without_local_memory(params):
 
 @needs_nvrtc
 @pytest.mark.parametrize("a_type,b_layout,mnemonic", [(1, 1, "HGMMA.64x256x16.F32 "), (2, 1, "HGMMA.64x256x16.F32.BF16"),
-                                                      (2, 2, "HGMMA.64x256x16.F32.BF16"), (3, 2, "HGMMA.64x256x8.F32.TF32")])
+                                                      (2, 2, "HGMMA.64x256x16.F32.BF16"), (3, 2, "HGMMA.64x256x8.F32.TF32"),
+                                                      (3, 3, "HGMMA.64x256x8.F32.TF32")])
 def test_sass_has_hgmma_and_tma(a_type, b_layout, mnemonic):
     tool = _cuobjdump()
     if tool is None:
@@ -54,6 +58,9 @@ def test_sass_has_hgmma_and_tma(a_type, b_layout, mnemonic):
     assert mnemonic in sass
     # B row-major (K x N) is read N-major, with the transpose bit; B^T given (or tf32) K-major, without
     assert ("tnspB" in sass) == (b_layout == 1)
+    # B_LAYOUT 3: the wgmma's A operand from registers (HGMMA ... R, gdesc), else both from shared memory
+    rs = re.search(r"HGMMA\.\S+ R\d+, R\d+, gdesc", sass) is not None
+    assert rs == (b_layout == 3)
     for op in ("UTMALDG.2D", "SYNCS.PHASECHK", "USETMAXREG"):  # TMA loads, mbarrier waits, setmaxnreg
         assert op in sass, op
     assert "HMMA" not in sass and "LDSM" not in sass  # no mma.sync / ldmatrix path left in it
@@ -62,7 +69,7 @@ def test_sass_has_hgmma_and_tma(a_type, b_layout, mnemonic):
 @pytest.mark.parametrize("params,match", [
     (dict(BM=64), "BM = 64 needs the ping-pong schedule"), (dict(BM=32), "BM = 32"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
     (dict(STAGES=5), "shared memory"), (dict(SCHEDULE=2), "in ping-pong needs 256 accumulators"),
-    (dict(SCHEDULE=3), "SCHEDULE = 3"), (dict(A_TYPE=3), "B_LAYOUT must be 2"), (dict(B_LAYOUT=3), "B_LAYOUT = 3"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
+    (dict(SCHEDULE=3), "SCHEDULE = 3"), (dict(A_TYPE=3), "B_LAYOUT must be 2"), (dict(B_LAYOUT=3), "B_LAYOUT = 3 .* is the tf32 path"), (dict(B_LAYOUT=4), "B_LAYOUT = 4"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
     (dict(CLUSTER=4), "CLUSTER = 4"),
 ])
 def test_spec_names_bad_parameters(params, match):
@@ -166,7 +173,8 @@ def test_shape_heuristic():
     assert (one_wave["BM"], one_wave["BN"], one_wave["CLUSTER"], one_wave["SCHEDULE"]) == (128, 128, 1, wgmma.PINGPONG)
     assert params(4096, 1024, 4096)["BN"] == 256  # one wave but a long K: the defaults
     for m, n, k in ((1024, 1024, 1024), (1000, 1000, 1000), (2048, 2048, 2048), (8192, 4096, 1024)):  # tf32 too
-        SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": 3, "B_LAYOUT": 2})
+        for layout in (2, 3):
+            SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": 3, "B_LAYOUT": layout})
 
 
 @needs_nvrtc

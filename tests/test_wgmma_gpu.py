@@ -138,7 +138,7 @@ def test_operands_tma_cannot_read_are_staged(mnk, rng):
 @pytest.mark.parametrize("mnk", [(1, 8, 8), (129, 264, 72), (1000, 1000, 1000), (300, 8, 4104), (2048, 2048, 2048)],
                          ids=lambda t: "x".join(map(str, t)))
 def test_tf32_against_float64(mnk, rng):
-    """precision='tf32': fp32 inputs on the tensor cores (B transposed on the way in): error <= 1e-3, and
+    """precision='tf32': fp32 inputs on the tensor cores (computed as C^T = B^T A^T): error <= 1e-3, and
     above strict fp32's (so the tensor cores did run)."""
     import cupy as cp
 
@@ -152,6 +152,33 @@ def test_tf32_against_float64(mnk, rng):
     assert err <= 1e-3, err
     if k >= 64:
         assert err > 1e-5, f"rel. error {err:.1e}: looks like strict fp32, not tf32"
+
+
+@pytest.mark.parametrize("params", [{}, dict(BN=128, CLUSTER=1), dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2),
+                                    dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)], ids=str)
+def test_tf32_row_major_b_is_computed_transposed(params, rng):
+    """tf32 on a row-major B runs B_LAYOUT 3 (C^T = B^T A^T, B's fragments read into registers): right
+    inside C and at its edges in both directions, with several tiles per block (4100 x 136 in tiles of C^T:
+    2 x 33 or more), a cluster with a block past the edge, beta, and a 16-bit output."""
+    import cupy as cp
+
+    from gemmlab import api
+    from gemmlab.runtime import device
+
+    spec = get("wgmma")
+    info = device.device_info()
+    chosen = api.resolve_params(spec, 520, 300, 200, info, element="tf32", given=params)[0]
+    chosen.update(api._type_params(spec, "tf32", "float32"))
+    assert chosen["B_LAYOUT"] == 3
+    for m, n, k in [(520, 300, 200), (129, 264, 72), (4100, 136, 520), (64, 1000, 33)]:
+        a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+        b = cp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
+        c = cp.asarray(rng.uniform(-1, 1, (m, n)).astype(np.float32))
+        want = 1.5 * (a.get().astype(np.float64) @ b.get()) - 0.5 * c.get()
+        gemmlab.matmul(a, b, c, alpha=1.5, beta=-0.5, kernel="wgmma", precision="tf32", **params)
+        assert _rel(c.get().astype(np.float64), want) <= 1e-3, (params, m, n, k)
+    out = gemmlab.matmul(a, b, kernel="wgmma", precision="tf32", out_dtype="bfloat16", **params)
+    assert _rel(_host(out), a.get().astype(np.float64) @ b.get()) <= TOL
 
 
 def test_tf32_epilogue_and_auto(rng):
@@ -204,8 +231,11 @@ def test_repeat_calls_reuse_the_launch_and_stay_right(rng):
     want = at.double() @ b.double()
     assert ((c.double() - want).norm() / want.norm()).item() <= TOL
     a32, b32, c32 = a.float(), b.float(), torch.zeros(256, 192, device="cuda")
-    gemmlab.matmul(a32, b32, c32, precision="tf32")  # B transposed into a temporary: no plan
-    assert len(api._tensor_plans) == 2
+    for _ in range(2):  # tf32 on a row-major B reads it in place (computed transposed): a plan, right on reuse
+        gemmlab.matmul(a32, b32, c32, precision="tf32")
+        want = a32.double() @ b32.double()
+        assert ((c32.double() - want).norm() / want.norm()).item() <= 1e-3
+    assert len(api._tensor_plans) == 3
 
 
 def test_persistent_grid_is_whole_resident_clusters():

@@ -212,8 +212,9 @@ def _element(dtype: str, precision: str) -> str:
 
 def _type_params(spec: KernelSpec, element: str, out_label: str, b_transposed: bool = False) -> dict[str, int]:
     """A_TYPE / C_TYPE (and B_LAYOUT where the rung has it) for rungs whose element types and operand
-    layout are template parameters (extra["type_params"]). B_LAYOUT 2: B read K-major, because it is
-    given transposed (column-major) or the element type (tf32) needs it."""
+    layout are template parameters (extra["type_params"]). B_LAYOUT 2: B read K-major in place, because it
+    is given transposed (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared
+    memory), computed as C^T = B^T A^T."""
     names = spec.extra.get("type_params")
     if not names:
         return {}
@@ -221,7 +222,7 @@ def _type_params(spec: KernelSpec, element: str, out_label: str, b_transposed: b
 
     out = {"A_TYPE": tc.INPUT_TYPES[element], "C_TYPE": tc.C_TYPES[out_label]}
     if "B_LAYOUT" in names:
-        out["B_LAYOUT"] = 2 if (b_transposed or element == "tf32") else 1
+        out["B_LAYOUT"] = 2 if b_transposed else 3 if element == "tf32" else 1
     return out
 
 

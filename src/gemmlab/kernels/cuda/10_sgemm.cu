@@ -92,14 +92,6 @@ __device__ __forceinline__ int fresh_ctaid_x() {
     return v;
 }
 
-// x, through a move the compiler cannot see through: what is computed from it is computed again at each
-// use instead of being kept in a register.
-__device__ __forceinline__ int opaque(int x) {
-    int v;
-    asm volatile("mov.b32 %0, %1;" : "=r"(v) : "r"(x));
-    return v;
-}
-
 // acc += a b^T (TM x TN FFMAs) in one of several orders. The order decides which source registers repeat
 // from one FFMA to the next, and so what the operand reuse cache can serve instead of the register file.
 // 1: row by row (a[i] held for TN FFMAs); 2: two columns at a time, down the rows (a[i] held for two,

@@ -27,8 +27,12 @@
 // - Operands: A is M x K row-major (K-major for wgmma). B_LAYOUT 1: B is K x N row-major, read N-major
 //   (the "transposed" bit; allowed for 16-bit types). B_LAYOUT 2: B^T is given (N x K; B column-major, as
 //   in x @ w.t() with an N x K weight) and read K-major in place. TF32 (A_TYPE 3, fp32 storage, k = 8 per
-//   wgmma) allows K-major operands only: B_LAYOUT 2 always, the host transposing a row-major B into a
-//   temporary. TMA needs 16-byte aligned rows (leading dimensions multiples of 16 bytes, aligned base):
+//   wgmma) allows K-major operands only from shared memory. With B^T given, B_LAYOUT 2; with a row-major B,
+//   B_LAYOUT 3 computes the transpose, C^T = B^T A^T: A^T is A read K-major from shared memory, and B^T is
+//   the wgmma's A operand, which may come from registers in any layout: each consumer thread reads its
+//   fragments (4 floats per k step of 8) out of B's N-major tile in shared memory, and the epilogue writes
+//   the tile of C^T into C (each warp store 32-byte pieces of C's rows). (Before this, a row-major B was
+//   first transposed into a temporary, a tenth of the call's time at 4096^3.) TMA needs 16-byte aligned rows (leading dimensions multiples of 16 bytes, aligned base):
 //   the API copies other operands into row-padded arrays first (a copy costs less than a lower rung).
 // - Epilogue: a plain epilogue (alpha, beta * C) or a linear layer's (act(alpha * acc + bias)) is written
 //   straight from the accumulators, each register pair two adjacent outputs (C with an even N and
@@ -108,14 +112,6 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
         : "memory");
 }
 
-// v, in a way the compiler cannot compute earlier than where it stands (a volatile asm keeps its place
-// among the others, e.g. setmaxnreg).
-__device__ __forceinline__ int opaque(int v) {
-    int r;
-    asm volatile("mov.b32 %0, %1;\n" : "=r"(r) : "r"(v));
-    return r;
-}
-
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -144,6 +140,18 @@ template <int R>
 __device__ __forceinline__ void fence_accumulators(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// The same for a register fragment of A (wgmma reads it asynchronously too).
+__device__ __forceinline__ void fence_fragment(unsigned (&a)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+__device__ __forceinline__ unsigned lds32(unsigned addr) {
+    unsigned v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+    return v;
 }
 
 #define WG_REGS64 \
@@ -195,6 +203,23 @@ __device__ __forceinline__ void wgmma_step(float (&d)[N / 2], unsigned long long
             asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" WG_REGS64 "}, %64, %65, 1, 1, 1;\n"
                          : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
         }
+    }
+}
+
+// One k step with A from registers, tf32 (k = 8): D (64 x N) += A (64 x 8) * B (8 x N, K-major, from desc_b).
+// a[0..3] hold A in mma.sync's m16n8k8 layout, warp w of the warpgroup taking rows 16 w .. 16 w + 15:
+// (row g, k t), (g + 8, t), (g, t + 4), (g + 8, t + 4) with g = lane / 4, t = lane % 4 (rows relative to
+// the warp's first). The registers are read asynchronously: they must keep their values until the wgmma
+// has completed (wgmma.wait_group).
+template <int N>
+__device__ __forceinline__ void wgmma_step_rs_tf32(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long desc_b) {
+    static_assert(N == 128 || N == 256, "wgmma tiles of N = 128 or 256 columns");
+    if constexpr (N == 256) {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" WG_REGS128 "}, {%128, %129, %130, %131}, %132, 1, 1, 1;\n"
+                     : WG_ACC64(0), WG_ACC64(64) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    } else {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" WG_REGS64 "}, {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+                     : WG_ACC64(0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
     }
 }
 
@@ -311,6 +336,50 @@ __device__ __forceinline__ void store_direct_fused(typename Out<C_TYPE>::T* __re
     }
 }
 
+// One output through the whole epilogue (epilogue.cuh), out of line: the transposed store's path for
+// flags, where per-element code inlined 128 times per thread would be fetched from L2 once per tile.
+template <int C_TYPE>
+__device__ __noinline__ void epilogue_one(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int row, int col, float acc,
+                                          float alpha, float beta, const float* __restrict__ bias,
+                                          const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
+    epilogue_pair<C_TYPE>(C, ldc, row, col, false, acc, 0.0f, alpha, beta, bias, R, ldr, epilogue, false, false);
+}
+
+// The epilogue of a tile computed transposed (B_LAYOUT 3: D = C^T): accumulator (r, c) of the tile at
+// (row0, col0) of D is C's element (col0 + c, row0 + r). A warp's store of one register writes, for each of
+// its 4 columns of D (rows of C), 8 consecutive rows of D: 32 contiguous bytes of fp32 C, a whole sector.
+// rows_left, cols_left: rows and columns of D from (row0, col0) on.
+template <int C_TYPE, int MT, int ACC>
+__device__ __forceinline__ void store_transposed(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int row0, int col0,
+                                                 int rows_left, int cols_left, const float (&acc)[MT][ACC], float alpha,
+                                                 float beta, const float* __restrict__ bias,
+                                                 const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
+                                                 int warp, int g, int t) {
+    typedef Out<C_TYPE> O;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = mt * 64 + warp * 16 + g + 8 * h;
+            if (r >= rows_left) continue;
+#pragma unroll
+            for (int j = 0; j < ACC / 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    const int c = 8 * j + 2 * t + q;
+                    if (c >= cols_left) continue;
+                    const float v = acc[mt][4 * j + 2 * h + q];
+                    typename O::T* p = C + (size_t)(col0 + c) * ldc + row0 + r;
+                    if (epilogue)
+                        epilogue_one<C_TYPE>(C, ldc, col0 + c, row0 + r, v, alpha, beta, bias, R, ldr, epilogue);
+                    else if (beta == 0.0f)  // BLAS rule: C is not read
+                        O::store(p, alpha * v);
+                    else
+                        O::store(p, alpha * v + beta * O::load(p));
+                }
+        }
+}
+
 __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
 // ------------------------------------------------------------------------------------------ kernel
@@ -320,10 +389,13 @@ __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sy
 // ring; HELD: slots a consumer holds (1: wait for this slot's own wgmmas, then release it; 2: release the
 // previous slot once this one's wgmmas are issued, which keeps the tensor cores queued but holds two
 // slots per consumer); SCHEDULE: 1 cooperative, 2 ping-pong (see the header); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage); C_TYPE: 1 fp32, 2 fp16,
-// 3 bf16; B_LAYOUT: 1 B row-major (K x N, read N-major), 2 B^T given (N x K, read K-major; tf32 needs it).
+// 3 bf16; B_LAYOUT: 1 B row-major (K x N, read N-major), 2 B^T given (N x K, read K-major; tf32 needs it),
+// 3 tf32 with B row-major: the tile is of C^T = B^T A^T (see SWAP; HELD is then 1).
 // Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of BK rows
-// x 64 columns, or with B_LAYOUT 2 over B^T (N x K) in boxes of BN rows x BK. A and B pointers are unused
-// by the main loop (the maps carry them) and kept for the common argument list.
+// x 64 columns, or with B_LAYOUT 2 over B^T (N x K) in boxes of BN / CLUSTER rows x BK. With B_LAYOUT 3 the
+// roles swap: tmap_a over B (K x N) in boxes of BK rows x 32 columns, tmap_b over A (M x K) in boxes of
+// BN / CLUSTER rows x BK. A and B pointers are unused by the main loop (the maps carry them) and kept for
+// the common argument list.
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
 __device__ __forceinline__ void
 wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
@@ -333,9 +405,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int ELEM = A_TYPE == 3 ? 4 : 2;    // bytes per input element (tf32 travels as fp32)
     constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16 or 32 tf32
     constexpr int KSTEP = 32 / ELEM;             // k per wgmma: 16 (fp16/bf16) or 8 (tf32), 32 bytes either way
-    constexpr bool B_KMAJOR = B_LAYOUT == 2;     // B given as B^T (N x K): read K-major (tf32 must)
-    static_assert(B_LAYOUT == 1 || B_LAYOUT == 2, "B_LAYOUT: 1 row-major K x N, 2 K-major (B^T given, N x K)");
-    static_assert(A_TYPE != 3 || B_KMAJOR, "tf32 wgmma reads B K-major only (B_LAYOUT 2)");
+    // B_LAYOUT 3 (SWAP): the tile is of D = C^T = B^T A^T: the wgmma's A is B^T, read from B's N-major tile into
+    // registers, and its B is A^T, which is A read K-major (as B^T is with B_LAYOUT 2). Rows of a tile are
+    // columns of C (N), its columns rows of C (M).
+    constexpr bool SWAP = B_LAYOUT == 3;
+    constexpr bool B_KMAJOR = B_LAYOUT != 1;     // the wgmma's B operand read K-major (B^T given, or A^T)
+    static_assert(B_LAYOUT >= 1 && B_LAYOUT <= 3, "B_LAYOUT: 1 row-major K x N, 2 K-major (B^T given, N x K), 3 swapped (tf32)");
+    static_assert(A_TYPE != 3 || B_KMAJOR, "tf32 wgmma reads B K-major only (B_LAYOUT 2 or 3)");
+    static_assert(!SWAP || A_TYPE == 3, "B_LAYOUT 3 (operands swapped) is the tf32 path for a row-major B");
+    // With A in registers, a k step's fragments must stay untouched until its wgmmas complete: one slot held.
+    constexpr int HOLD = SWAP ? 1 : HELD;
     constexpr int CONSUMERS = 2;
     constexpr bool PINGPONG = SCHEDULE == 2;     // 1: cooperative, 2: ping-pong
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
@@ -343,6 +422,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
     constexpr int A_BYTES = BM * 128;            // BM rows of 128 bytes (BK elements)
     constexpr int B_CHUNK = BK * 128;            // N-major B: BK k-rows of 64 columns (128 bytes), one TMA box
+    constexpr int A_CHUNK = BK * 128;            // SWAP: B's tile in boxes of BK k-rows x 32 columns (128 bytes)
     constexpr int B_BYTES = BN * 128;            // either layout: BK x BN elements
     constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
@@ -374,7 +454,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // Computed by each role after its setmaxnreg (values live across it are spilled under the 168-register
     // cap of the launch bounds); `opaque` keeps the compiler from hoisting them above it.
 #define WGMMA_TILE_WALK                                                                          \
-    const int tiles_m = (opaque(M) + BM - 1) / BM, tiles_n = (opaque(N) + BN - 1) / BN;           \
+    const int tiles_m = (opaque(SWAP ? N : M) + BM - 1) / BM;                                     \
+    const int tiles_n = (opaque(SWAP ? M : N) + BN - 1) / BN;                                     \
     const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles = ctiles_m * tiles_n;           \
     const int group = GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1;                              \
     const int k_tiles = (opaque(K) + BK - 1) / BK;                                                \
@@ -415,7 +496,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     const unsigned full = smem_u32(&full_bar[s]);
                     mbar_arrive_expect_tx(full, STAGE_BYTES);
                     const unsigned a_dst = base + s * STAGE_BYTES, b_dst = a_dst + A_BYTES;
-                    tma_load_2d(a_dst, &tmap_a, kt * BK, m0, full);
+                    if constexpr (SWAP) {  // BM columns of B (rows of the tile), 32 at a time
+#pragma unroll
+                        for (int c = 0; c < BM / 32; ++c) tma_load_2d(a_dst + c * A_CHUNK, &tmap_a, m0 + c * 32, kt * BK, full);
+                    } else {
+                        tma_load_2d(a_dst, &tmap_a, kt * BK, m0, full);
+                    }
                     if constexpr (CLUSTER == 1) {
                         if constexpr (B_KMAJOR) {
                             tma_load_2d(b_dst, &tmap_b, kt * BK, n0, full);  // BN rows of B^T, BK k each
@@ -481,7 +567,75 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             int prev = -1;
             if (PINGPONG && (cw == 1 || started > 0))  // the other consumer has taken all slots of tile i - 1
                 mbar_wait(smem_u32(&order_bar[cw]), (unsigned)((cw == 0 ? started - 1 : started) & 1));
-            for (int kt = 0; kt < k_tiles; ++kt) {
+            if constexpr (SWAP) {
+                // B^T's fragments, read out of each slot's N-major tile of B into registers, two k steps' worth
+                // held at once: those of the next slot are read while this slot's wgmmas run. Element (row r, k)
+                // of the tile is B's (k, column r): 32-column box r / 32, k-row k, 16-byte piece (r % 32) / 4
+                // XOR k % 8 (the 128-byte swizzle), float r % 4. With r = (the consumer's first row) + 64 mt +
+                // 16 warp + g + 8 h and k = 8 kk + t + 4 e, what varies with mt and kk is whole boxes and whole
+                // 8-row swizzle periods: compile-time offsets from four per-thread addresses.
+                unsigned frag_off[2][2];
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int rl = warp * 16 + g + 8 * h, kl = t + 4 * e;
+                        frag_off[h][e] = (PINGPONG ? 0 : cw * WG_M / 32 * A_CHUNK) + (rl / 32) * A_CHUNK + kl * 128 +
+                                         ((((rl % 32) >> 2) ^ kl) << 4) + (rl & 3) * 4;
+                    }
+                typedef unsigned Frags[MT][BK / KSTEP][4];
+                Frags fa, fb;
+                auto load = [&](Frags& f, int slot) {
+                    const unsigned tile = base + slot * STAGE_BYTES;
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                        for (int kk = 0; kk < BK / KSTEP; ++kk)
+#pragma unroll
+                            for (int q = 0; q < 4; ++q)  // q = 2 e + h: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
+                                f[mt][kk][q] = lds32(tile + frag_off[q % 2][q / 2] + mt * 2 * A_CHUNK + kk * KSTEP * 128);
+                };
+                // One slot: its wgmmas (fragments in `cur`), the next slot's fragments into `nxt` while they run,
+                // then the wait for them and the slot handed back.
+                auto step = [&](Frags& cur, Frags& nxt, int kt) {
+                    const unsigned b_tile = base + s * STAGE_BYTES + A_BYTES;
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < BK / KSTEP; ++kk) {
+                        const unsigned long long desc_b = smem_desc(b_tile + kk * 32, 16, 1024);
+#pragma unroll
+                        for (int mt = 0; mt < MT; ++mt) wgmma_step_rs_tf32<BN>(acc[mt], cur[mt][kk], desc_b);
+                    }
+                    wgmma_commit();
+                    const int ns = s + 1 == STAGES ? 0 : s + 1;
+                    const unsigned nphase = s + 1 == STAGES ? phase ^ 1 : phase;
+                    if (kt + 1 < k_tiles) {
+                        mbar_wait(smem_u32(&full_bar[ns]), nphase);
+                        load(nxt, ns);
+                    }
+                    wgmma_wait<0>();
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        fence_accumulators(acc[mt]);
+#pragma unroll
+                        for (int kk = 0; kk < BK / KSTEP; ++kk) fence_fragment(cur[mt][kk]);
+                    }
+                    if (lane == 0) release(s);
+                    s = ns;
+                    phase = nphase;
+                };
+                if (k_tiles > 0) {
+                    mbar_wait(smem_u32(&full_bar[s]), phase);
+                    load(fa, s);
+                }
+                for (int kt = 0; kt < k_tiles; kt += 2) {  // two slots per trip: the fragment arrays alternate
+                    step(fa, fb, kt);
+                    if (kt + 1 < k_tiles) step(fb, fa, kt + 1);
+                }
+            }
+            for (int kt = 0; kt < (SWAP ? 0 : k_tiles); ++kt) {
                 mbar_wait(smem_u32(&full_bar[s]), phase);
                 const unsigned a_tile = base + s * STAGE_BYTES + (PINGPONG ? 0 : cw * WG_M * 128);
                 const unsigned b_tile = base + s * STAGE_BYTES + A_BYTES;
@@ -504,7 +658,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     }
                 }
                 wgmma_commit();
-                if constexpr (HELD == 2) {
+                if constexpr (HOLD == 2) {
                     wgmma_wait<1>();  // the previous slot's wgmmas are done: hand that slot back
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
@@ -530,9 +684,14 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // Epilogue (the producer is already filling slots for the next tile). Plain, or a linear layer's:
             // straight from the registers. (Whether C and R allow 2-element accesses is computed here, not
             // kept in registers across the main loop.)
+            const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
+            if constexpr (SWAP) {  // rows of the tile are columns of C
+                store_transposed<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, N - row_first, M - tile_col * BN, acc,
+                                                  alpha, beta, bias, R, ldr, epilogue, warp, g, t);
+                continue;
+            }
             const bool vec_c = pairs_aligned(C, opaque(ldc));
             const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, opaque(ldr));
-            const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
             // (Edge blocks too: N even, so every pair of columns lies inside C or outside it.)
             if (vec_c && (opaque(N) & 1) == 0) {
                 const int rows_left = M - row_first, cols_left = N - tile_col * BN;

@@ -5,6 +5,15 @@
 // list, in this order: M, N, K, alpha, A, lda, B, ldb, beta, C, ldc.
 #pragma once
 
+// v, through a move the compiler cannot look through or move: what is computed from it is computed where it
+// stands (a volatile asm keeps its place among the others, e.g. setmaxnreg) and again at each use, instead
+// of being hoisted or kept in a register (or spilled) across a main loop.
+__device__ __forceinline__ int opaque(int v) {
+    int r;
+    asm volatile("mov.b32 %0, %1;\n" : "=r"(r) : "r"(v));
+    return r;
+}
+
 // BLAS rule: with beta == 0 the old C is never read, so NaN or garbage in C cannot leak into the result.
 __device__ __forceinline__ void store_c(float* C, size_t idx, float acc, float alpha, float beta) {
     if (beta == 0.0f) {

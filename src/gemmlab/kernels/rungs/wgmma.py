@@ -19,7 +19,8 @@ ALIGN_SLACK = 1024      # the kernel rounds the dynamic shared-memory base up to
 
 
 COOPERATIVE, PINGPONG = 1, 2  # SCHEDULE values
-B_ROW_MAJOR, B_KMAJOR = 1, 2   # B_LAYOUT values: B as given (K x N row-major) or B^T given (N x K)
+B_ROW_MAJOR, B_KMAJOR, B_SWAPPED = 1, 2, 3  # B_LAYOUT: B as given (K x N row-major), B^T given (N x K), or
+#                                           tf32 on row-major B computed as C^T = B^T A^T
 EPI_PITCH = 40          # fp32 per staged row of the epilogue (32 columns + 8 of padding)
 
 
@@ -44,10 +45,13 @@ def _constraints(p: dict[str, int]) -> list[str]:
                     "each would be below wgmma's 64")
     if bn not in (128, 256):
         errs.append(f"BN = {bn}: the wgmma tiles used are 128 or 256 columns wide")
-    if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
-        errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major) or 2 (B^T given, read K-major)")
-    elif p["A_TYPE"] == mma_sync.TF32 and p["B_LAYOUT"] != B_KMAJOR:
-        errs.append("A_TYPE = 3 (tf32) reads B K-major only: B_LAYOUT must be 2")
+    if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR, B_SWAPPED):
+        errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major), 2 (B^T given, read K-major) or 3 (tf32 on a "
+                    "row-major B, computed transposed)")
+    elif p["A_TYPE"] == mma_sync.TF32 and p["B_LAYOUT"] == B_ROW_MAJOR:
+        errs.append("A_TYPE = 3 (tf32) reads B K-major only: B_LAYOUT must be 2 (B^T given) or 3 (computed transposed)")
+    elif p["A_TYPE"] != mma_sync.TF32 and p["B_LAYOUT"] == B_SWAPPED:
+        errs.append("B_LAYOUT = 3 (computed transposed) is the tf32 path; 16-bit types read a row-major B as it is (1)")
     if p["SCHEDULE"] not in (COOPERATIVE, PINGPONG):
         errs.append(f"SCHEDULE = {p['SCHEDULE']}: 1 (consumers split each tile) or 2 (ping-pong: they alternate tiles)")
     elif not errs and (consumer_rows(p) // 64) * (bn // 2) > 128:
@@ -72,20 +76,27 @@ def _constraints(p: dict[str, int]) -> list[str]:
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
     # One block per tile, in clusters of CLUSTER vertically adjacent tiles (an odd tile-row count is rounded
     # up: the extra block stores nothing); the launcher caps the grid at the blocks that can be resident at
-    # once (extra["persistent"], whole clusters) and each cluster then walks the cluster tiles.
+    # once (extra["persistent"], whole clusters) and each cluster then walks the cluster tiles. With
+    # B_LAYOUT 3 the tiles are of C^T (N x M).
     cl = p["CLUSTER"]
+    if p["B_LAYOUT"] == B_SWAPPED:
+        m, n = n, m
     return Launch((cl * cdiv(cdiv(m, p["BM"]), cl) * cdiv(n, p["BN"]), 1, 1), (THREADS, 1, 1), smem=smem_bytes(p))
 
 
 def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     bm, bn = p["BM"], p["BN"]
+    swapped = p["B_LAYOUT"] == B_SWAPPED  # tiles of C^T: the wgmma's A operand is B, its B operand A
+    rows, cols = (n, m) if swapped else (m, n)
     # The tensor cores read each stage's A and B tiles from shared memory once per consumer warpgroup
     # (each reads its half of A and all of B).
     # With clusters, one L2 read of a B tile feeds the CLUSTER blocks of a cluster (TMA multicast).
     kp = cdiv(k, BK) * BK
-    tiles = cdiv(m, bm) * cdiv(n, bn)
-    return Traffic(a_loads=m * k * cdiv(n, bn), b_loads=k * n * cdiv(cdiv(m, bm), p["CLUSTER"]), c_loads=0, c_stores=m * n,
-                   smem_loads=tiles * kp * (bm + 2 * bn))
+    tiles = cdiv(rows, bm) * cdiv(cols, bn)
+    first = rows * k * cdiv(cols, bn)                              # the wgmma's A operand
+    second = k * cols * cdiv(cdiv(rows, bm), p["CLUSTER"])        # its B operand
+    a_loads, b_loads = (second, first) if swapped else (first, second)
+    return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * (bm + 2 * bn))
 
 
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
@@ -130,8 +141,9 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     va: row-major view of A (M x K) with `.array` (CuPy) and `.ld`. vb: row-major view of B (K x N), or of
     B^T (N x K) when `b_transposed` (B given column-major, e.g. a transposed N x K weight): then B_LAYOUT
     is 2 and B is read K-major in place. fp16 / bf16 with row-major B: B in boxes of 64 x 64, read
-    N-major. tf32 needs K-major B: row-major B is first copied to B^T (a tiled transpose at about the
-    memory bandwidth, counted in the call's time; its rows padded to 16 bytes).
+    N-major. tf32 with row-major B: B_LAYOUT 3 (C^T = B^T A^T) reads B N-major in boxes of 32 x 32 and A
+    K-major; B_LAYOUT 2 on a row-major B first copies it to B^T (a tiled transpose at about the memory
+    bandwidth, counted in the call's time; its rows padded to 16 bytes).
     """
     from ...runtime import tma
 
@@ -141,8 +153,8 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     eb = 4 if p["A_TYPE"] == mma_sync.TF32 else 2
     a_ptr, b_ptr, ldb = int(va.array.data.ptr), int(vb.array.data.ptr), vb.ld
     keep = None
-    kmajor = p["B_LAYOUT"] == B_KMAJOR
-    if kmajor and not b_transposed:  # tf32 on row-major B
+    layout = p["B_LAYOUT"]
+    if layout == B_KMAJOR and not b_transposed:  # tf32 on row-major B, the transposed copy asked for
         import cupy
 
         from ..transpose import transpose_into
@@ -151,15 +163,20 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
         keep = cupy.empty((n, ldb), dtype=vb.array.dtype)  # N x K
         transpose_into(vb.array, k, n, vb.ld, keep, ldb)
         b_ptr = int(keep.data.ptr)
-    elif b_transposed and not kmajor:
-        raise ValueError("B is given transposed (column-major) but B_LAYOUT = 1 reads it row-major")
+    elif b_transposed and layout != B_KMAJOR:
+        raise ValueError(f"B is given transposed (column-major) but B_LAYOUT = {layout} reads it row-major")
     errs = operand_problems(a_ptr, va.ld, b_ptr, ldb, eb)
     if errs:  # the API stages such operands (extra["stage_operands"]); a direct caller is told
         raise ValueError("wgmma reads A and B by TMA: " + "; ".join(errs) + " (copy them into 16-byte aligned rows)")
     bk = 128 // eb
+    share = p["BN"] // p["CLUSTER"]  # rows of a K-major operand each block of a cluster copies
+    if layout == B_SWAPPED:  # the wgmma's A operand is B (N-major, 32-column boxes), its B operand A
+        ta = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 32, swizzle=128)
+        tb = tma.encode_2d(a_ptr, eb, m, k, va.ld, share, bk, swizzle=128)
+        return (tma.kernel_arg(ta), tma.kernel_arg(tb)), keep
     ta = tma.encode_2d(a_ptr, eb, m, k, va.ld, p["BM"], bk, swizzle=128)
-    if kmajor:  # each block of a cluster copies BN / CLUSTER rows of B^T
-        tb = tma.encode_2d(b_ptr, eb, n, k, ldb, p["BN"] // p["CLUSTER"], bk, swizzle=128)
+    if layout == B_KMAJOR:
+        tb = tma.encode_2d(b_ptr, eb, n, k, ldb, share, bk, swizzle=128)
     else:
         tb = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 64, swizzle=128)
     return (tma.kernel_arg(ta), tma.kernel_arg(tb)), keep
@@ -177,15 +194,16 @@ SPEC = KernelSpec(
         Param("BN", 256, (128, 256), "columns of C per tile (the wgmma N)"),
         Param("STAGES", 4, (2, 3, 4, 5, 6), "slots in the TMA ring (BK = 64 each)"),
         Param("HELD", 1, (1, 2), "slots a consumer holds: 1 waits for its wgmmas before handing a slot back, "
-                                 "2 hands back the previous one"),
+                                 "2 hands back the previous one (B_LAYOUT 3: always 1)"),
         Param("SCHEDULE", COOPERATIVE, (COOPERATIVE, PINGPONG), "1: the two consumers split each tile; 2 (ping-pong): "
                                      "they take alternate tiles, so one's epilogue overlaps the other's main loop"),
         Param("GROUP_M", 8, (1, 4, 8, 16), "tile rows per group of the persistent tile order"),
         Param("A_TYPE", 2, tuple(mma_sync.INPUT_TYPES.values()),
               "input type of A and B: 1 fp16, 2 bf16, 3 tf32 (set from the dtype and precision)"),
         Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (set from out_dtype)"),
-        Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
-              "1: B row-major (K x N); 2: B^T given (N x K, read K-major; tf32 always); set from the arrays"),
+        Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR, B_SWAPPED),
+              "1: B row-major (K x N); 2: B^T given (N x K, read K-major); 3: tf32 on a row-major B, computed as "
+              "C^T = B^T A^T (B read into registers); set from the arrays and the precision"),
         Param("CLUSTER", 2, (1, 2), "blocks per cluster: 2 vertically adjacent tiles share B, each block copying "
                                     "half of it from L2 and multicasting it to both"),
     ),
