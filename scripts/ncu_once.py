@@ -4,6 +4,8 @@
         python3 scripts/ncu_once.py --kernel wgmma --dtype bfloat16 --n 4096 BN=128 STAGES=6
     ncu --clock-control none -k regex:sgemm --launch-skip 2 --launch-count 1 --section WarpStateStats \
         python3 scripts/ncu_once.py --kernel sgemm --dtype float32 --n 4096
+    ncu --clock-control none -k regex:gemm --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+        python3 scripts/ncu_once.py --kernel cublas --dtype bfloat16 --n 4096
 """
 
 import argparse
@@ -13,7 +15,7 @@ import cupy as cp
 import gemmlab
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--kernel", default="wgmma")
+ap.add_argument("--kernel", default="wgmma", help="a rung, or cublas (torch.matmul for bfloat16, else CuPy)")
 ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
 ap.add_argument("--n", type=int, default=4096)
 ap.add_argument("--shape", default="", help="MxNxK (instead of --n)")
@@ -36,5 +38,11 @@ extra = {}
 if args.act:
     extra = dict(bias=cp.asarray(cp.random.rand(n, dtype=cp.float32)), activation=args.act)
 for _ in range(4):
-    gemmlab.matmul(a, b, c, kernel=args.kernel, **extra, **params)
+    if args.kernel == "cublas":  # the reference, for a side-by-side profile (torch for bf16, else CuPy)
+        if args.dtype == "bfloat16":
+            torch.matmul(a, b, out=c)
+        else:
+            cp.matmul(a, b, out=c)
+    else:
+        gemmlab.matmul(a, b, c, kernel=args.kernel, **extra, **params)
 cp.cuda.Device().synchronize()

@@ -2,7 +2,7 @@
 full epilogue, TF32 on wgmma (B given transposed, and a row-major B computed transposed) and mma_sync,
 and a shape where every block walks several tiles; clusters of
 one and two blocks (an odd tile-row count leaves a block below the matrix), the epilogues written straight
-from the registers (plain and bias + GELU on interior blocks), B given transposed, staged operands.
+from the registers (plain and bias + GELU on interior blocks) and through TMA stores (16-bit C, beta = 0), B given transposed, staged operands.
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t python3 scripts/sanitize_tensor.py; done
 """
@@ -21,6 +21,12 @@ for dt in (torch.bfloat16, torch.float16):
         for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=256, BN=128, STAGES=3)):
             gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="gelu_tanh", residual=r,
                            kernel="wgmma", **p)
+# 16-bit C with beta == 0: the TMA-store epilogue (edge tiles, several tiles per block, bias + activation).
+for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)):
+    a, b = torch.randn(520, 72, device="cuda").bfloat16(), torch.randn(72, 776, device="cuda").bfloat16()
+    c = torch.empty(520, 776, device="cuda").bfloat16()
+    gemmlab.matmul(a, b, c, kernel="wgmma", **p)
+    gemmlab.matmul(a, b, c, bias=torch.randn(776, device="cuda"), activation="gelu_tanh", kernel="wgmma", **p)
 a = torch.randn(129, 72, device="cuda")
 b = torch.randn(72, 136, device="cuda")
 gemmlab.matmul(a, b, precision="tf32", kernel="wgmma")

@@ -80,6 +80,8 @@ def test_spec_names_bad_parameters(params, match):
 def test_smem_and_geometry():
     p = SPEC.defaults
     assert wgmma.smem_bytes(p) == 4 * (128 + 256) * 64 * 2 + 128 * 40 * 4 + 1024
+    # a 16-bit output: each consumer's region holds two TMA-store boxes of its 64 rows x 128 bytes
+    assert wgmma.smem_bytes({**p, "C_TYPE": 3}) == 4 * (128 + 256) * 64 * 2 + 2 * 64 * 256 + 1024 <= wgmma.SMEM_LIMIT
     g = SPEC.launch(4096, 4096, 4096, p)
     assert g.grid == (32 * 16, 1, 1) and g.block == (384, 1, 1)
     assert SPEC.launch(129, 257, 1, p).grid == (2 * 2, 1, 1)
@@ -126,8 +128,8 @@ def test_operand_problems_name_the_operand():
         wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 64, 100, 64, SPEC.defaults)
     with pytest.raises(ValueError, match="B_LAYOUT = 1 reads it row-major"):
         wgmma.host_args(view(0x1000, 64), view(0x2000, 64), 64, 100, 64, SPEC.defaults, b_transposed=True)
-    (ta, tb), keep = wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 0, 100, 64, SPEC.defaults)
-    assert keep is None and bytes(ta.tobytes()) == bytes(128)  # empty problem: no map is encoded
+    (ta, tb, tc), keep = wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 0, 100, 64, SPEC.defaults)
+    assert keep is None and bytes(ta.tobytes()) == bytes(tc.tobytes()) == bytes(128)  # empty problem: no map is encoded
 
 
 def test_tensor_map_checks():
@@ -175,6 +177,8 @@ def test_shape_heuristic():
     for m, n, k in ((1024, 1024, 1024), (1000, 1000, 1000), (2048, 2048, 2048), (8192, 4096, 1024)):  # tf32 too
         for layout in (2, 3):
             SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": 3, "B_LAYOUT": layout})
+        for c_type in (2, 3):  # 16-bit outputs (the TMA store's shared memory) fit every pick
+            SPEC.validate({**SPEC.heuristic(m, n, k, 132), "C_TYPE": c_type})
 
 
 @needs_nvrtc

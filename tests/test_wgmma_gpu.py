@@ -181,6 +181,34 @@ def test_tf32_row_major_b_is_computed_transposed(params, rng):
     assert _rel(_host(out), a.get().astype(np.float64) @ b.get()) <= TOL
 
 
+@pytest.mark.parametrize("params", [{}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2),
+                                    dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)], ids=str)
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+def test_tma_store_epilogue_matches_the_stores_from_registers(params, out_dtype):
+    """16-bit C with beta == 0 and 16-byte aligned rows is written through shared memory and TMA stores; the
+    same product into a C whose rows are 4-byte but not 16-byte aligned (written straight from the registers)
+    gives the same bits:
+    plain, with a column or row bias and an activation, on shapes with edge tiles in both directions and
+    several tiles per block. Outputs outside C are untouched."""
+    torch = pytest.importorskip("torch")
+    dt = getattr(torch, out_dtype)
+    for m, n, k in [(520, 264, 200), (136, 1000, 72), (1500, 776, 64)]:
+        a = torch.randn(m, k, device="cuda").bfloat16()
+        b = torch.randn(k, n, device="cuda").bfloat16()
+        for kw in ({}, dict(bias=torch.randn(n, device="cuda"), activation="gelu_tanh"),
+                   dict(bias=torch.randn(m, 1, device="cuda"), activation="relu")):  # (M, 1): a bias per row
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+            wide = torch.full((m, n + 2), 7.0, device="cuda", dtype=dt)  # rows n + 2 apart: not 16-byte aligned
+            gemmlab.matmul(a, b, c, kernel="wgmma", **kw, **params)
+            gemmlab.matmul(a, b, wide[:, :n], kernel="wgmma", **kw, **params)
+            assert bool(torch.isfinite(c).all()), (m, n, k, list(kw), params)
+            assert torch.equal(c, wide[:, :n]), (m, n, k, list(kw), params)
+            assert bool((wide[:, n:] == 7.0).all())
+        want = a.double() @ b.double()
+        got = gemmlab.matmul(a, b, kernel="wgmma", out_dtype=out_dtype, **params)
+        assert ((got.double() - want).norm() / want.norm()).item() <= TOL
+
+
 def test_tf32_epilogue_and_auto(rng):
     import cupy as cp
 

@@ -1029,7 +1029,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
             grid = geo.grid
             keep = None  # a temporary the extra arguments point into, alive until the launch is queued
             if spec.extra.get("host_args") is not None:  # e.g. TMA tensor maps, passed by value
-                more, keep = spec.extra["host_args"](va, vb, m, n, k, p, b_transposed)
+                more, keep = spec.extra["host_args"](va, vb, m, n, k, p, b_transposed, vc)
                 args += more
             if spec.extra.get("persistent"):  # blocks walk the tiles: no more than can be resident at once
                 grid = (min(grid[0], _resident_blocks(spec, p, prepared.kernel, geo, info.sm_count)), 1, 1)

@@ -112,6 +112,26 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
         : "memory");
 }
 
+// TMA store of one box from shared memory into the matrix of `map` (clipped to it), as a bulk async group of
+// the issuing thread: the copy engine reads the box out of shared memory, then writes it to global memory.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, unsigned src, int inner, int outer) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                     reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(inner), "r"(outer)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most N of the thread's bulk groups are still reading their shared-memory source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+// Until at most N of the thread's bulk groups are still incomplete (writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
+// The thread's shared-memory writes made visible to the copy engine (the async proxy).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void sts32(unsigned addr, unsigned v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -382,6 +402,63 @@ __device__ __forceinline__ void store_transposed(typename Out<C_TYPE>::T* __rest
 
 __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
+// Two outputs as one 32-bit word of the 16-bit output type (the conversions of Out<C_TYPE>::store2).
+template <int C_TYPE>
+__device__ __forceinline__ unsigned pack2(float v0, float v1) {
+    static_assert(C_TYPE == 2 || C_TYPE == 3, "16-bit outputs only");
+    unsigned u;
+    if constexpr (C_TYPE == 2)
+        u = (unsigned)Out<2>::cvt_out(v0) | ((unsigned)Out<2>::cvt_out(v1) << 16);
+    else
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
+    return u;
+}
+
+// The epilogue through the copy engine (16-bit outputs, beta == 0, no residual): the consumer's WG_M x BN
+// results, act(alpha * acc + bias), go 64 columns at a time into a shared-memory box (WG_M rows of 128
+// bytes, 128-byte swizzled: 16-byte piece p of row r at piece p ^ (r % 8), so that a warp's stores of one
+// register pair hit 32 distinct banks), and one thread hands each box to a TMA store (clipped to C at the
+// edges). Two boxes alternate, so the consumer stages the next while the copy engine reads the last; the
+// writes to C then drain while the consumers run the next tile's main loop, where the stores from registers
+// (which all SMs issue at once at the end of a tile) held the consumers until the memory system took them.
+// `buf`: the two boxes, WG_M x 128 bytes each, 1024-byte aligned. bias is read as in store_direct_fused.
+template <int C_TYPE, int MT, int ACC, int ACT>
+__device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, int row0, int col0, int rows_left,
+                                          int cols_left, const float (&acc)[MT][ACC], float alpha,
+                                          const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
+                                          int tid_wg, int barrier) {
+    constexpr int WG_M = MT * 64, BOX = WG_M * 128;
+#pragma unroll
+    for (int cb = 0; cb < ACC / 32; ++cb) {  // 64 columns (8 register pairs per row) per box
+        const unsigned box = buf + (cb % 2) * BOX;
+        if (tid_wg == 0) bulk_wait_read<1>();  // the store that last read this box (two boxes ago) is done with it
+        warpgroup_barrier(barrier);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = mt * 64 + warp * 16 + g + 8 * h;
+                const float brow = bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
+#pragma unroll
+                for (int jj = 0; jj < 8; ++jj) {
+                    const int j = 8 * cb + jj, c = 8 * j + 2 * t;
+                    const float2 bcol = bias_mode == EPI_BIAS_COL && c < cols_left
+                                            ? *reinterpret_cast<const float2*>(bias + col0 + c)
+                                            : make_float2(brow, brow);
+                    const float v0 = activate<true>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol.x), ACT);
+                    const float v1 = activate<true>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol.y), ACT);
+                    sts32(box + r * 128 + ((jj ^ (g & 7)) << 4) + 4 * t, pack2<C_TYPE>(v0, v1));
+                }
+            }
+        fence_async_shared();
+        warpgroup_barrier(barrier);  // the box is complete
+        if (tid_wg == 0) {
+            tma_store_2d(map, box, col0 + 64 * cb, row0);
+            bulk_commit();
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------ kernel
 
 // BM: rows of C per tile (two consumer warpgroups of BM / 2 rows; BM / 2 = 64 or 128); BN: columns per
@@ -400,7 +477,7 @@ template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A
 __device__ __forceinline__ void
 wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
            int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
-           const TensorMap& tmap_a, const TensorMap& tmap_b) {
+           const TensorMap& tmap_a, const TensorMap& tmap_b, const TensorMap& tmap_c) {
     typedef typename Out<C_TYPE>::T OutT;
     constexpr int ELEM = A_TYPE == 3 ? 4 : 2;    // bytes per input element (tf32 travels as fp32)
     constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16 or 32 tf32
@@ -425,6 +502,10 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int A_CHUNK = BK * 128;            // SWAP: B's tile in boxes of BK k-rows x 32 columns (128 bytes)
     constexpr int B_BYTES = BN * 128;            // either layout: BK x BN elements
     constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    // The epilogue's shared memory per consumer, after the ring: the staged path's WG_M x EPI_PITCH floats, or
+    // (16-bit outputs) the TMA store's two boxes of WG_M x 128 bytes, whichever is larger.
+    constexpr bool TMA_STORE = C_TYPE != 1 && !SWAP;
+    constexpr int EPI_REGION = WG_M * (TMA_STORE && 256 > EPI_PITCH * 4 ? 256 : EPI_PITCH * 4);
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
     static_assert(BN == 128 || BN == 256, "BN must be 128 or 256");
@@ -437,8 +518,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // With a cluster, each block copies 1 / CLUSTER of the B tile and multicasts it to all blocks.
     static_assert(B_KMAJOR ? (BN / CLUSTER) % 8 == 0 : (BN / 64) % CLUSTER == 0, "B must split evenly over the cluster");
 
-    // STAGES x (A tile, B tile), then one WG_M x EPI_PITCH fp32 staging area per consumer, + 1024 bytes of
-    // alignment slack.
+    // STAGES x (A tile, B tile), then one EPI_REGION per consumer, + 1024 bytes of alignment slack.
     extern __shared__ unsigned char smem_raw[];
     __shared__ __align__(8) unsigned long long full_bar[STAGES], empty_bar[STAGES];
     // Ping-pong: consumer c may start a tile's main loop once the other one has taken every slot of the
@@ -690,6 +770,39 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                                                   alpha, beta, bias, R, ldr, epilogue, warp, g, t);
                 continue;
             }
+            // 16-bit outputs with beta == 0 and no residual, where the host encoded a map of C (its rows 16-byte
+            // aligned): through shared memory and the copy engine (store_tma).
+            if constexpr (TMA_STORE) {
+                if (tmap_c.opaque[0] != 0 && beta == 0.0f && !(epilogue & EPI_RESIDUAL)) {
+                    const unsigned buf = base + STAGES * STAGE_BYTES + cw * EPI_REGION;
+                    const int col0 = tile_col * BN, rows_left = M - row_first, cols_left = N - col0;
+                    const int bias_mode = epilogue & EPI_BIAS_MASK;
+                    switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
+                        case EPI_ACT_RELU:
+                            store_tma<C_TYPE, MT, ACC, EPI_ACT_RELU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw);
+                            break;
+                        case EPI_ACT_GELU_TANH:
+                            store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(&tmap_c, buf, row_first, col0, rows_left,
+                                                                          cols_left, acc, alpha, bias, bias_mode, warp, g,
+                                                                          t, tid_wg, 1 + cw);
+                            break;
+                        case EPI_ACT_GELU_ERF:
+                            store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(&tmap_c, buf, row_first, col0, rows_left,
+                                                                         cols_left, acc, alpha, bias, bias_mode, warp, g,
+                                                                         t, tid_wg, 1 + cw);
+                            break;
+                        case EPI_ACT_SILU:
+                            store_tma<C_TYPE, MT, ACC, EPI_ACT_SILU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw);
+                            break;
+                        default:
+                            store_tma<C_TYPE, MT, ACC, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left, acc, alpha,
+                                                          bias, bias_mode, warp, g, t, tid_wg, 1 + cw);
+                    }
+                    continue;
+                }
+            }
             const bool vec_c = pairs_aligned(C, opaque(ldc));
             const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, opaque(ldr));
             // (Edge blocks too: N even, so every pair of columns lies inside C or outside it.)
@@ -729,8 +842,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // Otherwise (a residual, beta with flags, C with an odd N or rows that allow no pairs): EPI_COLS
             // columns at a time, the accumulators go to this warpgroup's staging area (unrolled: register
             // indices are compile-time), then out of line to C.
-            float* stage = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + STAGES * STAGE_BYTES) +
-                           cw * WG_M * EPI_PITCH;
+            float* stage = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + STAGES * STAGE_BYTES +
+                                                    cw * EPI_REGION);
             const int srow = warp * 16 + g;
 #pragma unroll
             for (int chunk = 0; chunk < BN / EPI_COLS; ++chunk) {
@@ -751,6 +864,10 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
         }
     }
+    // The consumers' TMA stores are complete (their shared-memory boxes read, C written) before the block ends.
+    if constexpr (TMA_STORE) {
+        if (wg > 0 && tid_wg == 0) bulk_wait<0>();
+    }
     // No block may leave while another can still copy into its shared memory or arrive on its barriers.
     if constexpr (CLUSTER > 1) cluster_sync();
 #undef WGMMA_TILE_WALK
@@ -769,10 +886,10 @@ struct EnableIf<true> {
     int M, int N, int K, float alpha, const void* __restrict__ A, int lda, const void* __restrict__ B, int ldb,     \
         float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,                \
         const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, const __grid_constant__ TensorMap tmap_a, \
-        const __grid_constant__ TensorMap tmap_b
+        const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c
 #define WGMMA_BODY                                                                                                 \
     wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER>(                          \
-        M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b)
+        M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
 __global__ typename EnableIf<CLUSTER == 1>::type __launch_bounds__(384, 1) wgmma_gemm(WGMMA_PARAMS) {

@@ -2,7 +2,7 @@
 
 Built for sm_90a only (wgmma and setmaxnreg exist on no other target). The element types and the epilogue
 follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launch needs beyond the common
-argument list come from here: the tensor maps of A and B (`host_args`, encoded by runtime/tma.py) and the
+argument list come from here: the tensor maps of A, B and C (`host_args`, encoded by runtime/tma.py) and the
 persistent grid (as many blocks as can be resident at once, in whole clusters: `extra["persistent"]` and
 `extra["cluster"]`).
 """
@@ -25,9 +25,17 @@ EPI_PITCH = 40          # fp32 per staged row of the epilogue (32 columns + 8 of
 
 
 def smem_bytes(p: dict[str, int]) -> int:
-    """The TMA ring (STAGES x (BM + BN) x 64 16-bit elements), the epilogue staging (BM rows x 40 fp32,
-    split between the two consumers) and the alignment slack."""
-    return p["STAGES"] * (p["BM"] + p["BN"]) * BK * 2 + consumer_rows(p) * 2 * EPI_PITCH * 4 + ALIGN_SLACK
+    """The TMA ring (STAGES x (BM + BN) rows of 128 bytes), the epilogue's region per consumer (its rows x 40
+    fp32 for the staged path; with a 16-bit output that the copy engine may store, two boxes of its rows x
+    128 bytes, the larger) and the alignment slack."""
+    per_row = max(EPI_PITCH * 4, 2 * 128) if tma_store(p) else EPI_PITCH * 4
+    return p["STAGES"] * (p["BM"] + p["BN"]) * BK * 2 + consumer_rows(p) * 2 * per_row + ALIGN_SLACK
+
+
+def tma_store(p: dict[str, int]) -> bool:
+    """Whether the instantiation can write C through shared memory and TMA stores: 16-bit outputs, not the
+    transposed tf32 path (the kernel also needs beta == 0, no residual and a map of C, checked per call)."""
+    return p["C_TYPE"] != mma_sync.C_TYPES["float32"] and p["B_LAYOUT"] != B_SWAPPED
 
 
 def consumer_rows(p: dict[str, int]) -> int:
@@ -135,21 +143,24 @@ def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int
     return errs
 
 
-def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: bool = False) -> tuple[tuple, object]:
-    """(the two tensor maps in the kernel's argument order, an array to keep alive until the launch).
+def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: bool = False,
+              vc=None) -> tuple[tuple, object]:
+    """(the three tensor maps in the kernel's argument order, an array to keep alive until the launch).
 
     va: row-major view of A (M x K) with `.array` (CuPy) and `.ld`. vb: row-major view of B (K x N), or of
     B^T (N x K) when `b_transposed` (B given column-major, e.g. a transposed N x K weight): then B_LAYOUT
     is 2 and B is read K-major in place. fp16 / bf16 with row-major B: B in boxes of 64 x 64, read
     N-major. tf32 with row-major B: B_LAYOUT 3 (C^T = B^T A^T) reads B N-major in boxes of 32 x 32 and A
     K-major; B_LAYOUT 2 on a row-major B first copies it to B^T (a tiled transpose at about the memory
-    bandwidth, counted in the call's time; its rows padded to 16 bytes).
+    bandwidth, counted in the call's time; its rows padded to 16 bytes). vc: row-major view of C; where the
+    instantiation can store through TMA (`tma_store`) and C's rows allow it, the third map describes C in
+    boxes of a consumer's rows x 64 columns (else it is all zero, and the kernel stores from registers).
     """
     from ...runtime import tma
 
     zero = tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))
     if m == 0 or n == 0 or k == 0:  # nothing is read: the kernel only runs the epilogue (or nothing)
-        return (zero, zero), None
+        return (zero, zero, zero), None
     eb = 4 if p["A_TYPE"] == mma_sync.TF32 else 2
     a_ptr, b_ptr, ldb = int(va.array.data.ptr), int(vb.array.data.ptr), vb.ld
     keep = None
@@ -170,16 +181,19 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
         raise ValueError("wgmma reads A and B by TMA: " + "; ".join(errs) + " (copy them into 16-byte aligned rows)")
     bk = 128 // eb
     share = p["BN"] // p["CLUSTER"]  # rows of a K-major operand each block of a cluster copies
+    tc = zero
+    if vc is not None and tma_store(p) and not operand_problems(int(vc.array.data.ptr), vc.ld, int(vc.array.data.ptr), vc.ld):
+        tc = tma.kernel_arg(tma.encode_2d(int(vc.array.data.ptr), 2, m, n, vc.ld, consumer_rows(p), 64, swizzle=128))
     if layout == B_SWAPPED:  # the wgmma's A operand is B (N-major, 32-column boxes), its B operand A
         ta = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 32, swizzle=128)
         tb = tma.encode_2d(a_ptr, eb, m, k, va.ld, share, bk, swizzle=128)
-        return (tma.kernel_arg(ta), tma.kernel_arg(tb)), keep
+        return (tma.kernel_arg(ta), tma.kernel_arg(tb), tc), keep
     ta = tma.encode_2d(a_ptr, eb, m, k, va.ld, p["BM"], bk, swizzle=128)
     if layout == B_KMAJOR:
         tb = tma.encode_2d(b_ptr, eb, n, k, ldb, share, bk, swizzle=128)
     else:
         tb = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 64, swizzle=128)
-    return (tma.kernel_arg(ta), tma.kernel_arg(tb)), keep
+    return (tma.kernel_arg(ta), tma.kernel_arg(tb), tc), keep
 
 
 SPEC = KernelSpec(
