@@ -75,7 +75,7 @@ def correctness(torch, gemmlab, variants) -> list[str]:
 
 
 def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False, bt=False,
-            compile_mode: str = "") -> list[dict]:
+            compile_mode: str = "", dtype: str = "bfloat16") -> list[dict]:
     import cupy as cp
 
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
@@ -84,10 +84,11 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
     side = cp.cuda.Stream(non_blocking=True)
     for shape in sizes:
         m, n, k = shape
-        a = torch.randn(m, k, device="cuda").bfloat16()
+        dt = getattr(torch, dtype)
+        a = torch.randn(m, k, device="cuda").to(dt)
         # --bt: B is the transpose of an N x K weight (column-major K x N), as in x @ w.t()
-        b = torch.randn(shape[1], k, device="cuda").bfloat16().t() if bt else torch.randn(k, shape[1], device="cuda").bfloat16()
-        out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(shape[1], k, device="cuda").to(dt).t() if bt else torch.randn(k, shape[1], device="cuda").to(dt)
+        out = torch.empty(m, n, device="cuda", dtype=dt)
         flops = 2.0 * m * n * k
         name = "x".join(map(str, shape)) if len(set(shape)) > 1 else m
         cands = [("cublas", lambda: torch.matmul(a, b, out=out))]
@@ -101,7 +102,7 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
             label = "wgmma" + ("" if not params else " " + ",".join(f"{k}={v}" for k, v in params.items()))
             cands.append((label, lambda p=params: gemmlab.matmul(a, b, out, kernel="wgmma", **p)))
         # Fused GEMM + bias + GELU(tanh), BF16 out: torch eager (three kernels) against one gemmlab launch.
-        bias = torch.randn(shape[1], device="cuda").bfloat16()
+        bias = torch.randn(shape[1], device="cuda").to(dt)
         bias32 = bias.float()
         if fused_here:
             cands.append(("torch eager mm+bias+gelu", lambda: torch.nn.functional.gelu(torch.matmul(a, b) + bias,
@@ -166,6 +167,7 @@ def main() -> int:
     ap.add_argument("--suite", action="store_true", help="cuBLAS against kernel='auto' only, and the geometric mean")
     ap.add_argument("--bt", action="store_true", help="B given as the transpose of an N x K matrix (x @ w.t())")
     ap.add_argument("--budget-ms", type=float, default=300.0)
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="input and output type of the timings")
     ap.add_argument("--compile", default="", metavar="MODE",
                     help="also time the GEMM + bias + GELU layer through torch.compile in this mode (e.g. default)")
     args = ap.parse_args()
@@ -188,7 +190,7 @@ def main() -> int:
             print("  FAIL", f)
     shapes = [tuple(int(x) for x in s.split("x")) if "x" in s else (int(s),) * 3 for s in args.sizes.split(",") if s]
     result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32, args.suite, args.bt,
-                                args.compile)
+                                args.compile, args.dtype)
     ratios = [r["ratio"] for r in result["timings"] if r.get("ratio") and r["kernel"] != "cublas"]
     if args.suite and ratios:
         import math
