@@ -34,7 +34,9 @@
 //   the tile of C^T into C (each warp store 32-byte pieces of C's rows). (Before this, a row-major B was
 //   first transposed into a temporary, a tenth of the call's time at 4096^3.) TMA needs 16-byte aligned rows (leading dimensions multiples of 16 bytes, aligned base):
 //   the API copies other operands into row-padded arrays first (a copy costs less than a lower rung).
-// - Epilogue: a plain epilogue (alpha, beta * C) or a linear layer's (act(alpha * acc + bias)) is written
+// - Epilogue: 16-bit outputs with beta == 0 and no residual (plain, or a linear layer's act(alpha * acc +
+//   bias)) go through shared memory and TMA stores (store_tma), so that the writes to C drain while the next
+//   tile's main loop runs. Otherwise a plain epilogue (alpha, beta * C) or a linear layer's is written
 //   straight from the accumulators, each register pair two adjacent outputs (C with an even N and
 //   2-element aligned rows). Everything else (residual, beta with flags, odd C) is staged through shared
 //   memory 32 columns at a time and written by an out-of-line routine through epilogue.cuh.
@@ -44,6 +46,8 @@
 // Predicted (first version): 80-100% of cuBLAS BF16 at 4096^3; measured 47%, then 82-89% once the
 // epilogue was staged. Predicted for clusters + the epilogue from registers: 95% at 4096^3, 97% at
 // 8192^3; measured 80-94% and 97-112% (run to run; docs/performance.md, scripts/device_wgmma_check.py).
+// Predicted for TMA stores (ncu put the gap to cuBLAS in the per-tile cost, not the main loop): -5-10% of
+// the cycles at 4096^3; measured -10% (ncu), 1.01-1.04x cuBLAS at 4096^3.
 #include "common.cuh"
 #include "epilogue.cuh"
 
