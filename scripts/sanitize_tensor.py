@@ -37,6 +37,8 @@ c, bias = torch.randn(700, 520, device="cuda"), torch.randn(520, device="cuda")
 for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5), dict(BN=128, CLUSTER=1)):
     gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, precision="tf32", kernel="wgmma", **p)
 gemmlab.matmul(a, b, c, beta=0.5, bias=bias, activation="relu", precision="tf32", kernel="wgmma")
+for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5)):  # beta = 0: the transposed tile through TMA stores
+    gemmlab.matmul(a, b, c, precision="tf32", kernel="wgmma", **p)
 big = torch.randn(700, 520, device="cuda").bfloat16()
 bb = torch.randn(520, 1096, device="cuda").bfloat16()
 gemmlab.matmul(big, bb, kernel="wgmma", SCHEDULE=2, BN=128, STAGES=4, HELD=2)  # several tiles per block

@@ -209,6 +209,27 @@ def test_tma_store_epilogue_matches_the_stores_from_registers(params, out_dtype)
         assert ((got.double() - want).norm() / want.norm()).item() <= TOL
 
 
+@pytest.mark.parametrize("params", [{}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2),
+                                    dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)], ids=str)
+def test_tf32_transposed_tma_store_matches_the_stores_from_registers(params, rng):
+    """tf32 on a row-major B with fp32 C, beta == 0 and C's rows 16-byte aligned: the tile of C^T goes to C
+    through shared memory (transposed there) and TMA stores; into a C whose rows are not 16-byte aligned it is
+    stored from registers. The same bits either way, edges in both directions, several tiles per block, and
+    C's columns outside the product untouched."""
+    import cupy as cp
+
+    for m, n, k in [(520, 264, 200), (136, 1000, 72), (1500, 776, 64)]:
+        a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
+        b = cp.asarray(rng.uniform(-1, 1, (k, n)).astype(np.float32))
+        c = cp.full((m, n), cp.nan, cp.float32)
+        wide = cp.full((m, n + 1), 7.0, cp.float32)
+        gemmlab.matmul(a, b, c, alpha=1.5, kernel="wgmma", precision="tf32", **params)
+        gemmlab.matmul(a, b, wide[:, :n], alpha=1.5, kernel="wgmma", precision="tf32", **params)
+        assert bool(cp.isfinite(c).all()) and bool((c == wide[:, :n]).all()), (m, n, k, params)
+        assert bool((wide[:, n] == 7.0).all())
+        assert _rel(c.get().astype(np.float64), 1.5 * (a.get().astype(np.float64) @ b.get())) <= 1e-3
+
+
 def test_tf32_epilogue_and_auto(rng):
     import cupy as cp
 

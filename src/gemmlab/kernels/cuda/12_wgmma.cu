@@ -463,6 +463,48 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
     }
 }
 
+// The same for a tile computed transposed (B_LAYOUT 3: D = C^T, fp32 C, beta == 0, no flags): the
+// consumer's tile of D (rows: C's columns from row0, columns: C's rows from col0) goes to C 32 of C's rows at
+// a time, through boxes of 32 x 32 floats (C's rows of 128 bytes, 128-byte swizzled), one per 32 of the
+// tile's rows; transposing through shared memory makes each box a dense piece of C. A warp's 4-byte stores
+// of one register hit 32 distinct banks (4 rows of C whose swizzles differ by 2, 4 and 6, 8 columns each).
+// The boxes of two steps alternate in `buf` (2 x WG_M x 128 bytes, 1024-byte aligned).
+template <int MT, int ACC>
+__device__ __forceinline__ void store_tma_transposed(const TensorMap* map, unsigned buf, int row0, int col0,
+                                                     const float (&acc)[MT][ACC], float alpha, int warp, int g,
+                                                     int t, int tid_wg, int barrier) {
+    constexpr int WG_M = MT * 64, STEP = WG_M * 128;  // WG_M / 32 boxes of 4 KB
+#pragma unroll
+    for (int st = 0; st < ACC / 16; ++st) {  // 32 of C's rows (4 register pairs per row of the tile) per step
+        const unsigned step = buf + (st % 2) * STEP;
+        if (tid_wg == 0) bulk_wait_read<1>();  // the step before the last is done with this half of `buf`
+        warpgroup_barrier(barrier);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = mt * 64 + warp * 16 + g + 8 * h;  // the tile's row: C's column row0 + r
+                const unsigned box = step + (r / 32) * 4096;
+                const int nl = r % 32;
+#pragma unroll
+                for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+                    for (int q = 0; q < 2; ++q) {
+                        const int ml = 8 * jj + 2 * t + q;  // C's row col0 + 32 st + ml
+                        sts32(box + ml * 128 + (((nl >> 2) ^ (ml & 7)) << 4) + (nl & 3) * 4,
+                              __float_as_uint(alpha * acc[mt][4 * (4 * st + jj) + 2 * h + q]));
+                    }
+            }
+        fence_async_shared();
+        warpgroup_barrier(barrier);
+        if (tid_wg == 0) {
+#pragma unroll
+            for (int nb = 0; nb < WG_M / 32; ++nb) tma_store_2d(map, step + nb * 4096, row0 + 32 * nb, col0 + 32 * st);
+            bulk_commit();
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------ kernel
 
 // BM: rows of C per tile (two consumer warpgroups of BM / 2 rows; BM / 2 = 64 or 128); BN: columns per
@@ -508,7 +550,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     // The epilogue's shared memory per consumer, after the ring: the staged path's WG_M x EPI_PITCH floats, or
     // (16-bit outputs) the TMA store's two boxes of WG_M x 128 bytes, whichever is larger.
-    constexpr bool TMA_STORE = C_TYPE != 1 && !SWAP;
+    constexpr bool TMA_STORE = SWAP ? C_TYPE == 1 : C_TYPE != 1;  // what store_tma(_transposed) can write
     constexpr int EPI_REGION = WG_M * (TMA_STORE && 256 > EPI_PITCH * 4 ? 256 : EPI_PITCH * 4);
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
@@ -769,6 +811,13 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // straight from the registers. (Whether C and R allow 2-element accesses is computed here, not
             // kept in registers across the main loop.)
             const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
+            if constexpr (SWAP && TMA_STORE) {  // fp32 C, beta == 0, no flags, a map of C: through TMA stores
+                if (tmap_c.opaque[0] != 0 && beta == 0.0f && epilogue == 0) {
+                    store_tma_transposed<MT, ACC>(&tmap_c, base + STAGES * STAGE_BYTES + cw * EPI_REGION, row_first,
+                                                  tile_col * BN, acc, alpha, warp, g, t, tid_wg, 1 + cw);
+                    continue;
+                }
+            }
             if constexpr (SWAP) {  // rows of the tile are columns of C
                 store_transposed<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, N - row_first, M - tile_col * BN, acc,
                                                   alpha, beta, bias, R, ldr, epilogue, warp, g, t);
@@ -776,7 +825,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
             // 16-bit outputs with beta == 0 and no residual, where the host encoded a map of C (its rows 16-byte
             // aligned): through shared memory and the copy engine (store_tma).
-            if constexpr (TMA_STORE) {
+            if constexpr (TMA_STORE && !SWAP) {
                 if (tmap_c.opaque[0] != 0 && beta == 0.0f && !(epilogue & EPI_RESIDUAL)) {
                     const unsigned buf = base + STAGES * STAGE_BYTES + cw * EPI_REGION;
                     const int col0 = tile_col * BN, rows_left = M - row_first, cols_left = N - col0;

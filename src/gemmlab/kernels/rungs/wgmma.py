@@ -33,9 +33,11 @@ def smem_bytes(p: dict[str, int]) -> int:
 
 
 def tma_store(p: dict[str, int]) -> bool:
-    """Whether the instantiation can write C through shared memory and TMA stores: 16-bit outputs, not the
-    transposed tf32 path (the kernel also needs beta == 0, no residual and a map of C, checked per call)."""
-    return p["C_TYPE"] != mma_sync.C_TYPES["float32"] and p["B_LAYOUT"] != B_SWAPPED
+    """Whether the instantiation can write C through shared memory and TMA stores: 16-bit outputs, or fp32
+    outputs of the transposed tf32 path (the kernel also needs beta == 0, no residual (transposed: no flags)
+    and a map of C, checked per call)."""
+    fp32 = p["C_TYPE"] == mma_sync.C_TYPES["float32"]
+    return fp32 if p["B_LAYOUT"] == B_SWAPPED else not fp32
 
 
 def consumer_rows(p: dict[str, int]) -> int:
@@ -154,7 +156,8 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     K-major; B_LAYOUT 2 on a row-major B first copies it to B^T (a tiled transpose at about the memory
     bandwidth, counted in the call's time; its rows padded to 16 bytes). vc: row-major view of C; where the
     instantiation can store through TMA (`tma_store`) and C's rows allow it, the third map describes C in
-    boxes of a consumer's rows x 64 columns (else it is all zero, and the kernel stores from registers).
+    boxes of a consumer's rows x 64 columns (16-bit C) or of 32 x 32 (fp32 C of the transposed path); else it
+    is all zero, and the kernel stores from registers.
     """
     from ...runtime import tma
 
@@ -182,8 +185,11 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     bk = 128 // eb
     share = p["BN"] // p["CLUSTER"]  # rows of a K-major operand each block of a cluster copies
     tc = zero
-    if vc is not None and tma_store(p) and not operand_problems(int(vc.array.data.ptr), vc.ld, int(vc.array.data.ptr), vc.ld):
-        tc = tma.kernel_arg(tma.encode_2d(int(vc.array.data.ptr), 2, m, n, vc.ld, consumer_rows(p), 64, swizzle=128))
+    if vc is not None and tma_store(p):
+        c_ptr, ceb = int(vc.array.data.ptr), 2 if p["C_TYPE"] != mma_sync.C_TYPES["float32"] else 4
+        if not operand_problems(c_ptr, vc.ld, c_ptr, vc.ld, ceb):  # boxes of 128-byte rows
+            box = (32, 32) if layout == B_SWAPPED else (consumer_rows(p), 64)
+            tc = tma.kernel_arg(tma.encode_2d(c_ptr, ceb, m, n, vc.ld, *box, swizzle=128))
     if layout == B_SWAPPED:  # the wgmma's A operand is B (N-major, 32-column boxes), its B operand A
         ta = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 32, swizzle=128)
         tb = tma.encode_2d(a_ptr, eb, m, k, va.ld, share, bk, swizzle=128)
