@@ -38,7 +38,7 @@ def test_every_source_is_covered():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("source", sorted(EXPRESSIONS))
 def test_sources_compile_without_local_memory(source, arch):
-    mod = compiler.compile_file(Path(CUDA_DIR) / source, EXPRESSIONS[source], arch, need_report=True)
+    mod = compiler.compile_file(Path(CUDA_DIR) / source, EXPRESSIONS[source], arch)
     for expr in EXPRESSIONS[source]:
         r = mod.resources[expr]
         assert r.registers > 0, f"no resource report for {expr}"
@@ -53,7 +53,7 @@ def test_wgmma_peak_for_sm_90a(bf16):
     """The wgmma kernel is all there on sm_90a (128 accumulators, 40 KiB of operands), keeps its accumulators in
     registers, is not serialised by ptxas, and where a disassembler is at hand its SASS issues HGMMA."""
     expr = WGMMA_EXPRS[bf16]
-    mod = compiler.compile_file(Path(CUDA_DIR) / "wgmma.cu", [expr], "sm_90a", need_report=True)
+    mod = compiler.compile_file(Path(CUDA_DIR) / "wgmma.cu", [expr], "sm_90a")
     r = mod.resources[expr]
     assert r.registers >= 128 and not r.uses_local_memory, r
     assert r.smem_static == 40 * 1024

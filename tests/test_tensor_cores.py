@@ -41,7 +41,7 @@ COMPILE_CASES = [("sm_90", t) for t in TYPE_SETS] + [("sm_80", t) for t in TYPE_
 @needs_nvrtc
 @pytest.mark.parametrize("arch,types", COMPILE_CASES, ids=lambda v: v if isinstance(v, str) else f"a{v['A_TYPE']}c{v['C_TYPE']}")
 def test_compiles_without_local_memory(arch, types):
-    mod = compile_spec(SPEC, types, arch, need_report=True)
+    mod = compile_spec(SPEC, types, arch)
     r = mod.resources[SPEC.name_expression(SPEC.validate(types))]
     assert r.registers > 0 and not r.uses_local_memory, r
     threads = SPEC.launch(256, 256, 256, SPEC.validate(types)).threads_per_block
@@ -52,7 +52,7 @@ def test_compiles_without_local_memory(arch, types):
 @pytest.mark.parametrize("params", [dict(BM=128, BN=256, WM=64, WN=64, STAGES=3), dict(BM=64, BN=64, WM=32, WN=32, STAGES=2),
                                     dict(BM=64, BN=128, BK=16, WM=32, WN=64, STAGES=4)], ids=str)
 def test_other_tiles_compile_without_spills(params):
-    mod = compile_spec(SPEC, params, "sm_90", need_report=True)
+    mod = compile_spec(SPEC, params, "sm_90")
     r = mod.resources[SPEC.name_expression(SPEC.validate(params))]
     assert not r.uses_local_memory, r
 
@@ -77,7 +77,7 @@ def test_sass_has_tensor_core_instructions(a_type, mnemonic):
                                     dict(A_TYPE=tc.TF32, BM=64, BN=64, BK=8, WM=32, WN=32, STAGES=2)], ids=str)
 def test_tf32_compiles_without_spills(params):
     for arch in ("sm_80", "sm_90"):
-        mod = compile_spec(SPEC, params, arch, need_report=True)
+        mod = compile_spec(SPEC, params, arch)
         r = mod.resources[SPEC.name_expression(SPEC.validate(params))]
         assert r.registers > 0 and not r.uses_local_memory, (arch, r)
 
@@ -90,7 +90,7 @@ def test_tf32_sass_rounds_and_uses_tf32_tensor_cores():
     if tool is None:
         pytest.skip("cuobjdump not found")
     params = dict(A_TYPE=tc.TF32, BK=16)
-    mod = compile_spec(SPEC, params, "sm_90", need_report=True)
+    mod = compile_spec(SPEC, params, "sm_90")
     env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True,
                           env=env).stdout

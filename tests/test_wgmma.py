@@ -37,7 +37,7 @@ def test_targets_only_sm_90a():
                          ids=str)
 def test_compiles_without_local_memory(params):
     p = SPEC.validate(params)
-    mod = compile_spec(SPEC, p, "sm_90", need_report=True)
+    mod = compile_spec(SPEC, p, "sm_90")
     r = mod.resources[SPEC.name_expression(p)]
     assert r.registers > 0 and not r.uses_local_memory, r
     assert r.registers * wgmma.THREADS <= 65536
@@ -188,7 +188,7 @@ def test_transpose_helper_compiles_for_every_target():
     for arch in ("sm_80", "sm_86", "sm_89", "sm_90"):
         for t in ("unsigned int", "unsigned short"):
             expr = f"transpose_tiles<{t}>"
-            r = compiler.compile_file(transpose.SOURCE, [expr], arch, need_report=True).resources[expr]
+            r = compiler.compile_file(transpose.SOURCE, [expr], arch).resources[expr]
             assert r.registers > 0 and not r.uses_local_memory
 
 

@@ -96,20 +96,17 @@ def resources(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compile
         return r
     if device.gpu_available() and spec.target_arch(device.current_arch()) == arch:
         return launch.load(module, expr).loaded_resources()
-    # No GPU to ask for this target: the compiler's own report (from a new process where this one holds a
-    # CUDA context).
+    # No GPU to ask: compile again, in this process (no CUDA context), for the compiler's own report.
     module = compiler.compile_file(spec.source_path, [expr], arch, need_report=True)
     return module.resources.get(expr, compiler.Resources(known=False))
 
 
-def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str,
-                 need_report: bool = False) -> compiler.CompiledModule:
+def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str) -> compiler.CompiledModule:
     """Compile one instantiation of a rung for `arch` (works without a GPU); a rung built for exact targets
-    ("sm_90a") is compiled for the one that matches `arch`, and refused with a ValueError where none does.
-    need_report: the compiler's resource report must be complete (see compiler.compile_file)."""
+    ("sm_90a") is compiled for the one that matches `arch`, and refused with a ValueError where none does."""
     p = spec.validate(params)
     arch = spec.require_target(compiler.normalise_arch(arch))
-    return compiler.compile_file(spec.source_path, module_names(spec, p), arch, need_report=need_report)
+    return compiler.compile_file(spec.source_path, module_names(spec, p), arch)
 
 
 def module_names(spec: KernelSpec, params: Mapping[str, int]) -> list[str]:

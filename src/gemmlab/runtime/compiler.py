@@ -28,7 +28,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -249,9 +248,8 @@ def compile_file(
 ) -> CompiledModule:
     """Compile `source` for `arch`, instantiating `name_expressions`; served from cache when possible.
 
-    need_report: the resource report must be there. A cached module whose report is missing (it was
-    compiled in a process that held a CUDA context, where NVRTC's log stays empty) is compiled again, and
-    where this process holds a CUDA context itself, the report comes from the same compile in a new process."""
+    need_report: a cached module whose resource report is missing (it was compiled in a process that
+    held a CUDA context, where NVRTC's log stays empty) is compiled again to get one."""
     source = Path(source)
     arch = normalise_arch(arch)
     exprs = tuple(name_expressions)
@@ -289,8 +287,6 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
     seconds = time.perf_counter() - t0
     by_mangled = parse_ptxas_report(log)
     resources = {e: by_mangled.get(lowered[e], Resources(known=False)) for e in exprs}
-    if need_report and not all(r.known for r in resources.values()):
-        resources, log = _report_in_fresh_process(source, exprs, arch, opts) or (resources, log)
     if os.environ.get("GEMMLAB_VERBOSE") == "1":
         print(f"[gemmlab] compiled {source.name} for {arch} in {seconds * 1e3:.0f} ms\n{log}", file=sys.stderr)
     if os.environ.get("GEMMLAB_FAIL_ON_LOCAL") == "1":
@@ -313,37 +309,6 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
     }
     atomic_write(meta_path, json.dumps(meta, indent=1).encode())
     return CompiledModule(cubin_path, arch, lowered, resources, log, version, compile_seconds=seconds)
-
-
-_CHILD_ENV = "GEMMLAB_REPORT_CHILD"
-
-
-def _report_in_fresh_process(source: Path, exprs: tuple[str, ...], arch: str,
-                             opts: tuple[str, ...]) -> tuple[dict[str, "Resources"], str] | None:
-    """(resources, log) of the same compile run in a new Python process, or None. NVRTC leaves its log
-    (ptxas's resource report) empty in a process that holds a CUDA context; a new process that imports no
-    GPU library holds none. Not from within such a child (no second level)."""
-    if os.environ.get(_CHILD_ENV) == "1":
-        return None
-    code = (
-        "import json, sys\n"
-        "from dataclasses import asdict\n"
-        "from pathlib import Path\n"
-        "from gemmlab.runtime import compiler as c\n"
-        "src, exprs, arch, opts = json.loads(sys.argv[1])\n"
-        "m = c._compile_uncached_in_memory(Path(src), tuple(exprs), arch, tuple(opts), need_report=True)\n"
-        "print(json.dumps({'resources': {e: asdict(r) for e, r in m.resources.items()}, 'log': m.log}))\n"
-    )
-    env = dict(os.environ, GEMMLAB_NO_CACHE="1", **{_CHILD_ENV: "1"})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    try:
-        out = subprocess.run([sys.executable, "-c", code, json.dumps([str(source), list(exprs), arch, list(opts)])],
-                             capture_output=True, text=True, env=env, timeout=1800, check=True).stdout
-        got = json.loads(out.strip().splitlines()[-1])
-        resources = {e: Resources(**r) for e, r in got["resources"].items()}
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError, IndexError):
-        return None
-    return (resources, got["log"]) if all(r.known for r in resources.values()) else None
 
 
 def _load_cached(cubin_path: Path, meta_path: Path, arch: str, version: tuple[int, int]) -> CompiledModule | None:
