@@ -26,7 +26,7 @@ EPI_PITCH = 40          # fp32 per staged row of the epilogue (32 columns + 8 of
 
 def smem_bytes(p: dict[str, int]) -> int:
     """The TMA ring (STAGES x (BM + BN) rows of 128 bytes), the epilogue's region per consumer (its rows x 40
-    fp32 for the staged path; with a 16-bit output that the copy engine may store, two boxes of its rows x
+    fp32 for the staged path; where the copy engine may store C (`tma_store`), two boxes' worth of its rows x
     128 bytes, the larger) and the alignment slack."""
     per_row = max(EPI_PITCH * 4, 2 * 128) if tma_store(p) else EPI_PITCH * 4
     return p["STAGES"] * (p["BM"] + p["BN"]) * BK * 2 + consumer_rows(p) * 2 * per_row + ALIGN_SLACK
