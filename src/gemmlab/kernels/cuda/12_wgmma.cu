@@ -761,7 +761,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     if (kt + 1 < k_tiles) step(fb, fa, kt + 1);
                 }
             }
-            for (int kt = 0; kt < (SWAP ? 0 : k_tiles); ++kt) {
+            for (int kt = 0; kt < (SWAP ? 0 : k_tiles); ++kt) {  // (B_LAYOUT 3 ran its own loop above)
                 mbar_wait(smem_u32(&full_bar[s]), phase);
                 const unsigned a_tile = base + s * STAGE_BYTES + (PINGPONG ? 0 : cw * WG_M * 128);
                 const unsigned b_tile = base + s * STAGE_BYTES + A_BYTES;
