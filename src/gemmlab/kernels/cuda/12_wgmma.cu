@@ -172,6 +172,10 @@ __device__ __forceinline__ void fence_fragment(unsigned (&a)[4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
+// The row (within a consumer's tile) of a thread's accumulators of m64 tile mt, half h: registers 4 j + 2 h
+// and 4 j + 2 h + 1 of acc[mt] (the layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8).
+__device__ __forceinline__ int acc_row(int mt, int warp, int g, int h) { return mt * 64 + warp * 16 + g + 8 * h; }
+
 __device__ __forceinline__ unsigned lds32(unsigned addr) {
     unsigned v;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
@@ -297,7 +301,7 @@ __device__ __forceinline__ void store_direct(typename Out<C_TYPE>::T* __restrict
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int r = mt * 64 + warp * 16 + g + 8 * h;
+            const int r = acc_row(mt, warp, g, h);
             if (r >= rows_left) continue;
             OutT* p = C + (size_t)(row0 + r) * ldc + col0 + 2 * t;
             const int cl = cols_left - 2 * t;
@@ -332,7 +336,7 @@ __device__ __forceinline__ void store_direct_fused(typename Out<C_TYPE>::T* __re
     const int cl = cols_left - 2 * t;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-        const int r = mt * 64 + warp * 16 + g, r0 = row0 + r;
+        const int r = acc_row(mt, warp, g, 0), r0 = row0 + r;
         // No early exits below: every lane must reach the __syncwarp (lanes differ in row and column).
         const bool in0 = r < rows_left, in1 = r + 8 < rows_left;
         OutT* p0 = C + (size_t)r0 * ldc + col0 + 2 * t;
@@ -384,7 +388,7 @@ __device__ __forceinline__ void store_transposed(typename Out<C_TYPE>::T* __rest
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int r = mt * 64 + warp * 16 + g + 8 * h;
+            const int r = acc_row(mt, warp, g, h);
             if (r >= rows_left) continue;
 #pragma unroll
             for (int j = 0; j < ACC / 4; ++j)
@@ -405,18 +409,6 @@ __device__ __forceinline__ void store_transposed(typename Out<C_TYPE>::T* __rest
 }
 
 __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
-
-// Two outputs as one 32-bit word of the 16-bit output type (the conversions of Out<C_TYPE>::store2).
-template <int C_TYPE>
-__device__ __forceinline__ unsigned pack2(float v0, float v1) {
-    static_assert(C_TYPE == 2 || C_TYPE == 3, "16-bit outputs only");
-    unsigned u;
-    if constexpr (C_TYPE == 2)
-        u = (unsigned)Out<2>::cvt_out(v0) | ((unsigned)Out<2>::cvt_out(v1) << 16);
-    else
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
-    return u;
-}
 
 // The epilogue through the copy engine (16-bit outputs, beta == 0, no residual): the consumer's WG_M x BN
 // results, act(alpha * acc + bias), go 64 columns at a time into a shared-memory box (WG_M rows of 128
@@ -441,7 +433,7 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int r = mt * 64 + warp * 16 + g + 8 * h;
+                const int r = acc_row(mt, warp, g, h);
                 const float brow = bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
 #pragma unroll
                 for (int jj = 0; jj < 8; ++jj) {
@@ -451,7 +443,7 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
                                             : make_float2(brow, brow);
                     const float v0 = activate<true>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol.x), ACT);
                     const float v1 = activate<true>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol.y), ACT);
-                    sts32(box + r * 128 + ((jj ^ (g & 7)) << 4) + 4 * t, pack2<C_TYPE>(v0, v1));
+                    sts32(box + r * 128 + ((jj ^ (g & 7)) << 4) + 4 * t, Out<C_TYPE>::pack2(v0, v1));
                 }
             }
         fence_async_shared();
@@ -483,7 +475,7 @@ __device__ __forceinline__ void store_tma_transposed(const TensorMap* map, unsig
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int r = mt * 64 + warp * 16 + g + 8 * h;  // the tile's row: C's column row0 + r
+                const int r = acc_row(mt, warp, g, h);  // the tile's row: C's column row0 + r
                 const unsigned box = step + (r / 32) * 4096;
                 const int nl = r % 32;
 #pragma unroll

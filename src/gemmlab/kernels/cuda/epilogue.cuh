@@ -78,13 +78,17 @@ template <int C_TYPE> struct Out16 {
     // bf16: one packing conversion (v0 to the low half), the same rounding as two single ones. fp16 keeps
     // two conversions: with `cvt.rn.f16x2.f32` in inline asm, ptxas compiled rung 11 (fp16 out) with 40
     // registers and 2 KB of spills, as it did once for `tanh.approx.f32` (see activate).
-    static __device__ __forceinline__ void store2(bits16* p, float v0, float v1) {
+    // Two outputs as one 32-bit word, v0 in the low half (also what shared-memory staging writes).
+    static __device__ __forceinline__ unsigned pack2(float v0, float v1) {
         unsigned u;
         if (C_TYPE == 2)
             u = (unsigned)cvt_out(v0) | ((unsigned)cvt_out(v1) << 16);
         else
             asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(v1), "f"(v0));
-        *reinterpret_cast<unsigned*>(p) = u;
+        return u;
+    }
+    static __device__ __forceinline__ void store2(bits16* p, float v0, float v1) {
+        *reinterpret_cast<unsigned*>(p) = pack2(v0, v1);
     }
     static __device__ __forceinline__ float2 load2(const bits16* p) {
         const unsigned u = *reinterpret_cast<const unsigned*>(p);
