@@ -132,6 +132,43 @@ def test_operand_problems_name_the_operand():
     assert keep is None and bytes(ta.tobytes()) == bytes(tc.tobytes()) == bytes(128)  # empty problem: no map is encoded
 
 
+def test_c_gets_a_tensor_map_where_the_copy_engine_can_store_it(monkeypatch):
+    """The third map (C, for the TMA-store epilogue): 16-bit C with 16-byte aligned rows in boxes of a
+    consumer's rows x 64 columns; fp32 C of the transposed tf32 path in boxes of 32 x 32; none (all zero)
+    for other rows, other fp32 C, or no C."""
+    from types import SimpleNamespace as NS
+
+    encoded = []
+
+    def encode(ptr, eb, rows, cols, ld, box_rows, box_cols, swizzle):
+        encoded.append((ptr, eb, rows, cols, ld, box_rows, box_cols))
+        return bytes([len(encoded)]) + bytes(127)
+
+    monkeypatch.setattr(tma, "encode_2d", encode)
+
+    def view(ptr, ld, rows, cols, itemsize=2):
+        return NS(array=NS(data=NS(ptr=ptr), itemsize=itemsize), ld=ld, rows=rows, cols=cols)
+
+    def c_map(p, vc, a_item=2):
+        encoded.clear()
+        (_, _, tc), _ = wgmma.host_args(view(0x1000, 64, 256, 64, a_item), view(0x2000, 256, 64, 256, a_item),
+                                        256, 256, 64, SPEC.validate(p), vc=vc)
+        mine = [e for e in encoded if e[0] == 0x4000 or e[0] == 0x4004]  # C's, among A's and B's
+        assert len(mine) == (bytes(tc.tobytes()) != bytes(128))
+        return mine[0] if mine else None
+
+    assert c_map({"C_TYPE": 3}, view(0x4000, 256, 256, 256)) == (0x4000, 2, 256, 256, 256, 64, 64)
+    assert c_map({"C_TYPE": 2, "SCHEDULE": 2, "BN": 128, "STAGES": 5, "HELD": 2},
+                 view(0x4000, 264, 256, 256))[5:] == (128, 64)  # ping-pong: a consumer takes all BM rows
+    assert c_map({"C_TYPE": 3}, view(0x4000, 258, 256, 256)) is None  # rows 516 bytes apart
+    assert c_map({"C_TYPE": 3}, view(0x4004, 256, 256, 256)) is None  # base off 16 bytes
+    assert c_map({"C_TYPE": 1}, view(0x4000, 256, 256, 256, 4)) is None  # fp32 C of 16-bit inputs
+    assert c_map({"C_TYPE": 3}, None) is None
+    tf32 = {"A_TYPE": 3, "B_LAYOUT": 3, "C_TYPE": 1}
+    assert c_map(tf32, view(0x4000, 256, 256, 256, 4), a_item=4) == (0x4000, 4, 256, 256, 256, 32, 32)
+    assert c_map({**tf32, "C_TYPE": 3}, view(0x4000, 256, 256, 256), a_item=4) is None
+
+
 def test_tensor_map_checks():
     assert tma.check_2d(0x1000, 2, 100, 64, 64, 128, 64, 128) == []
     errs = tma.check_2d(0x1008, 2, 100, 63, 63, 300, 128, 128)

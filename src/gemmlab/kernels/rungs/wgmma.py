@@ -159,6 +159,7 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     boxes of a consumer's rows x 64 columns (16-bit C) or of 32 x 32 (fp32 C of the transposed path); else it
     is all zero, and the kernel stores from registers.
     """
+    from ... import arrays
     from ...runtime import tma
 
     zero = tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))
@@ -185,11 +186,9 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     bk = 128 // eb
     share = p["BN"] // p["CLUSTER"]  # rows of a K-major operand each block of a cluster copies
     tc = zero
-    if vc is not None and tma_store(p):
-        c_ptr, ceb = int(vc.array.data.ptr), 2 if p["C_TYPE"] != mma_sync.C_TYPES["float32"] else 4
-        if not operand_problems(c_ptr, vc.ld, c_ptr, vc.ld, ceb):  # boxes of 128-byte rows
-            box = (32, 32) if layout == B_SWAPPED else (consumer_rows(p), 64)
-            tc = tma.kernel_arg(tma.encode_2d(c_ptr, ceb, m, n, vc.ld, *box, swizzle=128))
+    if vc is not None and tma_store(p) and arrays.rows_aligned(vc):  # boxes of 128-byte rows
+        box = (32, 32) if layout == B_SWAPPED else (consumer_rows(p), 64)
+        tc = tma.kernel_arg(tma.encode_2d(int(vc.array.data.ptr), vc.array.itemsize, m, n, vc.ld, *box, swizzle=128))
     if layout == B_SWAPPED:  # the wgmma's A operand is B (N-major, 32-column boxes), its B operand A
         ta = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 32, swizzle=128)
         tb = tma.encode_2d(a_ptr, eb, m, k, va.ld, share, bk, swizzle=128)
