@@ -75,7 +75,7 @@ def correctness(torch, gemmlab, variants) -> list[str]:
 
 
 def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False, bt=False,
-            compile_mode: str = "", dtype: str = "bfloat16") -> list[dict]:
+            compile_mode: str = "", dtype: str = "bfloat16", rounds: int = 10, mma_sync: bool = True) -> list[dict]:
     import cupy as cp
 
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
@@ -96,7 +96,8 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
             cands.append(("gemmlab auto", lambda: gemmlab.matmul(a, b, out)))
             variants_here, fused_here = [], False
         else:
-            cands.append(("mma_sync", lambda: gemmlab.matmul(a, b, out, kernel="mma_sync")))
+            if mma_sync:
+                cands.append(("mma_sync", lambda: gemmlab.matmul(a, b, out, kernel="mma_sync")))
             variants_here, fused_here = [{}] + variants, True
         for params in variants_here:
             label = "wgmma" + ("" if not params else " " + ",".join(f"{k}={v}" for k, v in params.items()))
@@ -148,7 +149,7 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
                 except Exception as exc:  # noqa: BLE001
                     rows.append({"n": name, "kernel": label, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
                     print(f"  {name!s:>5} {label:32s} ERROR {type(exc).__name__}: {str(exc)[:200]}", flush=True)
-            res = time_interleaved(ok, TimingOptions(budget_ms=budget_ms * len(ok), rounds=4))
+            res = time_interleaved(ok, TimingOptions(budget_ms=budget_ms * len(ok), rounds=rounds))
             base = flops / (res["cublas"].median_ms * 1e-3) / 1e12 if "cublas" in res else None
             for label, t in res.items():
                 tf = flops / (t.median_ms * 1e-3) / 1e12
@@ -168,6 +169,8 @@ def main() -> int:
     ap.add_argument("--bt", action="store_true", help="B given as the transpose of an N x K matrix (x @ w.t())")
     ap.add_argument("--budget-ms", type=float, default=300.0)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="input and output type of the timings")
+    ap.add_argument("--rounds", type=int, default=10, help="least interleaved rounds (one batch per candidate each)")
+    ap.add_argument("--no-mma-sync", action="store_true", help="leave rung 11 out of the timed candidates")
     ap.add_argument("--compile", default="", metavar="MODE",
                     help="also time the GEMM + bias + GELU layer through torch.compile in this mode (e.g. default)")
     args = ap.parse_args()
@@ -190,7 +193,7 @@ def main() -> int:
             print("  FAIL", f)
     shapes = [tuple(int(x) for x in s.split("x")) if "x" in s else (int(s),) * 3 for s in args.sizes.split(",") if s]
     result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32, args.suite, args.bt,
-                                args.compile, args.dtype)
+                                args.compile, args.dtype, args.rounds, not args.no_mma_sync)
     ratios = [r["ratio"] for r in result["timings"] if r.get("ratio") and r["kernel"] != "cublas"]
     if args.suite and ratios:
         import math

@@ -20,6 +20,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="4096,8192")
     ap.add_argument("--budget-ms", type=float, default=250.0)
+    ap.add_argument("--rounds", type=int, default=10, help="least interleaved rounds (one batch per call each)")
     args = ap.parse_args()
     side = cp.cuda.Stream(non_blocking=True)
     print("| N | call | TFLOP/s | x plain | SM MHz (min-max) |\n|---|---|---|---|---|")
@@ -39,7 +40,7 @@ def main() -> None:
                 timed[name] = TimedCall(fn, graph=False)
                 if name in ("plain", "gelu_tanh", "cublas"):
                     timed[name + " (graph)"] = TimedCall(fn, graph=True)
-            res = time_interleaved(timed, TimingOptions(budget_ms=args.budget_ms * len(timed), rounds=4))
+            res = time_interleaved(timed, TimingOptions(budget_ms=args.budget_ms * len(timed), rounds=args.rounds))
         flops = 2.0 * size**3
         base = res["plain"].median_ms
         for name, t in res.items():

@@ -86,6 +86,44 @@ def test_time_cpu_counts_samples_until_the_rule_stops():
     assert t.method == "wall" and t.l2 == "warm" and t.min_ms <= t.median_ms <= t.max_ms
 
 
+class _FakeSampler:
+    """Stands in for a GPU sampler: `settles` turns until its stop rule is met, `cap` turns in all."""
+
+    def __init__(self, name, log, settles, cap=100):
+        self.name, self.log, self.settles, self.cap, self.turns = name, log, settles, cap, 0
+
+    def turn(self):
+        self.turns += 1
+        self.log.append(self.name)
+
+    def done(self):
+        return self.turns >= self.settles
+
+    def exhausted(self):
+        return self.turns >= self.cap
+
+
+def test_interleave_keeps_sampling_calls_that_settled_early_and_alternates_direction():
+    log, progress = [], []
+    samplers = {n: _FakeSampler(n, log, settles) for n, settles in (("a", 1), ("b", 6), ("c", 2))}
+    rounds = timing.interleave(samplers, 4, on_round=progress.append)
+    # "b" needs six turns: every call takes six, one per round, never two in a row out of turn
+    assert rounds == 6 and [s.turns for s in samplers.values()] == [6, 6, 6]
+    assert log == list("abccba" * 3)
+    # progress: exactly the least number of rounds per call, whatever the rounds that followed
+    assert len(progress) == 4 * 3 and progress.count("a") == 4
+
+
+def test_interleave_runs_the_least_rounds_and_stops_at_the_caps():
+    log = []
+    samplers = {"a": _FakeSampler("a", log, 0), "b": _FakeSampler("b", log, 0)}
+    assert timing.interleave(samplers, 3) == 3 and log == list("abbaab")
+    log.clear()
+    capped = {"a": _FakeSampler("a", log, 10, cap=2), "b": _FakeSampler("b", log, 3)}
+    # "a" may take only two samples' turns and never settles: the rounds end once "b" has settled
+    assert timing.interleave(capped, 1) == 3 and log == list("abbab")
+
+
 def test_timing_dict_round_trip():
     t = summarize([1.0, 2.0, 3.0, 4.0], "cold", discarded=2, sm_mhz_min=1755.0, sm_mhz_max=1980.0)
     assert Timing(**t.as_dict()) == t

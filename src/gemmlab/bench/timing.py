@@ -22,8 +22,10 @@ The method follows NVIDIA's nvbench, on CuPy streams (docs/harness.md says why n
 - **Clock guard**: after each batch the SM clock is read through NVML (where nvidia-ml-py is present);
   if it has dropped under `clock_drop` x the maximum SM clock, the batch is thrown away and the GPU is
   given a moment to recover, as nvbench does.
-- **Interleaving**: `time_interleaved` samples several calls (a kernel and its peers) in alternating
-  rounds, so drift in clocks or temperature falls on all of them alike and their ratios stay fair.
+- **Interleaving**: `time_interleaved` samples several calls (a kernel and its peers) one batch each per
+  round, rounds alternating in direction, until every call has met its stop rule; a call that settles
+  early keeps its turns, so drift in clocks or temperature falls on all of them alike and their ratios
+  stay fair.
 - The result is the **median with its spread** (min, max, quartiles), labelled cold or warm L2.
 """
 
@@ -143,7 +145,7 @@ class TimingOptions:
     graph_span_ms: float = 0.5      # length a replay aims at when calls repeat (warm L2)
     clock_drop: float = 0.75        # throw a batch away if the SM clock < clock_drop * its maximum
     batch_ms: float = 25.0          # GPU time per batch: the granularity of clock checks and stop rule
-    rounds: int = 4                 # rounds when several calls are interleaved
+    rounds: int = 4                 # least rounds (one batch per call each) when calls are interleaved
 
     def with_(self, **changes) -> "TimingOptions":
         return replace(self, **changes)
@@ -371,6 +373,17 @@ class _GpuSampler:
     def done(self) -> bool:
         return enough(self.samples, self.spent_ms, self.opts)
 
+    def exhausted(self) -> bool:
+        """No more samples allowed: the fixed count, the sample cap or the budget is reached."""
+        opts = self.opts
+        if opts.fixed_samples:
+            return len(self.samples) >= opts.fixed_samples
+        return len(self.samples) >= opts.max_samples or self.spent_ms >= opts.budget_ms
+
+    def turn(self) -> None:
+        """One batch (about `batch_ms` of GPU time), whether or not the stop rule is met yet."""
+        self._batch()
+
     def run(self, ms: float) -> None:
         """Take samples for about `ms` of GPU time (at least one batch), or until done."""
         target = self.spent_ms + ms
@@ -426,6 +439,35 @@ def _stream_and_monitor(cp):
     return stream, ClockMonitor.for_device(cp.cuda.Device().id)
 
 
+def interleave(samplers: Mapping[str, object], rounds: int,
+               on_round: Callable[[str], None] | None = None) -> int:
+    """Give every sampler one turn per round until all have met their stop rule; the number of rounds.
+
+    Each round visits every sampler that may still take samples, also those whose stop rule is already
+    met: a call that settles early keeps being sampled beside the others, so all of them see the same
+    stretch of clock and temperature (under a power limit the SM clock of a long run moves by 10-20 %,
+    and a call measured only at the start of a run would be measured on a cooler GPU than its peers).
+    Rounds alternate direction (forward, then backward), so no call always runs right after the same
+    neighbour or at the same point of a round. At least `rounds` rounds; `on_round(name)` is called
+    after each turn of those first rounds only, exactly `rounds` times per sampler (progress bars).
+    """
+    names = list(samplers)
+    done_rounds = 0
+    while True:
+        order = names if done_rounds % 2 == 0 else names[::-1]
+        for name in order:
+            sm = samplers[name]
+            if not sm.exhausted():
+                sm.turn()
+            if on_round and done_rounds < rounds:
+                on_round(name)
+        done_rounds += 1
+        if done_rounds < rounds:
+            continue
+        if all(sm.done() or sm.exhausted() for sm in samplers.values()):
+            return done_rounds
+
+
 def time_interleaved(
     calls: Mapping[str, TimedCall],
     opts: TimingOptions = TimingOptions(),
@@ -433,22 +475,17 @@ def time_interleaved(
 ) -> dict[str, Timing]:
     """Time several calls in alternating rounds on the current stream; {name: Timing}.
 
-    Every call is warmed up first; then each round gives every call that has not met its stop rule
-    `budget_ms / rounds` of GPU time. A kernel and its peers measured this way share the clock and
-    thermal history of the run, so their ratio is fair. `on_round(name)` is called after each turn.
+    Every call is warmed up first; then `interleave` gives each call one batch of samples per round,
+    round after round, until every call has met its stop rule (at least `opts.rounds` rounds). A kernel
+    and its peers measured this way share the clock and thermal history of the run, so their ratio is
+    fair. `on_round(name)` is called after each turn of the first `opts.rounds` rounds.
     """
     cp = require_cupy()
     stream, monitor = _stream_and_monitor(cp)
     samplers = {name: _GpuSampler(c, opts, stream, monitor) for name, c in calls.items()}
     for sm in samplers.values():
         sm.warm_up()
-    rounds = max(1, opts.rounds)
-    for _ in range(rounds):
-        for name, sm in samplers.items():
-            if not sm.done():
-                sm.run(opts.budget_ms / rounds)
-            if on_round:
-                on_round(name)
+    interleave(samplers, max(1, opts.rounds), on_round)
     for sm in samplers.values():  # a call the budget cut short still gets its minimum
         while not sm.done() and len(sm.samples) < (opts.fixed_samples or opts.min_samples):
             sm.run(0.0)
@@ -499,5 +536,5 @@ def time_cpu(fn: Callable[[], object], opts: TimingOptions = TimingOptions()) ->
 __all__ = [
     "COLD", "WARM", "EVENTS", "GRAPH", "WALL", "ClockMonitor", "L2Flusher", "THROTTLE_REASONS", "TimedCall",
     "Timing", "TimingOptions", "clock_dropped", "enough", "median_rel_se", "rotation_count", "summarize",
-    "throttle_names", "tflops", "time_cpu", "time_gpu", "time_interleaved",
+    "interleave", "throttle_names", "tflops", "time_cpu", "time_gpu", "time_interleaved",
 ]
