@@ -2,7 +2,8 @@
 full epilogue, TF32 on wgmma (B given transposed, and a row-major B computed transposed) and mma_sync,
 and a shape where every block walks several tiles; clusters of
 one and two blocks (an odd tile-row count leaves a block below the matrix), the epilogues written straight
-from the registers (plain and bias + GELU on interior blocks) and through TMA stores (16-bit C, beta = 0), B given transposed, staged operands.
+from the registers (plain and bias + GELU on interior blocks) and through TMA stores (16-bit C, beta = 0), B given transposed, staged operands,
+and stream-K's last rounds (partial sums handed between clusters).
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t python3 scripts/sanitize_tensor.py; done
 """
@@ -53,5 +54,14 @@ for cl in (1, 2):
         gemmlab.matmul(x, w.t().contiguous(), alpha=2.0, kernel="wgmma", out_dtype=torch.float32, CLUSTER=cl, **p)
 odd = torch.randn(130, 91, device="cuda").half()  # rows of 91 elements: staged into padded copies
 gemmlab.matmul(odd, torch.randn(91, 37, device="cuda").half())
+# Stream-K: more cluster tiles than the grid has clusters (132 SMs: 66 clusters of two, 132 blocks without),
+# the last rounds spread by k steps, sums handed over through the workspace; edges, a block below the
+# matrix, the fused epilogue through TMA stores, and tf32 computed transposed (tiles along N).
+for cl, rows in ((2, 256 * 70 - 36), (1, 128 * 136 - 36)):
+    a, b = torch.randn(rows, 552, device="cuda").bfloat16(), torch.randn(552, 200, device="cuda").bfloat16()
+    gemmlab.matmul(a, b, kernel="wgmma", CLUSTER=cl, out_dtype=torch.float32)
+    gemmlab.matmul(a, b, bias=torch.randn(200, device="cuda"), activation="gelu_tanh", kernel="wgmma", CLUSTER=cl)
+a, b = torch.randn(200, 600, device="cuda"), torch.randn(600, 256 * 70 - 36, device="cuda")
+gemmlab.matmul(a, b, precision="tf32", kernel="wgmma", CLUSTER=2)
 torch.cuda.synchronize()
 print("sanitizer payload done")

@@ -245,3 +245,66 @@ def test_sass_of_clusters():
     assert "UTMALDG.2D.MULTICAST" in dump[2][0] and "UCGABAR_WAIT" in dump[2][0]
     assert "EIATTR_CTA_PER_CLUSTER" in dump[2][1]
     assert "MULTICAST" not in dump[1][0] and "EIATTR_CTA_PER_CLUSTER" not in dump[1][1]
+
+
+def _units(c, clusters, tiles, sk, k_tiles):
+    """The kernel's work_unit, unit by unit (a model of the device code: whole tiles, then the run)."""
+    dp = tiles - sk
+    whole = (dp - 1 - c) // clusters + 1 if c < dp else 0
+    out = [(c + i * clusters, 0, k_tiles, i * k_tiles) for i in range(whole)]
+    if sk:
+        steps = sk * k_tiles
+        s0, s1 = steps * c // clusters, steps * (c + 1) // clusters
+        t = s0 // k_tiles
+        while t * k_tiles < s1:
+            b = t * k_tiles
+            lo, hi = max(b, s0), min(b + k_tiles, s1)
+            out.append((dp + t, lo - b, hi - b, whole * k_tiles + lo - s0))
+            t += 1
+    return out
+
+
+@pytest.mark.parametrize("tiles,clusters,k_tiles", [(1024, 66, 128), (70, 66, 8), (3584, 66, 64), (133, 132, 9),
+                                                    (200, 7, 8), (1000, 66, 8)])
+def test_stream_k_covers_every_k_step_once_and_shares_a_tile_between_two_clusters_at_most(tiles, clusters, k_tiles):
+    sk = tiles % clusters + clusters
+    seen = {}
+    for c in range(clusters):
+        units = _units(c, clusters, tiles, sk, k_tiles)
+        ring = 0
+        for j, (t, kb, ke, r) in enumerate(units):
+            assert r == ring and 0 <= kb < ke <= k_tiles  # the ring follows the k steps taken, none empty
+            ring += ke - kb
+            if kb > 0:  # a partial writer: only a cluster's first stream-K unit starts inside a tile
+                assert t >= tiles - sk and (j == 0 or units[j - 1][0] < tiles - sk)
+            seen.setdefault(t, []).append((c, kb, ke))
+    assert sorted(seen) == list(range(tiles))
+    for t, parts in seen.items():
+        parts.sort(key=lambda x: x[1])
+        assert parts[0][1] == 0 and parts[-1][2] == k_tiles
+        assert all(a[2] == b[1] for a, b in zip(parts, parts[1:]))  # contiguous, no overlap
+        assert len(parts) <= 2
+        if len(parts) == 2:  # the owner (kb = 0) takes the sums of the next cluster
+            assert parts[1][0] == parts[0][0] + 1
+    # the work is even: the whole tiles are whole rounds, so every cluster takes the same k steps, give or take one
+    assert (tiles - sk) % clusters == 0
+    load = [sum(ke - kb for _, kb, ke, _ in _units(c, clusters, tiles, sk, k_tiles)) for c in range(clusters)]
+    assert max(load) - min(load) <= 1
+
+
+def test_stream_k_takes_the_last_rounds_where_they_leave_sms_idle():
+    p = SPEC.defaults
+    assert wgmma.cluster_tiles(8192, 8192, p) == 1024
+    assert wgmma.stream_k_tiles(8192, 8192, 8192, p, 132) == 1024 % 66 + 66  # 15.5 rounds: 3 % saved
+    assert wgmma.stream_k_tiles(16384, 14336, 4096, p, 132) == 3584 % 66 + 66  # 54.3 rounds: 1.3 %
+    assert wgmma.stream_k_tiles(8192, 8192, 8192, p, 128) == 0  # whole rounds (1024 = 16 x 64)
+    assert wgmma.stream_k_tiles(2048, 2048, 8192, p, 132) == 0  # one round or less
+    assert wgmma.stream_k_tiles(8192, 8192, 448, p, 132) == 0  # 7 k steps per tile: too short
+    assert wgmma.stream_k_tiles(8192, 8192, 8192, {**p, "SCHEDULE": 2, "BN": 128}, 132) == 0  # ping-pong
+    # 67 tiles on 66 clusters: 2 rounds for 1.02 of work, saved; 6601 tiles: 101 rounds for 100.02, too little
+    assert wgmma.stream_k_tiles(256 * 67, 256, 1024, p, 132) == 67
+    assert wgmma.stream_k_tiles(256 * 6601, 256, 1024, p, 132) == 0
+    tf32 = {**p, "A_TYPE": 3, "B_LAYOUT": 3, "C_TYPE": 1}  # tiles of C^T; 32 k per step
+    assert wgmma.cluster_tiles(1000, 8192, tf32) == 32 * 4 and wgmma.stream_k_tiles(1000, 8192, 255, tf32, 132) == 128 % 66 + 66
+    assert wgmma.stream_k_tiles(1000, 8192, 224, tf32, 132) == 0  # 7 steps of 32
+    assert wgmma.stream_k_tiles(8192, 8192, 1 << 30, p, 132) == 0  # the kernel's 32-bit run arithmetic

@@ -338,3 +338,97 @@ def test_transpose_helper(dtype, shape):
     out = cp.full((cols, rows + 5), -1, dtype)
     transpose_into(src, rows, cols, cols + 3, out, rows + 5)
     assert bool((out[:, :rows] == src.T).all()) and bool((out[:, rows:] == -1).all())
+
+
+def _grid_clusters(p):
+    """Clusters of this GPU's persistent grid for parameters p."""
+    from gemmlab import api
+    from gemmlab.runtime import device
+
+    p = SPEC.validate(p)
+    geo = SPEC.launch(4096, 4096, 4096, p)
+    return api._resident_blocks(SPEC, p, api.prepare(SPEC, p).kernel, geo, device.device_info().sm_count) // p["CLUSTER"]
+
+
+def _stream_k_shape(p, extra_tiles, rows_short=0, n=256, k=552):
+    """(M, N, K) with extra_tiles cluster tiles along M (along N with B_LAYOUT 3, whose tiles are of C^T),
+    rows_short fewer rows than whole tiles, and stream-K taken on this GPU for parameters p."""
+    from gemmlab.kernels.rungs import wgmma
+
+    p = SPEC.validate(p)
+    long_side = p["BM"] * p["CLUSTER"] * extra_tiles - rows_short
+    m, n = (n, long_side) if p["B_LAYOUT"] == wgmma.B_SWAPPED else (long_side, n)
+    blocks = _grid_clusters(p) * p["CLUSTER"]
+    assert wgmma.stream_k_tiles(m, n, k, p, blocks) > 0, (p, m, n, k, blocks)
+    return m, n, k
+
+
+@pytest.mark.parametrize("params", [dict(CLUSTER=2), dict(CLUSTER=1), dict(BN=128), dict(BM=256, BN=128, STAGES=3),
+                                    dict(HELD=2, GROUP_M=1)], ids=str)
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
+    """The last rounds of tiles spread over all clusters by k steps: sums handed between clusters through
+    global memory, edges in both directions (and, in clusters of two, a block below the matrix), an uneven
+    last k step; every flag the launch set is zero again after it."""
+    from gemmlab.kernels.rungs import wgmma
+
+    seen = []
+
+    def spy(*args):
+        more, keep = wgmma.workspace_args(*args)
+        seen.append((int(more[2]), keep))
+        return more, keep
+
+    monkeypatch.setitem(SPEC.extra, "workspace", spy)
+    p = {**SPEC.defaults, "A_TYPE": 2, "C_TYPE": 1, **params}
+    # rounds 1: a few tiles past one round, all of them in the stream-K part; 3: whole rounds first
+    extra = 4 if rounds == 1 else 2 * _grid_clusters(p) + 5
+    for short, n in ((0, 256), (100, 200)):
+        m, n, k = _stream_k_shape(p, extra, rows_short=short, n=n)
+        a, a64 = _make("bfloat16", (m, k), rng)
+        b, b64 = _make("bfloat16", (k, n), rng)
+        seen.clear()
+        out = gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", **params)
+        assert len(seen) == 1 and seen[0][0] > 0 and seen[0][1] is not None, "stream-K was not taken"
+        assert _rel(_host(out), a64 @ b64) <= TOL, (params, m, n, k)
+        flags = seen[0][1][1]
+        assert int((flags != 0).sum()) == 0  # every flag cleared by the block that read it
+
+
+@pytest.mark.parametrize("case", ["bias_gelu_bf16", "beta_residual", "tf32_row_major_b", "tf32_b_transposed",
+                                  "fp16_tma_store"])
+def test_stream_k_with_epilogues_and_repeat_calls(case, rng):
+    """Stream-K under the other paths: the fused epilogue through TMA stores, beta with a residual (staged),
+    tf32 computed transposed and with B^T given; each called twice on the same arrays (the second call
+    replays the remembered launch, so the flags must have come back to zero)."""
+    torch = pytest.importorskip("torch")
+    from gemmlab import api
+
+    api._tensor_plans.clear()
+    tf32 = case.startswith("tf32")
+    p = {**SPEC.defaults, **({"A_TYPE": 3, "C_TYPE": 1, "B_LAYOUT": 3 if case == "tf32_row_major_b" else 2}
+                             if tf32 else {"A_TYPE": 2, "C_TYPE": 3})}
+    m, n, k = _stream_k_shape(p, 6, rows_short=36, k=600 if tf32 else 552)
+    dt = torch.float32 if tf32 else torch.float16 if case == "fp16_tma_store" else torch.bfloat16
+    a = torch.randn(m, k, device="cuda").to(dt)
+    b = (torch.randn(n, k, device="cuda").to(dt).t() if case == "tf32_b_transposed"
+         else torch.randn(k, n, device="cuda").to(dt))
+    bias = torch.randn(n, device="cuda")
+    res = torch.randn(m, n, device="cuda").to(dt)
+    c = torch.randn(m, n, device="cuda").to(dt)
+    ref = a.double() @ b.double()
+    kw = {"precision": "tf32"} if tf32 else {}
+    for _ in range(2):
+        c0 = c.double().clone()
+        if case == "bias_gelu_bf16":
+            gemmlab.matmul(a, b, c, bias=bias, activation="gelu_tanh", kernel="wgmma", CLUSTER=2)
+            want = torch.nn.functional.gelu(ref + bias.double(), approximate="tanh")
+        elif case == "beta_residual":
+            gemmlab.matmul(a, b, c, alpha=0.5, beta=0.25, residual=res, kernel="wgmma", CLUSTER=2)
+            want = 0.5 * ref + 0.25 * c0 + res.double()
+        else:
+            gemmlab.matmul(a, b, c, kernel="wgmma", CLUSTER=2, **kw)
+            want = ref
+        err = ((c.double() - want).norm() / want.norm()).item()
+        assert err <= (1e-3 if tf32 else TOL), (case, err)
+    assert len(api._tensor_plans) == 1

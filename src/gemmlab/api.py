@@ -1033,6 +1033,9 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
                 args += more
             if spec.extra.get("persistent"):  # blocks walk the tiles: no more than can be resident at once
                 grid = (min(grid[0], _resident_blocks(spec, p, prepared.kernel, geo, info.sm_count)), 1, 1)
+            if spec.extra.get("workspace") is not None:  # e.g. stream-K's partial sums, sized by the grid
+                more, _ = spec.extra["workspace"](m, n, k, p, grid[0])
+                args += more  # (the arrays stay alive in args, and in a remembered launch's)
             prepared.kernel(grid, geo.block, args, smem=geo.smem, stream=stream)
             # Remember the launch for a repeat call on the same arrays, when every array the kernel reads
             # or writes is the caller's own memory (no staging copy that a later call would leave stale).

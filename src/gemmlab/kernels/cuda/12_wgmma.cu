@@ -497,6 +497,103 @@ __device__ __forceinline__ void store_tma_transposed(const TensorMap* map, unsig
     }
 }
 
+// ------------------------------------------------------------------------------------------ stream-K
+
+// The work of a persistent grid of P clusters over `tiles` cluster tiles of k_tiles k steps each. Whole
+// tiles first, round-robin (cluster c takes c, c + P, ...), except the last `sk_tiles`: their k steps, all
+// in a row (tile by tile), are cut into P equal ranges, one per cluster, so that the last, partial round
+// of whole tiles (tiles % P of them) is spread over every SM instead of leaving the rest idle. A range is
+// cut again at tile boundaries into units. Unit i of cluster c: tile `tile`, k steps [kb, ke); `ring`: the
+// k steps the cluster took before it (its position in the TMA ring). False past the last unit.
+// With sk_tiles = tiles % P + P (or 0) every range spans at least one tile's k steps, so a tile is shared
+// by at most two clusters: the one whose range starts inside it (kb > 0: it writes its partial sums
+// first, at the start of its stream-K work) and the one whose range ends in it (kb = 0: it takes the
+// other's sums and writes C, at the end of its work).
+struct WorkUnit {
+    int tile, kb, ke;
+    long long ring;
+};
+
+// The first k step of cluster c's stream-K run, in the row of all `steps` of them (32-bit arithmetic: the
+// host keeps steps x clusters under 2^31, and the producer, at 40 registers, has no room for a 64-bit
+// division).
+__device__ __forceinline__ int sk_range_start(int c, int clusters, int steps) { return steps * c / clusters; }
+
+__device__ __forceinline__ bool work_unit(int i, int c, int clusters, int tiles, int sk_tiles, int k_tiles, WorkUnit& w) {
+    if (sk_tiles < clusters || sk_tiles > tiles || (long long)sk_tiles * k_tiles * clusters >= (1ll << 31))
+        sk_tiles = 0;  // (the rule above needs P <= sk_tiles <= tiles; the arithmetic, 32 bits)
+    const int dp_tiles = tiles - sk_tiles;
+    const int whole = c < dp_tiles ? (dp_tiles - 1 - c) / clusters + 1 : 0;  // whole tiles of this cluster
+    if (i < whole) {
+        w.tile = c + i * clusters;
+        w.kb = 0;
+        w.ke = k_tiles;
+        w.ring = (long long)i * k_tiles;
+        return true;
+    }
+    if (sk_tiles == 0) return false;
+    const int steps = sk_tiles * k_tiles;
+    const int s0 = sk_range_start(c, clusters, steps), s1 = sk_range_start(c + 1, clusters, steps);
+    const int t = s0 / k_tiles + (i - whole);  // stream-K tile of this unit
+    const int b = t * k_tiles;                 // its first k step in the row of all of them
+    if (b >= s1) return false;
+    const int lo = max(b, s0), hi = min(b + k_tiles, s1);
+    w.tile = dp_tiles + t;
+    w.kb = lo - b;
+    w.ke = hi - b;
+    w.ring = (long long)whole * k_tiles + (lo - s0);
+    return true;
+}
+
+__device__ __forceinline__ void st_release_gpu(int* p, int v) {
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// A consumer's partial sums of a stream-K tile to its slot of the workspace (float4 q of thread t at
+// 128 q + t: a warp's stores are 512 contiguous bytes), then its flag set to tile + 1 (release: the sums
+// are visible to whoever reads the flag).
+template <int MT, int ACC>
+__device__ __forceinline__ void sk_store_partial(float* __restrict__ ws, int* flag, int tile, const float (&acc)[MT][ACC],
+                                                 int tid_wg, int barrier) {
+    float4* dst = reinterpret_cast<float4*>(ws);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int q = 0; q < ACC / 4; ++q)
+            __stcg(dst + (mt * (ACC / 4) + q) * 128 + tid_wg,
+                   make_float4(acc[mt][4 * q], acc[mt][4 * q + 1], acc[mt][4 * q + 2], acc[mt][4 * q + 3]));
+    __threadfence();
+    warpgroup_barrier(barrier);  // every thread's sums are out
+    if (tid_wg == 0) st_release_gpu(flag, tile + 1);
+}
+
+// The other cluster's partial sums of the tile added to this consumer's (once its flag says tile + 1),
+// and the flag cleared for the next launch.
+template <int MT, int ACC>
+__device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int* flag, int tile, float (&acc)[MT][ACC],
+                                               int tid_wg, int barrier) {
+    if (tid_wg == 0)
+        while (ld_acquire_gpu(flag) != tile + 1) __nanosleep(64);
+    warpgroup_barrier(barrier);
+    const float4* src = reinterpret_cast<const float4*>(ws);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int q = 0; q < ACC / 4; ++q) {
+            const float4 v = __ldcg(src + (mt * (ACC / 4) + q) * 128 + tid_wg);
+            acc[mt][4 * q] += v.x;
+            acc[mt][4 * q + 1] += v.y;
+            acc[mt][4 * q + 2] += v.z;
+            acc[mt][4 * q + 3] += v.w;
+        }
+    if (tid_wg == 0) *reinterpret_cast<volatile int*>(flag) = 0;
+}
+
 // ------------------------------------------------------------------------------------------ kernel
 
 // BM: rows of C per tile (two consumer warpgroups of BM / 2 rows; BM / 2 = 64 or 128); BN: columns per
@@ -515,7 +612,8 @@ template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A
 __device__ __forceinline__ void
 wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
            int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
-           const TensorMap& tmap_a, const TensorMap& tmap_b, const TensorMap& tmap_c) {
+           const TensorMap& tmap_a, const TensorMap& tmap_b, const TensorMap& tmap_c, float* __restrict__ sk_ws,
+           int* __restrict__ sk_flags, int sk_tiles_arg) {
     typedef typename Out<C_TYPE>::T OutT;
     constexpr int ELEM = A_TYPE == 3 ? 4 : 2;    // bytes per input element (tf32 travels as fp32)
     constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16 or 32 tf32
@@ -532,6 +630,9 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int HOLD = SWAP ? 1 : HELD;
     constexpr int CONSUMERS = 2;
     constexpr bool PINGPONG = SCHEDULE == 2;     // 1: cooperative, 2: ping-pong
+    // Stream-K for the last tiles (work_unit): the cooperative schedule only (ping-pong consumers take
+    // alternate whole tiles). sk_ws holds one WG_M x BN slot of partial sums per consumer of each block.
+    const int sk_tiles = PINGPONG ? 0 : sk_tiles_arg;
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
     constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
@@ -604,12 +705,13 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         if (tid_wg == 0 && k_tiles > 0) {
             int s = 0;
             unsigned phase = 0;
-            for (int tile = cluster_id; tile < tiles; tile += clusters) {
+            WorkUnit w;
+            for (int i = 0; work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w); ++i) {
                 int tile_row, tile_col;
-                grouped_tile_of(tile, ctiles_m, tiles_n, group, tile_row, tile_col);
+                grouped_tile_of(w.tile, ctiles_m, tiles_n, group, tile_row, tile_col);
                 tile_row = min(tile_row * CLUSTER + rank, tiles_m - 1);  // a block below the matrix repeats A
                 const int m0 = tile_row * BM, n0 = tile_col * BN;
-                for (int kt = 0; kt < k_tiles; ++kt) {
+                for (int kt = w.kb; kt < w.ke; ++kt) {
                     mbar_wait(smem_u32(&empty_bar[s]), phase ^ 1);  // a fresh barrier passes parity 1 at once
                     const unsigned full = smem_u32(&full_bar[s]);
                     mbar_arrive_expect_tx(full, STAGE_BYTES);
@@ -669,15 +771,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         };
         for (int i = PINGPONG ? cw : 0;; i += PINGPONG ? 2 : 1, ++started) {
             WGMMA_TILE_WALK  // per tile: nothing of it stays live across the epilogue
-            const int tile = cluster_id + i * clusters;
-            if (tile >= tiles) break;
+            WorkUnit w;  // (ping-pong: the block's i-th tile, whichever consumer takes it)
+            if (!work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w)) break;
+            const int tile = w.tile, kb = w.kb, ke = w.ke;
             int tile_row, tile_col;
             grouped_tile_of(tile, ctiles_m, tiles_n, group, tile_row, tile_col);
             tile_row = tile_row * CLUSTER + rank;  // may be tiles_m (below the matrix): nothing is stored
-            // Ring position: the block's i-th tile took slots i x k_tiles .. (i + 1) x k_tiles - 1 from the
-            // producer, whichever consumer takes them.
-            int s = (int)(((long long)i * k_tiles) % STAGES);
-            unsigned phase = (unsigned)((((long long)i * k_tiles) / STAGES) & 1);
+            // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
+            // took from the producer, whichever consumer takes them.
+            int s = (int)(w.ring % STAGES);
+            unsigned phase = (unsigned)((w.ring / STAGES) & 1);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -729,7 +832,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     wgmma_commit();
                     const int ns = s + 1 == STAGES ? 0 : s + 1;
                     const unsigned nphase = s + 1 == STAGES ? phase ^ 1 : phase;
-                    if (kt + 1 < k_tiles) {
+                    if (kt + 1 < ke) {
                         mbar_wait(smem_u32(&full_bar[ns]), nphase);
                         load(nxt, ns);
                     }
@@ -744,16 +847,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     s = ns;
                     phase = nphase;
                 };
-                if (k_tiles > 0) {
+                if (ke > kb) {
                     mbar_wait(smem_u32(&full_bar[s]), phase);
                     load(fa, s);
                 }
-                for (int kt = 0; kt < k_tiles; kt += 2) {  // two slots per trip: the fragment arrays alternate
+                for (int kt = kb; kt < ke; kt += 2) {  // two slots per trip: the fragment arrays alternate
                     step(fa, fb, kt);
-                    if (kt + 1 < k_tiles) step(fb, fa, kt + 1);
+                    if (kt + 1 < ke) step(fb, fa, kt + 1);
                 }
             }
-            for (int kt = 0; kt < (SWAP ? 0 : k_tiles); ++kt) {  // (B_LAYOUT 3 ran its own loop above)
+            for (int kt = kb; kt < (SWAP ? kb : ke); ++kt) {  // (B_LAYOUT 3 ran its own loop above)
                 mbar_wait(smem_u32(&full_bar[s]), phase);
                 const unsigned a_tile = base + s * STAGE_BYTES + (PINGPONG ? 0 : cw * WG_M * 128);
                 const unsigned b_tile = base + s * STAGE_BYTES + A_BYTES;
@@ -798,6 +901,19 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
             if (prev >= 0 && lane == 0) release(prev);
+
+            // A tile shared with the next cluster (stream-K): the one that began it (kb > 0) hands its sums
+            // over and is done with it; the one that ends it (kb = 0) adds them and writes C.
+            if (!PINGPONG && (kb > 0 || ke < k_tiles)) {
+                if (kb > 0) {
+                    const int slot = (int)blockIdx.x * CONSUMERS + cw;
+                    sk_store_partial<MT, ACC>(sk_ws + (size_t)slot * WG_M * BN, sk_flags + slot, tile, acc, tid_wg, 1 + cw);
+                    continue;
+                }
+                const int cl = cluster_id + 1;  // whose range starts inside this tile
+                const int slot = (cl * CLUSTER + rank) * CONSUMERS + cw;
+                sk_add_partial<MT, ACC>(sk_ws + (size_t)slot * WG_M * BN, sk_flags + slot, tile, acc, tid_wg, 1 + cw);
+            }
 
             // Epilogue (the producer is already filling slots for the next tile). Plain, or a linear layer's:
             // straight from the registers. (Whether C and R allow 2-element accesses is computed here, not
@@ -931,10 +1047,11 @@ struct EnableIf<true> {
     int M, int N, int K, float alpha, const void* __restrict__ A, int lda, const void* __restrict__ B, int ldb,     \
         float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,                \
         const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, const __grid_constant__ TensorMap tmap_a, \
-        const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c
+        const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
+        int* __restrict__ sk_flags, int sk_tiles
 #define WGMMA_BODY                                                                                                 \
     wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER>(                          \
-        M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c)
+        M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
 __global__ typename EnableIf<CLUSTER == 1>::type __launch_bounds__(384, 1) wgmma_gemm(WGMMA_PARAMS) {

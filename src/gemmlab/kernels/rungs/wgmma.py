@@ -4,7 +4,8 @@ Built for sm_90a only (wgmma and setmaxnreg exist on no other target). The eleme
 follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launch needs beyond the common
 argument list come from here: the tensor maps of A, B and C (`host_args`, encoded by runtime/tma.py) and the
 persistent grid (as many blocks as can be resident at once, in whole clusters: `extra["persistent"]` and
-`extra["cluster"]`).
+`extra["cluster"]`), and stream-K's workspace for the last round of tiles (`workspace_args`, once the grid is
+known).
 """
 
 from __future__ import annotations
@@ -107,6 +108,62 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     second = k * cols * cdiv(cdiv(rows, bm), p["CLUSTER"])        # its B operand
     a_loads, b_loads = (second, first) if swapped else (first, second)
     return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * (bm + 2 * bn))
+
+
+SK_MIN_K_STEPS = 8      # stream-K only where a tile has at least this many k steps (BK each)
+SK_MIN_GAIN = 0.01      # ... and the last round's idle share saves at least this much of the time
+
+
+def cluster_tiles(m: int, n: int, p: dict[str, int]) -> int:
+    """Tiles of one cluster each (CLUSTER vertically adjacent tiles), the units the persistent grid walks."""
+    rows, cols = (n, m) if p["B_LAYOUT"] == B_SWAPPED else (m, n)
+    return cdiv(cdiv(rows, p["BM"]), p["CLUSTER"]) * cdiv(cols, p["BN"])
+
+
+def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> int:
+    """How many of the last cluster tiles the kernel spreads over all clusters by k steps (stream-K), on a
+    persistent grid of `blocks` blocks; 0 for none.
+
+    Whole tiles go round-robin to the P clusters, so with T tiles the last round holds T mod P of them and
+    leaves the other clusters idle for a tile's time: at 8192^3 (1024 cluster tiles of 128 x 256 on 66
+    clusters of two) 15.5 rounds take the time of 16, 3 % lost. The last T mod P + P tiles are instead cut
+    into P equal runs of k steps, one per cluster, so the work ends together: about T / P rounds, plus the
+    partial sums that two clusters sharing a tile exchange through global memory (one 128 x 256 fp32 tile
+    written and read per block, a few microseconds). Taking T mod P + P tiles, not T mod P, keeps every run
+    at least a tile long, so no tile is shared by more than two clusters (the kernel relies on it). Only
+    for the cooperative schedule, with at least SK_MIN_K_STEPS k steps per tile, a saving of at least
+    SK_MIN_GAIN of the time, and (sk tiles x k steps x clusters) < 2^31 (the kernel's arithmetic)."""
+    if p["SCHEDULE"] != COOPERATIVE or m == 0 or n == 0:
+        return 0
+    clusters = blocks // p["CLUSTER"]
+    tiles = cluster_tiles(m, n, p)
+    steps = cdiv(k, 128 // (4 if p["A_TYPE"] == mma_sync.TF32 else 2))
+    if clusters < 1 or tiles <= clusters or tiles % clusters == 0 or steps < SK_MIN_K_STEPS:
+        return 0
+    if (tiles % clusters + clusters) * steps * clusters >= 2**31:  # the kernel's run arithmetic is 32-bit
+        return 0
+    rounds = cdiv(tiles, clusters)
+    if (rounds - tiles / clusters) / rounds < SK_MIN_GAIN:
+        return 0
+    return tiles % clusters + clusters
+
+
+def workspace_args(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> tuple[tuple, object]:
+    """(the kernel's last three arguments: stream-K's workspace, its flags and its tile count; what keeps
+    them alive). The workspace holds one slot of partial sums per consumer of each block (BM x BN fp32 per
+    block: 17 MB for 132 blocks of 128 x 256), taken from CuPy's pool on the current stream; the flags start
+    at zero and every launch leaves them at zero (each flag a block sets is cleared by the block that reads
+    it), so a remembered launch may repeat them."""
+    import numpy as np
+
+    sk = stream_k_tiles(m, n, k, p, blocks)
+    if not sk:
+        return (np.uint64(0), np.uint64(0), np.int32(0)), None
+    import cupy
+
+    ws = cupy.empty(blocks * p["BM"] * p["BN"], dtype=cupy.float32)
+    flags = cupy.zeros(blocks * 2, dtype=cupy.int32)
+    return (ws, flags, np.int32(sk)), (ws, flags)
 
 
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
@@ -236,6 +293,7 @@ SPEC = KernelSpec(
     dtypes=("float16", "bfloat16"),
     precisions=("tf32",),
     extra={"type_params": (*mma_sync.TYPE_PARAMS, "B_LAYOUT"), "epilogue": True, "element_bytes": 2, "persistent": True,
-           "cluster": lambda p: p["CLUSTER"], "host_args": host_args, "operand_problems": operand_problems,
+           "cluster": lambda p: p["CLUSTER"], "host_args": host_args, "workspace": workspace_args,
+           "operand_problems": operand_problems,
            "stage_operands": "AB"},
 )
