@@ -75,8 +75,22 @@ def correctness(torch, gemmlab, variants) -> list[str]:
 
 
 def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False, bt=False,
-            compile_mode: str = "", dtype: str = "bfloat16", rounds: int = 10, mma_sync: bool = True) -> list[dict]:
+            compile_mode: str = "", dtype: str = "bfloat16", rounds: int = 10, mma_sync: bool = True,
+            sk_compare: bool = False) -> list[dict]:
     import cupy as cp
+
+    from gemmlab.kernels.rungs import wgmma
+
+    def no_sk(call):
+        """The call with stream-K switched off (its first call makes the remembered launch; later calls
+        replay that one)."""
+        def run():
+            saved, wgmma.SK_MIN_GAIN = wgmma.SK_MIN_GAIN, 2.0
+            try:
+                call()
+            finally:
+                wgmma.SK_MIN_GAIN = saved
+        return run
 
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
 
@@ -114,6 +128,10 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
                 layer = torch.compile(lambda x, w, v: torch.nn.functional.gelu(x @ w + v, approximate="tanh"),
                                       mode=compile_mode)
                 cands.append((f"torch.compile ({compile_mode})", lambda: layer(a, b, bias)))
+        if sk_compare and fused_here:
+            cands.append(("wgmma, no stream-K", no_sk(lambda: gemmlab.matmul(a, b, out, kernel="wgmma", CLUSTER=2))))
+            cands.append(("fused, no stream-K", no_sk(lambda: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
+                                                                          kernel="wgmma", CLUSTER=2))))
         for params in variants if fused_here else []:
             label = "wgmma fused " + ",".join(f"{k}={v}" for k, v in params.items())
             cands.append((label, lambda p=params: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
@@ -135,6 +153,9 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
             if not bt:  # the same B given transposed (read K-major in place), in the same rounds
                 b32t = b32.t().contiguous().t()
                 cands.append(("gemmlab tf32, B^T given", lambda: gemmlab.matmul(a32, b32t, out32, precision="tf32")))
+            if sk_compare:
+                cands.append(("tf32, no stream-K", no_sk(lambda: gemmlab.matmul(a32, b32, out32, precision="tf32",
+                                                                              kernel="wgmma", CLUSTER=2))))
             for params in variants:
                 label = "wgmma tf32 " + ",".join(f"{k}={v}" for k, v in params.items())
                 cands.append((label, lambda p=params: gemmlab.matmul(a32, b32, out32, precision="tf32", kernel="wgmma", **p)))
@@ -171,6 +192,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="input and output type of the timings")
     ap.add_argument("--rounds", type=int, default=10, help="least interleaved rounds (one batch per candidate each)")
     ap.add_argument("--no-mma-sync", action="store_true", help="leave rung 11 out of the timed candidates")
+    ap.add_argument("--sk-compare", action="store_true", help="also time rung 12 with stream-K switched off")
     ap.add_argument("--compile", default="", metavar="MODE",
                     help="also time the GEMM + bias + GELU layer through torch.compile in this mode (e.g. default)")
     args = ap.parse_args()
@@ -193,7 +215,7 @@ def main() -> int:
             print("  FAIL", f)
     shapes = [tuple(int(x) for x in s.split("x")) if "x" in s else (int(s),) * 3 for s in args.sizes.split(",") if s]
     result["timings"] = timings(torch, gemmlab, shapes, variants, args.budget_ms, args.tf32, args.suite, args.bt,
-                                args.compile, args.dtype, args.rounds, not args.no_mma_sync)
+                                args.compile, args.dtype, args.rounds, not args.no_mma_sync, args.sk_compare)
     ratios = [r["ratio"] for r in result["timings"] if r.get("ratio") and r["kernel"] != "cublas"]
     if args.suite and ratios:
         import math

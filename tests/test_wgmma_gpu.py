@@ -365,7 +365,7 @@ def _stream_k_shape(p, extra_tiles, rows_short=0, n=256, k=552):
 
 @pytest.mark.parametrize("params", [dict(CLUSTER=2), dict(CLUSTER=1), dict(BN=128), dict(BM=256, BN=128, STAGES=3),
                                     dict(HELD=2, GROUP_M=1)], ids=str)
-@pytest.mark.parametrize("rounds", [1, 3])
+@pytest.mark.parametrize("rounds", [2, 3])
 def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
     """The last rounds of tiles spread over all clusters by k steps: sums handed between clusters through
     global memory, edges in both directions (and, in clusters of two, a block below the matrix), an uneven
@@ -381,8 +381,8 @@ def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
 
     monkeypatch.setitem(SPEC.extra, "workspace", spy)
     p = {**SPEC.defaults, "A_TYPE": 2, "C_TYPE": 1, **params}
-    # rounds 1: a few tiles past one round, all of them in the stream-K part; 3: whole rounds first
-    extra = 4 if rounds == 1 else 2 * _grid_clusters(p) + 5
+    # rounds 2: a few tiles past one round, all of them in the stream-K part; 3: a whole round first
+    extra = (rounds - 1) * _grid_clusters(p) + 4 + rounds
     for short, n in ((0, 256), (100, 200)):
         m, n, k = _stream_k_shape(p, extra, rows_short=short, n=n)
         a, a64 = _make("bfloat16", (m, k), rng)
@@ -408,7 +408,7 @@ def test_stream_k_with_epilogues_and_repeat_calls(case, rng):
     tf32 = case.startswith("tf32")
     p = {**SPEC.defaults, **({"A_TYPE": 3, "C_TYPE": 1, "B_LAYOUT": 3 if case == "tf32_row_major_b" else 2}
                              if tf32 else {"A_TYPE": 2, "C_TYPE": 3})}
-    m, n, k = _stream_k_shape(p, 6, rows_short=36, k=600 if tf32 else 552)
+    m, n, k = _stream_k_shape(p, _grid_clusters(p) + 6, rows_short=36, k=600 if tf32 else 552)
     dt = torch.float32 if tf32 else torch.float16 if case == "fp16_tma_store" else torch.bfloat16
     a = torch.randn(m, k, device="cuda").to(dt)
     b = (torch.randn(n, k, device="cuda").to(dt).t() if case == "tf32_b_transposed"
