@@ -57,6 +57,9 @@ gemmlab.matmul(odd, torch.randn(91, 37, device="cuda").half())
 # Stream-K: more cluster tiles than the grid has clusters (132 SMs: 66 clusters of two, 132 blocks without),
 # the last rounds spread by k steps, sums handed over through the workspace; edges, a block below the
 # matrix, the fused epilogue through TMA stores, and tf32 computed transposed (tiles along N).
+from gemmlab.kernels.rungs import wgmma  # noqa: E402
+
+wgmma.SK_MIN_ROUNDS = 1  # stream-K on problems of two rounds (the rule keeps it for eight or more)
 for cl, rows in ((2, 256 * 70 - 36), (1, 128 * 136 - 36)):
     a, b = torch.randn(rows, 552, device="cuda").bfloat16(), torch.randn(552, 200, device="cuda").bfloat16()
     gemmlab.matmul(a, b, kernel="wgmma", CLUSTER=cl, out_dtype=torch.float32)

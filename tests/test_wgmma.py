@@ -301,10 +301,19 @@ def test_stream_k_takes_the_last_rounds_where_they_leave_sms_idle():
     assert wgmma.stream_k_tiles(2048, 2048, 8192, p, 132) == 0  # one round or less
     assert wgmma.stream_k_tiles(8192, 8192, 448, p, 132) == 0  # 7 k steps per tile: too short
     assert wgmma.stream_k_tiles(8192, 8192, 8192, {**p, "SCHEDULE": 2, "BN": 128}, 132) == 0  # ping-pong
-    # 67 tiles on 66 clusters: 2 rounds for 1.02 of work, saved; 6601 tiles: 101 rounds for 100.02, too little
-    assert wgmma.stream_k_tiles(256 * 67, 256, 1024, p, 132) == 67
-    assert wgmma.stream_k_tiles(256 * 6601, 256, 1024, p, 132) == 0
-    tf32 = {**p, "A_TYPE": 3, "B_LAYOUT": 3, "C_TYPE": 1}  # tiles of C^T; 32 k per step
-    assert wgmma.cluster_tiles(1000, 8192, tf32) == 32 * 4 and wgmma.stream_k_tiles(1000, 8192, 255, tf32, 132) == 128 % 66 + 66
-    assert wgmma.stream_k_tiles(1000, 8192, 224, tf32, 132) == 0  # 7 steps of 32
+    # where the panels of the stream-K tiles would not stay in L2, or stream-K would be much of the work
+    assert wgmma.stream_k_tiles(4096, 4096, 4096, p, 132) == 0  # 3.9 rounds
+    assert wgmma.stream_k_tiles(16384, 4096, 14336, p, 132) == 0  # rows of 28 KB
+    assert wgmma.stream_k_tiles(256 * 67 * 8, 256, 1024, p, 132) == 67 * 8 % 66 + 66  # 8.1 rounds
+    assert wgmma.stream_k_tiles(256 * 6601, 256, 1024, p, 132) == 0  # 101 rounds for 100.02: too little saved
+    tf32 = {**p, "A_TYPE": 3, "B_LAYOUT": 3, "C_TYPE": 1}  # tiles of C^T; 32 k per step, 4 bytes each
+    assert wgmma.cluster_tiles(1000, 8192 * 4, tf32) == 128 * 4 and wgmma.stream_k_tiles(1000, 8192 * 4, 4096, tf32, 132) == 512 % 66 + 66
+    assert wgmma.stream_k_tiles(8192, 8192, 8192, tf32, 132) == 0  # rows of 32 KB
+    assert wgmma.stream_k_tiles(1000, 8192 * 4, 224, tf32, 132) == 0  # 7 steps of 32
     assert wgmma.stream_k_tiles(8192, 8192, 1 << 30, p, 132) == 0  # the kernel's 32-bit run arithmetic
+
+
+def test_the_stream_k_rule_can_be_widened_for_tests(monkeypatch):
+    """The GPU tests exercise stream-K on small problems by lowering SK_MIN_ROUNDS; the rule reads it."""
+    monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)
+    assert wgmma.stream_k_tiles(4096, 4096, 4096, SPEC.defaults, 132) == 256 % 66 + 66

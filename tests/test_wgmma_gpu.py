@@ -380,6 +380,7 @@ def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
         return more, keep
 
     monkeypatch.setitem(SPEC.extra, "workspace", spy)
+    monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)  # stream-K on problems of two and three rounds
     p = {**SPEC.defaults, "A_TYPE": 2, "C_TYPE": 1, **params}
     # rounds 2: a few tiles past one round, all of them in the stream-K part; 3: a whole round first
     extra = (rounds - 1) * _grid_clusters(p) + 4 + rounds
@@ -397,13 +398,15 @@ def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
 
 @pytest.mark.parametrize("case", ["bias_gelu_bf16", "beta_residual", "tf32_row_major_b", "tf32_b_transposed",
                                   "fp16_tma_store"])
-def test_stream_k_with_epilogues_and_repeat_calls(case, rng):
+def test_stream_k_with_epilogues_and_repeat_calls(case, rng, monkeypatch):
     """Stream-K under the other paths: the fused epilogue through TMA stores, beta with a residual (staged),
     tf32 computed transposed and with B^T given; each called twice on the same arrays (the second call
     replays the remembered launch, so the flags must have come back to zero)."""
     torch = pytest.importorskip("torch")
     from gemmlab import api
+    from gemmlab.kernels.rungs import wgmma
 
+    monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)  # stream-K on a problem of two rounds
     api._tensor_plans.clear()
     tf32 = case.startswith("tf32")
     p = {**SPEC.defaults, **({"A_TYPE": 3, "C_TYPE": 1, "B_LAYOUT": 3 if case == "tf32_row_major_b" else 2}

@@ -110,8 +110,10 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * (bm + 2 * bn))
 
 
-SK_MIN_K_STEPS = 8      # stream-K only where a tile has at least this many k steps (BK each)
-SK_MIN_GAIN = 0.01      # ... and the last round's idle share saves at least this much of the time
+SK_MIN_K_STEPS = 8      # stream-K only where a tile has at least this many k steps (BK each),
+SK_MIN_GAIN = 0.01      # the last round's idle share saves at least this much of the time,
+SK_MIN_ROUNDS = 8       # the whole tiles make at least this many rounds (stream-K's share is small),
+SK_MAX_K_BYTES = 16384  # and a row of an operand panel (K x element bytes) is at most this long
 
 
 def cluster_tiles(m: int, n: int, p: dict[str, int]) -> int:
@@ -132,7 +134,15 @@ def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> in
     written and read per block, a few microseconds). Taking T mod P + P tiles, not T mod P, keeps every run
     at least a tile long, so no tile is shared by more than two clusters (the kernel relies on it). Only
     for the cooperative schedule, with at least SK_MIN_K_STEPS k steps per tile, a saving of at least
-    SK_MIN_GAIN of the time, and (sk tiles x k steps x clusters) < 2^31 (the kernel's arithmetic)."""
+    SK_MIN_GAIN of the time, and (sk tiles x k steps x clusters) < 2^31 (the kernel's arithmetic).
+
+    Where it pays (measured side by side, docs/performance.md): the clusters' runs start at different k
+    steps, so tiles that share a panel of A or B no longer read its k slices at the same time, and the
+    panels of all the stream-K tiles must stay in L2 for the length of a run; where they do not (long K,
+    tf32's four-byte elements) those tiles run from memory. 8192^3 BF16: +1.3 % (plain), +2.2 % (fused);
+    16384 x 14336 x 4096: +0.7 %, +1.2 %; but 4096^3 BF16 (stream-K half of the work) -4.5 %, 16384 x 4096 x
+    14336 -6 %, tf32 8192^3 -4 %, 4096^3 -23 %. Hence: at least SK_MIN_ROUNDS rounds of whole tiles and
+    K x element bytes <= SK_MAX_K_BYTES."""
     if p["SCHEDULE"] != COOPERATIVE or m == 0 or n == 0:
         return 0
     clusters = blocks // p["CLUSTER"]
@@ -143,7 +153,9 @@ def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> in
     if (tiles % clusters + clusters) * steps * clusters >= 2**31:  # the kernel's run arithmetic is 32-bit
         return 0
     rounds = cdiv(tiles, clusters)
-    if (rounds - tiles / clusters) / rounds < SK_MIN_GAIN:
+    if (rounds - tiles / clusters) / rounds < SK_MIN_GAIN or rounds < SK_MIN_ROUNDS:
+        return 0
+    if k * (4 if p["A_TYPE"] == mma_sync.TF32 else 2) > SK_MAX_K_BYTES:
         return 0
     return tiles % clusters + clusters
 
