@@ -79,18 +79,6 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
             sk_compare: bool = False) -> list[dict]:
     import cupy as cp
 
-    from gemmlab.kernels.rungs import wgmma
-
-    def no_sk(call):
-        """The call with stream-K switched off (its first call makes the remembered launch; later calls
-        replay that one)."""
-        def run():
-            saved, wgmma.SK_MIN_GAIN = wgmma.SK_MIN_GAIN, 2.0
-            try:
-                call()
-            finally:
-                wgmma.SK_MIN_GAIN = saved
-        return run
 
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
 
@@ -129,9 +117,9 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
                                       mode=compile_mode)
                 cands.append((f"torch.compile ({compile_mode})", lambda: layer(a, b, bias)))
         if sk_compare and fused_here:
-            cands.append(("wgmma, no stream-K", no_sk(lambda: gemmlab.matmul(a, b, out, kernel="wgmma", CLUSTER=2))))
-            cands.append(("fused, no stream-K", no_sk(lambda: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
-                                                                          kernel="wgmma", CLUSTER=2))))
+            cands.append(("wgmma, STREAM_K=1", lambda: gemmlab.matmul(a, b, out, kernel="wgmma", STREAM_K=1)))
+            cands.append(("fused, STREAM_K=1", lambda: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
+                                                                      kernel="wgmma", STREAM_K=1)))
         for params in variants if fused_here else []:
             label = "wgmma fused " + ",".join(f"{k}={v}" for k, v in params.items())
             cands.append((label, lambda p=params: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
@@ -154,8 +142,8 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
                 b32t = b32.t().contiguous().t()
                 cands.append(("gemmlab tf32, B^T given", lambda: gemmlab.matmul(a32, b32t, out32, precision="tf32")))
             if sk_compare:
-                cands.append(("tf32, no stream-K", no_sk(lambda: gemmlab.matmul(a32, b32, out32, precision="tf32",
-                                                                              kernel="wgmma", CLUSTER=2))))
+                cands.append(("tf32, STREAM_K=1", lambda: gemmlab.matmul(a32, b32, out32, precision="tf32",
+                                                                          kernel="wgmma", STREAM_K=1)))
             for params in variants:
                 label = "wgmma tf32 " + ",".join(f"{k}={v}" for k, v in params.items())
                 cands.append((label, lambda p=params: gemmlab.matmul(a32, b32, out32, precision="tf32", kernel="wgmma", **p)))
@@ -192,7 +180,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="input and output type of the timings")
     ap.add_argument("--rounds", type=int, default=10, help="least interleaved rounds (one batch per candidate each)")
     ap.add_argument("--no-mma-sync", action="store_true", help="leave rung 11 out of the timed candidates")
-    ap.add_argument("--sk-compare", action="store_true", help="also time rung 12 with stream-K switched off")
+    ap.add_argument("--sk-compare", action="store_true", help="also time rung 12 with STREAM_K=1 (where its rule takes it)")
     ap.add_argument("--compile", default="", metavar="MODE",
                     help="also time the GEMM + bias + GELU layer through torch.compile in this mode (e.g. default)")
     args = ap.parse_args()

@@ -54,7 +54,7 @@ for cl in (1, 2):
         gemmlab.matmul(x, w.t().contiguous(), alpha=2.0, kernel="wgmma", out_dtype=torch.float32, CLUSTER=cl, **p)
 odd = torch.randn(130, 91, device="cuda").half()  # rows of 91 elements: staged into padded copies
 gemmlab.matmul(odd, torch.randn(91, 37, device="cuda").half())
-# Stream-K: more cluster tiles than the grid has clusters (132 SMs: 66 clusters of two, 132 blocks without),
+# Stream-K (STREAM_K = 1): more cluster tiles than the grid has clusters (132 SMs: 66 clusters of two, 132 blocks without),
 # the last rounds spread by k steps, sums handed over through the workspace; edges, a block below the
 # matrix, the fused epilogue through TMA stores, and tf32 computed transposed (tiles along N).
 from gemmlab.kernels.rungs import wgmma  # noqa: E402
@@ -62,9 +62,10 @@ from gemmlab.kernels.rungs import wgmma  # noqa: E402
 wgmma.SK_MIN_ROUNDS = 1  # stream-K on problems of two rounds (the rule keeps it for eight or more)
 for cl, rows in ((2, 256 * 70 - 36), (1, 128 * 136 - 36)):
     a, b = torch.randn(rows, 552, device="cuda").bfloat16(), torch.randn(552, 200, device="cuda").bfloat16()
-    gemmlab.matmul(a, b, kernel="wgmma", CLUSTER=cl, out_dtype=torch.float32)
-    gemmlab.matmul(a, b, bias=torch.randn(200, device="cuda"), activation="gelu_tanh", kernel="wgmma", CLUSTER=cl)
+    gemmlab.matmul(a, b, kernel="wgmma", CLUSTER=cl, STREAM_K=1, out_dtype=torch.float32)
+    gemmlab.matmul(a, b, bias=torch.randn(200, device="cuda"), activation="gelu_tanh", kernel="wgmma", CLUSTER=cl,
+                   STREAM_K=1)
 a, b = torch.randn(200, 600, device="cuda"), torch.randn(600, 256 * 70 - 36, device="cuda")
-gemmlab.matmul(a, b, precision="tf32", kernel="wgmma", CLUSTER=2)
+gemmlab.matmul(a, b, precision="tf32", kernel="wgmma", STREAM_K=1)
 torch.cuda.synchronize()
 print("sanitizer payload done")

@@ -293,7 +293,8 @@ def test_stream_k_covers_every_k_step_once_and_shares_a_tile_between_two_cluster
 
 
 def test_stream_k_takes_the_last_rounds_where_they_leave_sms_idle():
-    p = SPEC.defaults
+    p = {**SPEC.defaults, "STREAM_K": 1}
+    assert wgmma.stream_k_tiles(8192, 8192, 8192, SPEC.defaults, 132) == 0  # not the default
     assert wgmma.cluster_tiles(8192, 8192, p) == 1024
     assert wgmma.stream_k_tiles(8192, 8192, 8192, p, 132) == 1024 % 66 + 66  # 15.5 rounds: 3 % saved
     assert wgmma.stream_k_tiles(16384, 14336, 4096, p, 132) == 3584 % 66 + 66  # 54.3 rounds: 1.3 %
@@ -301,6 +302,7 @@ def test_stream_k_takes_the_last_rounds_where_they_leave_sms_idle():
     assert wgmma.stream_k_tiles(2048, 2048, 8192, p, 132) == 0  # one round or less
     assert wgmma.stream_k_tiles(8192, 8192, 448, p, 132) == 0  # 7 k steps per tile: too short
     assert wgmma.stream_k_tiles(8192, 8192, 8192, {**p, "SCHEDULE": 2, "BN": 128}, 132) == 0  # ping-pong
+    assert any("STREAM_K = 1 needs the cooperative" in e for e in SPEC.problems({**p, "SCHEDULE": 2, "BN": 128}))
     # where the panels of the stream-K tiles would not stay in L2, or stream-K would be much of the work
     assert wgmma.stream_k_tiles(4096, 4096, 4096, p, 132) == 0  # 3.9 rounds
     assert wgmma.stream_k_tiles(16384, 4096, 14336, p, 132) == 0  # rows of 28 KB
@@ -316,4 +318,10 @@ def test_stream_k_takes_the_last_rounds_where_they_leave_sms_idle():
 def test_the_stream_k_rule_can_be_widened_for_tests(monkeypatch):
     """The GPU tests exercise stream-K on small problems by lowering SK_MIN_ROUNDS; the rule reads it."""
     monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)
-    assert wgmma.stream_k_tiles(4096, 4096, 4096, SPEC.defaults, 132) == 256 % 66 + 66
+    assert wgmma.stream_k_tiles(4096, 4096, 4096, {**SPEC.defaults, "STREAM_K": 1}, 132) == 256 % 66 + 66
+
+
+def test_zero_is_a_parameter_value_only_for_switches():
+    assert SPEC.problems({"STREAM_K": 0}) == [] and SPEC.problems({"STREAM_K": 1}) == []
+    assert any("STREAM_K=-1 must be positive" in e for e in SPEC.problems({"STREAM_K": -1}))
+    assert any("STAGES=0 must be positive" in e for e in SPEC.problems({"STAGES": 0}))

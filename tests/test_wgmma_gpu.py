@@ -363,8 +363,9 @@ def _stream_k_shape(p, extra_tiles, rows_short=0, n=256, k=552):
     return m, n, k
 
 
-@pytest.mark.parametrize("params", [dict(CLUSTER=2), dict(CLUSTER=1), dict(BN=128), dict(BM=256, BN=128, STAGES=3),
-                                    dict(HELD=2, GROUP_M=1)], ids=str)
+@pytest.mark.parametrize("params", [dict(STREAM_K=1), dict(STREAM_K=1, CLUSTER=1), dict(STREAM_K=1, BN=128),
+                                    dict(STREAM_K=1, BM=256, BN=128, STAGES=3), dict(STREAM_K=1, HELD=2, GROUP_M=1)],
+                         ids=str)
 @pytest.mark.parametrize("rounds", [2, 3])
 def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
     """The last rounds of tiles spread over all clusters by k steps: sums handed between clusters through
@@ -409,8 +410,8 @@ def test_stream_k_with_epilogues_and_repeat_calls(case, rng, monkeypatch):
     monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)  # stream-K on a problem of two rounds
     api._tensor_plans.clear()
     tf32 = case.startswith("tf32")
-    p = {**SPEC.defaults, **({"A_TYPE": 3, "C_TYPE": 1, "B_LAYOUT": 3 if case == "tf32_row_major_b" else 2}
-                             if tf32 else {"A_TYPE": 2, "C_TYPE": 3})}
+    p = {**SPEC.defaults, "STREAM_K": 1, **({"A_TYPE": 3, "C_TYPE": 1, "B_LAYOUT": 3 if case == "tf32_row_major_b" else 2}
+                                            if tf32 else {"A_TYPE": 2, "C_TYPE": 3})}
     m, n, k = _stream_k_shape(p, _grid_clusters(p) + 6, rows_short=36, k=600 if tf32 else 552)
     dt = torch.float32 if tf32 else torch.float16 if case == "fp16_tma_store" else torch.bfloat16
     a = torch.randn(m, k, device="cuda").to(dt)
@@ -424,13 +425,13 @@ def test_stream_k_with_epilogues_and_repeat_calls(case, rng, monkeypatch):
     for _ in range(2):
         c0 = c.double().clone()
         if case == "bias_gelu_bf16":
-            gemmlab.matmul(a, b, c, bias=bias, activation="gelu_tanh", kernel="wgmma", CLUSTER=2)
+            gemmlab.matmul(a, b, c, bias=bias, activation="gelu_tanh", kernel="wgmma", STREAM_K=1)
             want = torch.nn.functional.gelu(ref + bias.double(), approximate="tanh")
         elif case == "beta_residual":
-            gemmlab.matmul(a, b, c, alpha=0.5, beta=0.25, residual=res, kernel="wgmma", CLUSTER=2)
+            gemmlab.matmul(a, b, c, alpha=0.5, beta=0.25, residual=res, kernel="wgmma", STREAM_K=1)
             want = 0.5 * ref + 0.25 * c0 + res.double()
         else:
-            gemmlab.matmul(a, b, c, kernel="wgmma", CLUSTER=2, **kw)
+            gemmlab.matmul(a, b, c, kernel="wgmma", STREAM_K=1, **kw)
             want = ref
         err = ((c.double() - want).norm() / want.norm()).item()
         assert err <= (1e-3 if tf32 else TOL), (case, err)

@@ -135,7 +135,7 @@ class KernelSpec:
 
     def problems(self, params: Mapping[str, object]) -> list[str]:
         """Everything wrong with a parameter set (empty when it is runnable); never raises."""
-        known = {p.name for p in self.params}
+        known = {p.name: p for p in self.params}
         errs = [f"{self.name} has no parameter {k!r} (it takes {', '.join(sorted(known)) or 'none'})"
                 for k in params if k not in known]
         merged: dict[str, int] = self.defaults
@@ -146,7 +146,7 @@ class KernelSpec:
                 errs.append(f"{self.name}: parameter {k} must be an integer, got {v!r}")
                 continue
             merged[k] = int(v)
-            if int(v) < 1:
+            if int(v) < 1 and not (int(v) == 0 and 0 in known[k].choices):  # 0 only for switches (0 / 1)
                 errs.append(f"{self.name}: parameter {k}={v} must be positive")
         if errs:
             return errs

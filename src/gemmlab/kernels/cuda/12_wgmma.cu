@@ -602,13 +602,16 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
 // previous slot once this one's wgmmas are issued, which keeps the tensor cores queued but holds two
 // slots per consumer); SCHEDULE: 1 cooperative, 2 ping-pong (see the header); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage); C_TYPE: 1 fp32, 2 fp16,
 // 3 bf16; B_LAYOUT: 1 B row-major (K x N, read N-major), 2 B^T given (N x K, read K-major; tf32 needs it),
-// 3 tf32 with B row-major: the tile is of C^T = B^T A^T (see SWAP; HELD is then 1).
+// 3 tf32 with B row-major: the tile is of C^T = B^T A^T (see SWAP; HELD is then 1); CLUSTER: 1 or 2 blocks
+// sharing B; STREAM_K: 1 compiles stream-K for the last rounds of tiles (work_unit; sk_ws, sk_flags and
+// sk_tiles from the host, sk_tiles 0 for none), 0 not (those three arguments are then unused).
 // Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of BK rows
 // x 64 columns, or with B_LAYOUT 2 over B^T (N x K) in boxes of BN / CLUSTER rows x BK. With B_LAYOUT 3 the
 // roles swap: tmap_a over B (K x N) in boxes of BK rows x 32 columns, tmap_b over A (M x K) in boxes of
 // BN / CLUSTER rows x BK. A and B pointers are unused by the main loop (the maps carry them) and kept for
 // the common argument list.
-template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
+template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
+          int STREAM_K>
 __device__ __forceinline__ void
 wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
            int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
@@ -630,9 +633,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int HOLD = SWAP ? 1 : HELD;
     constexpr int CONSUMERS = 2;
     constexpr bool PINGPONG = SCHEDULE == 2;     // 1: cooperative, 2: ping-pong
-    // Stream-K for the last tiles (work_unit): the cooperative schedule only (ping-pong consumers take
-    // alternate whole tiles). sk_ws holds one WG_M x BN slot of partial sums per consumer of each block.
-    const int sk_tiles = PINGPONG ? 0 : sk_tiles_arg;
+    // STREAM_K 1: stream-K for the last tiles (work_unit), where the host passes sk_tiles > 0; cooperative
+    // schedule only (ping-pong consumers take alternate whole tiles). sk_ws holds one WG_M x BN slot of
+    // partial sums per consumer of each block. STREAM_K 0 compiles none of it.
+    constexpr bool SK = STREAM_K == 1 && !PINGPONG;
+    static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K: 0 or 1");
+    const int sk_tiles = SK ? sk_tiles_arg : 0;
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
     constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
@@ -904,7 +910,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 
             // A tile shared with the next cluster (stream-K): the one that began it (kb > 0) hands its sums
             // over and is done with it; the one that ends it (kb = 0) adds them and writes C.
-            if (!PINGPONG && (kb > 0 || ke < k_tiles)) {
+            if (SK && (kb > 0 || ke < k_tiles)) {
                 if (kb > 0) {
                     const int slot = (int)blockIdx.x * CONSUMERS + cw;
                     sk_store_partial<MT, ACC>(sk_ws + (size_t)slot * WG_M * BN, sk_flags + slot, tile, acc, tid_wg, 1 + cw);
@@ -1050,15 +1056,17 @@ struct EnableIf<true> {
         const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
         int* __restrict__ sk_flags, int sk_tiles
 #define WGMMA_BODY                                                                                                 \
-    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER>(                          \
+    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K>(                          \
         M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles)
 
-template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
+template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
+          int STREAM_K>
 __global__ typename EnableIf<CLUSTER == 1>::type __launch_bounds__(384, 1) wgmma_gemm(WGMMA_PARAMS) {
     WGMMA_BODY;
 }
 
-template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER>
+template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
+          int STREAM_K>
 __global__ typename EnableIf<CLUSTER != 1>::type __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1)
     wgmma_gemm(WGMMA_PARAMS) {
     WGMMA_BODY;

@@ -56,6 +56,9 @@ def _constraints(p: dict[str, int]) -> list[str]:
                     "each would be below wgmma's 64")
     if bn not in (128, 256):
         errs.append(f"BN = {bn}: the wgmma tiles used are 128 or 256 columns wide")
+    if p.get("STREAM_K") and p["SCHEDULE"] != COOPERATIVE:
+        errs.append("STREAM_K = 1 needs the cooperative schedule (SCHEDULE = 1): ping-pong consumers take whole "
+                    "tiles in turn")
     if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR, B_SWAPPED):
         errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major), 2 (B^T given, read K-major) or 3 (tf32 on a "
                     "row-major B, computed transposed)")
@@ -136,14 +139,16 @@ def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> in
     for the cooperative schedule, with at least SK_MIN_K_STEPS k steps per tile, a saving of at least
     SK_MIN_GAIN of the time, and (sk tiles x k steps x clusters) < 2^31 (the kernel's arithmetic).
 
-    Where it pays (measured side by side, docs/performance.md): the clusters' runs start at different k
-    steps, so tiles that share a panel of A or B no longer read its k slices at the same time, and the
-    panels of all the stream-K tiles must stay in L2 for the length of a run; where they do not (long K,
-    tf32's four-byte elements) those tiles run from memory. 8192^3 BF16: +1.3 % (plain), +2.2 % (fused);
-    16384 x 14336 x 4096: +0.7 %, +1.2 %; but 4096^3 BF16 (stream-K half of the work) -4.5 %, 16384 x 4096 x
-    14336 -6 %, tf32 8192^3 -4 %, 4096^3 -23 %. Hence: at least SK_MIN_ROUNDS rounds of whole tiles and
-    K x element bytes <= SK_MAX_K_BYTES."""
-    if p["SCHEDULE"] != COOPERATIVE or m == 0 or n == 0:
+    Only with STREAM_K = 1, which is not the default: on the H100 it gained nothing measurable (ncu, one
+    launch each: 8192^3 BF16 +1.2 % cycles, 16384 x 14336 x 4096 +0.2 %, where 3 % and 1.3 % were the
+    quantization loss to win back; docs/performance.md). The clusters' runs start at different k steps, so
+    tiles that share a panel of A or B no longer read its k slices at the same time, and the panels of all
+    the stream-K tiles must stay in L2 for the length of a run; where they cannot (long K, tf32's four-byte
+    elements, or stream-K half of the work) it lost outright in timed runs (4096^3 BF16 -4.5 %, 16384 x 4096
+    x 14336 -6 %, tf32 8192^3 -4 %, 4096^3 -23 %). Hence also: at least SK_MIN_ROUNDS rounds of whole tiles
+    and K x element bytes <= SK_MAX_K_BYTES.
+    """
+    if not p.get("STREAM_K") or p["SCHEDULE"] != COOPERATIVE or m == 0 or n == 0:
         return 0
     clusters = blocks // p["CLUSTER"]
     tiles = cluster_tiles(m, n, p)
@@ -294,6 +299,9 @@ SPEC = KernelSpec(
               "C^T = B^T A^T (B read into registers); set from the arrays and the precision"),
         Param("CLUSTER", 2, (1, 2), "blocks per cluster: 2 vertically adjacent tiles share B, each block copying "
                                     "half of it from L2 and multicasting it to both"),
+        Param("STREAM_K", 0, (0, 1), "1: the last rounds of tiles are spread over all clusters by k steps "
+                                     "(stream-K, cooperative schedule; where `stream_k_tiles` says it pays); 0: "
+                                     "whole tiles only (the default: no gain measured on the H100)"),
     ),
     constraints=_constraints,
     geometry=_geometry,
