@@ -40,6 +40,8 @@
 //   straight from the accumulators, each register pair two adjacent outputs (C with an even N and
 //   2-element aligned rows). Everything else (residual, beta with flags, odd C) is staged through shared
 //   memory 32 columns at a time and written by an out-of-line routine through epilogue.cuh.
+// - Stream-K (STREAM_K 1, off by default): the last rounds of tiles cut into equal runs of k steps, one per
+//   cluster, partial sums handed over through global memory (work_unit); no gain measured on the H100.
 // Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
 // consumer warpgroups, persistent grouped tile order, clusters.
 // Traffic: per tile BM x K of A and K x BN of B, B read from L2 once per cluster.
