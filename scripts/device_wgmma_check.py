@@ -1,5 +1,6 @@
 """One call on an H100 for rung 12 (wgmma): correctness against float64, then wgmma (and its variants),
-mma_sync and cuBLAS (torch.matmul) side by side, and GEMM + bias + GELU against torch eager.
+mma_sync and cuBLAS (torch.matmul) side by side, and GEMM + bias + GELU against torch eager (and, with --compile,
+torch.compile; where nvmath-python is installed, cuBLASLt's own fused GELU + bias).
 
     PYTHONPATH=src python3 scripts/device_wgmma_check.py [--sizes 4096,8192] [--variants "BN=128,STAGES=6;..."]
                                                          [--no-correctness] [--budget-ms 300] [--compile MODE]
@@ -74,6 +75,21 @@ def correctness(torch, gemmlab, variants) -> list[str]:
     return failures
 
 
+def nvmath_gelu_bias(torch, a, b, bias_rows):
+    """cuBLASLt's fused GEMM + bias + GELU (tanh) through nvmath-python, planned once (the stateful API, so
+    that planning is not timed); (the call, its relative error against float64), or None where nvmath-python
+    is not installed. cuBLASLt's bias is one value per row of the result (length M)."""
+    try:
+        from nvmath.linalg.advanced import Matmul, MatmulEpilog
+    except ImportError:
+        return None
+    mm = Matmul(a, b)
+    mm.plan(epilog=MatmulEpilog.GELU_BIAS, epilog_inputs={"bias": bias_rows})
+    got = mm.execute()
+    want = torch.nn.functional.gelu(a.double() @ b.double() + bias_rows.double()[:, None], approximate="tanh")
+    return mm.execute, ((got.double() - want).norm() / want.norm()).item()
+
+
 def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False, bt=False,
             compile_mode: str = "", dtype: str = "bfloat16", rounds: int = 10, mma_sync: bool = True,
             sk_compare: bool = False) -> list[dict]:
@@ -116,6 +132,17 @@ def timings(torch, gemmlab, sizes, variants, budget_ms, tf32=False, suite=False,
                 layer = torch.compile(lambda x, w, v: torch.nn.functional.gelu(x @ w + v, approximate="tanh"),
                                       mode=compile_mode)
                 cands.append((f"torch.compile ({compile_mode})", lambda: layer(a, b, bias)))
+        if fused_here:  # cuBLASLt's own fused epilogue, where nvmath-python is installed (bias per row there)
+            bias_rows = torch.randn(m, device="cuda").to(dt)
+            nv = nvmath_gelu_bias(torch, a, b, bias_rows)
+            if nv is None:
+                print(f"  {name!s:>5} nvmath-python is not installed: no cuBLASLt fused epilogue to compare", flush=True)
+            else:
+                print(f"  {name!s:>5} cuBLASLt GELU_BIAS relative error {nv[1]:.2e}", flush=True)
+                rows32 = bias_rows.float().reshape(m, 1)
+                cands.append(("cuBLASLt GELU_BIAS (nvmath), row bias", nv[0]))
+                cands.append(("gemmlab fused, row bias", lambda: gemmlab.matmul(a, b, out, bias=rows32,
+                                                                                activation="gelu_tanh")))
         if sk_compare and fused_here:
             cands.append(("wgmma, STREAM_K=1", lambda: gemmlab.matmul(a, b, out, kernel="wgmma", STREAM_K=1)))
             cands.append(("fused, STREAM_K=1", lambda: gemmlab.matmul(a, b, out, bias=bias32, activation="gelu_tanh",
