@@ -178,6 +178,14 @@ __device__ __forceinline__ void fence_fragment(unsigned (&a)[4]) {
 // and 4 j + 2 h + 1 of acc[mt] (the layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8).
 __device__ __forceinline__ int acc_row(int mt, int warp, int g, int h) { return mt * 64 + warp * 16 + g + 8 * h; }
 
+// The activation of the epilogues from registers (ACT a compile-time flag): epilogue.cuh's, with GELU (tanh)
+// as x / (1 + e^z) for 16-bit outputs (gelu_tanh_sigmoid).
+template <bool FAST, int ACT>
+__device__ __forceinline__ float activate_direct(float v) {
+    if constexpr (FAST && ACT == EPI_ACT_GELU_TANH) return gelu_tanh_sigmoid(v);
+    return activate<FAST>(v, ACT);
+}
+
 __device__ __forceinline__ unsigned lds32(unsigned addr) {
     unsigned v;
     asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
@@ -353,11 +361,11 @@ __device__ __forceinline__ void store_direct_fused(typename Out<C_TYPE>::T* __re
                                     : make_float2(0.0f, 0.0f);
             const float* a = &acc[mt][4 * j];
             if (in0 && inc)
-                O::store2(p0 + 8 * j, activate<C_TYPE != 1>(fmaf(alpha, a[0], brow0 + bcol.x), ACT),
-                          activate<C_TYPE != 1>(fmaf(alpha, a[1], brow0 + bcol.y), ACT));
+                O::store2(p0 + 8 * j, activate_direct<C_TYPE != 1, ACT>(fmaf(alpha, a[0], brow0 + bcol.x)),
+                          activate_direct<C_TYPE != 1, ACT>(fmaf(alpha, a[1], brow0 + bcol.y)));
             if (in1 && inc)
-                O::store2(p1 + 8 * j, activate<C_TYPE != 1>(fmaf(alpha, a[2], brow1 + bcol.x), ACT),
-                          activate<C_TYPE != 1>(fmaf(alpha, a[3], brow1 + bcol.y), ACT));
+                O::store2(p1 + 8 * j, activate_direct<C_TYPE != 1, ACT>(fmaf(alpha, a[2], brow1 + bcol.x)),
+                          activate_direct<C_TYPE != 1, ACT>(fmaf(alpha, a[3], brow1 + bcol.y)));
             // Keeps the scheduler from interleaving all 64 elements' activations (it ran out of registers and
             // spilled with GELU); 32 elements at a time hide the latencies as well. Not for ReLU, which
             // needs no temporaries (there the barrier alone cost 6-9%).
@@ -443,8 +451,8 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
                     const float2 bcol = bias_mode == EPI_BIAS_COL && c < cols_left
                                             ? *reinterpret_cast<const float2*>(bias + col0 + c)
                                             : make_float2(brow, brow);
-                    const float v0 = activate<true>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol.x), ACT);
-                    const float v1 = activate<true>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol.y), ACT);
+                    const float v0 = activate_direct<true, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol.x));
+                    const float v1 = activate_direct<true, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol.y));
                     sts32(box + r * 128 + ((jj ^ (g & 7)) << 4) + 4 * t, Out<C_TYPE>::pack2(v0, v1));
                 }
             }
