@@ -10,6 +10,8 @@ known).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..spec import KernelSpec, Launch, Param, Traffic, cdiv
 from . import mma_sync
 
@@ -119,6 +121,12 @@ SK_MIN_ROUNDS = 8       # the whole tiles make at least this many rounds (stream
 SK_MAX_K_BYTES = 16384  # and a row of an operand panel (K x element bytes) is at most this long
 
 
+def element_bytes(p: dict[str, int]) -> int:
+    """Bytes per input element: 4 for tf32 (fp32 storage), 2 for fp16 / bf16. A k step (one 128-byte
+    swizzle row) holds 128 / element_bytes of them."""
+    return 4 if p["A_TYPE"] == mma_sync.TF32 else 2
+
+
 def cluster_tiles(m: int, n: int, p: dict[str, int]) -> int:
     """Tiles of one cluster each (CLUSTER vertically adjacent tiles), the units the persistent grid walks."""
     rows, cols = (n, m) if p["B_LAYOUT"] == B_SWAPPED else (m, n)
@@ -152,7 +160,7 @@ def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> in
         return 0
     clusters = blocks // p["CLUSTER"]
     tiles = cluster_tiles(m, n, p)
-    steps = cdiv(k, 128 // (4 if p["A_TYPE"] == mma_sync.TF32 else 2))
+    steps = cdiv(k, 128 // element_bytes(p))
     if clusters < 1 or tiles <= clusters or tiles % clusters == 0 or steps < SK_MIN_K_STEPS:
         return 0
     if (tiles % clusters + clusters) * steps * clusters >= 2**31:  # the kernel's run arithmetic is 32-bit
@@ -160,7 +168,7 @@ def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> in
     rounds = cdiv(tiles, clusters)
     if (rounds - tiles / clusters) / rounds < SK_MIN_GAIN or rounds < SK_MIN_ROUNDS:
         return 0
-    if k * (4 if p["A_TYPE"] == mma_sync.TF32 else 2) > SK_MAX_K_BYTES:
+    if k * element_bytes(p) > SK_MAX_K_BYTES:
         return 0
     return tiles % clusters + clusters
 
@@ -171,8 +179,6 @@ def workspace_args(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> tu
     block: 17 MB for 132 blocks of 128 x 256), taken from CuPy's pool on the current stream; the flags start
     at zero and every launch leaves them at zero (each flag a block sets is cleared by the block that reads
     it), so a remembered launch may repeat them."""
-    import numpy as np
-
     sk = stream_k_tiles(m, n, k, p, blocks)
     if not sk:
         return (np.uint64(0), np.uint64(0), np.int32(0)), None
@@ -239,7 +245,7 @@ def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: b
     zero = tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))
     if m == 0 or n == 0 or k == 0:  # nothing is read: the kernel only runs the epilogue (or nothing)
         return (zero, zero, zero), None
-    eb = 4 if p["A_TYPE"] == mma_sync.TF32 else 2
+    eb = element_bytes(p)
     a_ptr, b_ptr, ldb = int(va.array.data.ptr), int(vb.array.data.ptr), vb.ld
     keep = None
     layout = p["B_LAYOUT"]
