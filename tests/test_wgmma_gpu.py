@@ -436,3 +436,43 @@ def test_stream_k_with_epilogues_and_repeat_calls(case, rng, monkeypatch):
         err = ((c.double() - want).norm() / want.norm()).item()
         assert err <= (1e-3 if tf32 else TOL), (case, err)
     assert len(api._tensor_plans) == 1
+
+
+@pytest.mark.parametrize("params", [dict(), dict(CLUSTER=1, GROUP_M=4), dict(BM=128, BN=128, STAGES=5, SCHEDULE=2),
+                                    dict(STREAM_K=1)], ids=str)
+def test_traced_build_matches_and_covers_every_tile(params, rng, monkeypatch):
+    """The timeline build (analysis.timeline) computes what the normal build does, bit for bit, and its
+    records cover every tile's k steps exactly once per block of a cluster, in a consistent order."""
+    import cupy as cp
+
+    from gemmlab.analysis import timeline
+    from gemmlab.kernels.rungs import wgmma as host
+
+    monkeypatch.setattr(host, "SK_MIN_ROUNDS", 1)  # stream-K on a test-sized problem
+    m, n, k = 2100, 2056, 1000
+    a, _ = _make("float16", (m, k), rng)
+    b, _ = _make("float16", (k, n), rng)
+    normal = gemmlab.matmul(a, b, kernel="wgmma", **params)
+    c = cp.empty_like(normal)
+    tl = timeline.record(a, b, c, kernel="wgmma", **params)
+    assert cp.array_equal(c, normal)
+    again = gemmlab.matmul(a, b, kernel="wgmma", **params)  # the normal build is back
+    assert cp.array_equal(again, normal)
+    p = tl.params
+    k_steps = -(-k // 64)
+    cluster = p["CLUSTER"]
+    tiles = -(-(-(-m // p["BM"])) // cluster) * -(-n // p["BN"])
+    cov = timeline.tile_coverage(tl)
+    assert sorted(cov) == list(range(tiles))
+    consumers = 1 if p["SCHEDULE"] == 2 else 2  # ping-pong: one consumer per tile
+    for tile, ranges in cov.items():
+        steps = sorted(ranges)
+        assert len(steps) % (cluster * consumers) == 0, (tile, steps)
+        per = sorted(set(steps))
+        assert steps == sorted(per * (cluster * consumers)), (tile, steps)
+        assert per[0][0] == 0 and per[-1][1] == k_steps and all(x[1] == y[0] for x, y in zip(per, per[1:])), (tile, per)
+    s = timeline.summarise(tl)
+    # the phases add up to the duration, up to the global timer's resolution (a microsecond on some GPUs)
+    assert abs(s["accounted"] - 1.0) * s["duration_us"] < 2.5, s
+    assert s["phases_cycles"]["main"] > 0 and 0.5 < s["clock_ghz"] < 3.0
+    assert all(x["begin"] <= x["data"] <= x["main_end"] <= x["epilogue_end"] for x in timeline.segments(tl))

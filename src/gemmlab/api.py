@@ -32,6 +32,21 @@ class _Prepared:
     kernel: launch.LoadedKernel
     compile_seconds: float
     after: launch.LoadedKernel | None = None  # the rung's second kernel (extra["after"]), from the same module
+    module: compiler.CompiledModule | None = None  # what both were loaded from
+
+
+def loaded(kernel: str) -> list[_Prepared]:
+    """The loaded instantiations of `kernel` under the compile options in force (compiler.added_options)."""
+    opts = compiler.added_options()
+    return [p for key, p in _prepared.items() if p.spec.name == kernel and key[2] == opts]
+
+
+def forget_launches() -> None:
+    """Drop the remembered launches (loaded kernels, repeat-call plans): the next calls look everything up
+    again. For a switch of build (compiler.options_added) in the middle of a process."""
+    _prepared.clear()
+    _fast_plans.clear()
+    _tensor_plans.clear()
 
 
 _prepared: dict[tuple, _Prepared] = {}
@@ -327,7 +342,7 @@ def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> _Prepa
     key, p = validated_params(spec, params)
     cupy = device.require_cupy()
     dev = cupy.cuda.Device().id
-    raw_key = (key, dev)
+    raw_key = (key, dev, compiler.added_options())
     hit = _prepared.get(raw_key)
     if hit is not None:
         return hit
@@ -337,7 +352,8 @@ def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> _Prepa
     after = spec.extra.get("after")
     module = compiler.compile_file(spec.source_path, registry.module_names(spec, p), spec.require_target(info.arch))
     kern = launch.load(module, spec.name_expression(p))
-    prepared = _Prepared(spec, p, kern, module.compile_seconds, launch.load(module, after) if after else None)
+    prepared = _Prepared(spec, p, kern, module.compile_seconds, launch.load(module, after) if after else None,
+                         module)
     _prepared[raw_key] = prepared
     return prepared
 

@@ -19,15 +19,19 @@ Environment switches:
   GEMMLAB_DUMP_PTX=1  keep the PTX beside the cubin
   GEMMLAB_VERBOSE=1   print the compiler log of every compile to stderr
   GEMMLAB_FAIL_ON_LOCAL=1  raise if any kernel uses a stack frame or spills (local memory)
+  GEMMLAB_NVRTC_OPTIONS  options added to every compile (shell-quoted), e.g. "-lineinfo" for ncu's
+                      source view; `options_added` does the same for a block of code
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
+import shlex
 import sys
 import tempfile
 import threading
@@ -237,6 +241,25 @@ def parse_ptxas_report(log: str) -> dict[str, Resources]:
 
 _memory: dict[tuple, CompiledModule] = {}
 _lock = threading.Lock()
+_added: list[tuple[str, ...]] = [()]  # options_added's stack top
+
+
+def added_options() -> tuple[str, ...]:
+    """Options every compile gets besides its own: GEMMLAB_NVRTC_OPTIONS, then those of `options_added`.
+    Part of both cache keys, so a build with them never stands in for one without."""
+    return tuple(shlex.split(os.environ.get("GEMMLAB_NVRTC_OPTIONS", ""))) + _added[0]
+
+
+@contextlib.contextmanager
+def options_added(*options: str):
+    """Within the block, every compile also gets `options` (e.g. a -D switch of a diagnostic build).
+    Loaded kernels are keyed by them too (api.prepare), so calls inside and outside do not mix builds."""
+    before = _added[0]
+    _added[0] = before + tuple(options)
+    try:
+        yield
+    finally:
+        _added[0] = before
 
 
 def compile_file(
@@ -253,7 +276,7 @@ def compile_file(
     source = Path(source)
     arch = normalise_arch(arch)
     exprs = tuple(name_expressions)
-    opts = tuple(options)
+    opts = tuple(options) + added_options()
     mem_key = (str(source), source.stat().st_mtime_ns, exprs, arch, opts)
     hit = _memory.get(mem_key)
     if hit is not None and (not need_report or hit.report_complete):

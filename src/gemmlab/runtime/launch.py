@@ -112,3 +112,14 @@ def check_scalar_types(args: Sequence[Any]) -> None:
     for i, a in enumerate(args):
         if isinstance(a, (float, int)) and not isinstance(a, np.generic):
             raise TypeError(f"kernel argument {i} is a Python {type(a).__name__}; pass np.int32/np.float32 explicitly")
+
+
+def module_global(module: CompiledModule, name: str):
+    """The device memory of `__device__` variable `name` of `module`, as loaded on the current device
+    (the same instance its kernels use), as a CuPy memory pointer."""
+    cupy = require_cupy()
+    key = (str(module.cubin_path), cupy.cuda.Device().id)
+    raw = _modules.get(key)
+    if raw is None:
+        raise RuntimeError(f"{module.cubin_path.name} is not loaded on device {key[1]}; launch one of its kernels first")
+    return raw.get_global(name)

@@ -261,6 +261,51 @@ __device__ __forceinline__ void wgmma_step_rs_tf32(float (&d)[N / 2], const unsi
     }
 }
 
+// ------------------------------------------------------------------------------------------ timeline
+// Compiled only with -DGEMMLAB_TRACE (analysis/timeline.py builds and reads it; nothing else changes). Per
+// block: globaltimer and clock64 at entry, its SM, globaltimer and clock64 at each consumer's exit (after the
+// cluster barrier). Per consumer and work unit (tile or stream-K
+// run), from the consumer's first thread: globaltimer and clock64 when the unit begins, clock64 once its
+// first slot of data is there, after its last wgmma, and once its epilogue is issued (the start of the next
+// unit's bookkeeping), then the tile and its k steps. Units past TRACE_UNITS are not recorded.
+#ifdef GEMMLAB_TRACE
+#if !defined(GEMMLAB_TRACE_BLOCKS) || !defined(GEMMLAB_TRACE_UNITS)
+#error "the traced build takes the record counts from the host: -DGEMMLAB_TRACE_BLOCKS=... -DGEMMLAB_TRACE_UNITS=..."
+#endif
+constexpr int TRACE_BLOCKS = GEMMLAB_TRACE_BLOCKS, TRACE_UNITS = GEMMLAB_TRACE_UNITS;
+__device__ unsigned long long gemmlab_trace_block[TRACE_BLOCKS][8];
+__device__ unsigned long long gemmlab_trace_unit[TRACE_BLOCKS][2][TRACE_UNITS][8];
+__device__ __forceinline__ unsigned long long trace_globaltimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned trace_smid() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned long long* trace_unit(int cw, int unit) {
+    return blockIdx.x < TRACE_BLOCKS && unit < TRACE_UNITS ? gemmlab_trace_unit[blockIdx.x][cw][unit] : nullptr;
+}
+#define TRACE_UNIT(cw, unit, field, value)                                  \
+    do {                                                                    \
+        unsigned long long* tr_ = trace_unit((cw), (unit));                 \
+        if (tr_) tr_[(field)] = (unsigned long long)(value);                \
+    } while (0)
+#define TRACE_BLOCK(field, value)                                                                          \
+    do {                                                                                                   \
+        if (blockIdx.x < TRACE_BLOCKS) gemmlab_trace_block[blockIdx.x][(field)] = (unsigned long long)(value); \
+    } while (0)
+#else
+#define TRACE_UNIT(cw, unit, field, value) \
+    do {                                    \
+    } while (0)
+#define TRACE_BLOCK(field, value) \
+    do {                           \
+    } while (0)
+#endif
+
 // ------------------------------------------------------------------------------------------ epilogue
 
 constexpr int EPI_COLS = 32;                // columns of C per epilogue chunk
@@ -434,8 +479,46 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
                                           const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
                                           int tid_wg, int barrier) {
     constexpr int WG_M = MT * 64, BOX = WG_M * 128;
+    // The bias in registers before it is used: a row's once per tile, a box's columns one box ahead. Each
+    // st.shared is ordered against every memory access (its asm clobbers memory), so a load written between
+    // two stores waits for the one before it, and each element's arithmetic waits for its load (before this,
+    // the timeline measured a column bias at +60 % of the plain epilogue's cycles and GELU at +270 %;
+    // after, +40 % and +180 %: docs/performance.md).
+    float brow[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = acc_row(mt, warp, g, h);
+            brow[mt][h] = bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
+        }
+    float2 bcol[8];
+    auto load_cols = [&](int cb) {
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+            const int c = 64 * cb + 8 * jj + 2 * t;
+            bcol[jj] = bias_mode == EPI_BIAS_COL && c < cols_left ? *reinterpret_cast<const float2*>(bias + col0 + c)
+                                                                  : make_float2(0.0f, 0.0f);
+        }
+    };
+    load_cols(0);
 #pragma unroll
     for (int cb = 0; cb < ACC / 32; ++cb) {  // 64 columns (8 register pairs per row) per box
+        // The box's outputs, packed, before anything waits: the arithmetic (GELU's exponentials) of all 16
+        // pairs interleaves, and overlaps the wait for the box's last store.
+        unsigned out[MT][2][8];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int jj = 0; jj < 8; ++jj) {
+                    const int j = 8 * cb + jj;
+                    const float v0 = activate_direct<true, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol[jj].x + brow[mt][h]));
+                    const float v1 = activate_direct<true, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol[jj].y + brow[mt][h]));
+                    out[mt][h][jj] = Out<C_TYPE>::pack2(v0, v1);
+                }
+        if (cb + 1 < ACC / 32) load_cols(cb + 1);
         const unsigned box = buf + (cb % 2) * BOX;
         if (tid_wg == 0) bulk_wait_read<1>();  // the store that last read this box (two boxes ago) is done with it
         warpgroup_barrier(barrier);
@@ -444,17 +527,8 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = acc_row(mt, warp, g, h);
-                const float brow = bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
 #pragma unroll
-                for (int jj = 0; jj < 8; ++jj) {
-                    const int j = 8 * cb + jj, c = 8 * j + 2 * t;
-                    const float2 bcol = bias_mode == EPI_BIAS_COL && c < cols_left
-                                            ? *reinterpret_cast<const float2*>(bias + col0 + c)
-                                            : make_float2(brow, brow);
-                    const float v0 = activate_direct<true, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol.x));
-                    const float v1 = activate_direct<true, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol.y));
-                    sts32(box + r * 128 + ((jj ^ (g & 7)) << 4) + 4 * t, Out<C_TYPE>::pack2(v0, v1));
-                }
+                for (int jj = 0; jj < 8; ++jj) sts32(box + r * 128 + ((jj ^ (g & 7)) << 4) + 4 * t, out[mt][h][jj]);
             }
         fence_async_shared();
         warpgroup_barrier(barrier);  // the box is complete
@@ -697,6 +771,13 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;                                       \
     const int cluster_id = opaque(blockIdx.x) / CLUSTER, clusters = opaque(gridDim.x) / CLUSTER;
     const int wg = threadIdx.x / 128, tid_wg = threadIdx.x % 128;
+#ifdef GEMMLAB_TRACE
+    if (threadIdx.x == 0) {
+        TRACE_BLOCK(0, trace_globaltimer());
+        TRACE_BLOCK(1, clock64());
+        TRACE_BLOCK(2, trace_smid());
+    }
+#endif
 
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -786,10 +867,22 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
         };
         for (int i = PINGPONG ? cw : 0;; i += PINGPONG ? 2 : 1, ++started) {
+#ifdef GEMMLAB_TRACE
+            if (tid_wg == 0 && started > 0) TRACE_UNIT(cw, started - 1, 4, clock64());  // the last epilogue issued
+#endif
             WGMMA_TILE_WALK  // per tile: nothing of it stays live across the epilogue
             WorkUnit w;  // (ping-pong: the block's i-th tile, whichever consumer takes it)
             if (!work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w)) break;
             const int tile = w.tile, kb = w.kb, ke = w.ke;
+#ifdef GEMMLAB_TRACE
+            if (tid_wg == 0) {
+                TRACE_UNIT(cw, started, 0, trace_globaltimer());
+                TRACE_UNIT(cw, started, 1, clock64());
+                TRACE_UNIT(cw, started, 5, tile);
+                TRACE_UNIT(cw, started, 6, kb);
+                TRACE_UNIT(cw, started, 7, ke);
+            }
+#endif
             int tile_row, tile_col;
             grouped_tile_of(tile, ctiles_m, tiles_n, group, tile_row, tile_col);
             tile_row = tile_row * CLUSTER + rank;  // may be tiles_m (below the matrix): nothing is stored
@@ -804,6 +897,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             int prev = -1;
             if (PINGPONG && (cw == 1 || started > 0))  // the other consumer has taken all slots of tile i - 1
                 mbar_wait(smem_u32(&order_bar[cw]), (unsigned)((cw == 0 ? started - 1 : started) & 1));
+#ifdef GEMMLAB_TRACE
+            if (ke > kb) {  // (the main loop waits for this phase again; it has completed, so that returns at once)
+                mbar_wait(smem_u32(&full_bar[s]), phase);
+                if (tid_wg == 0) TRACE_UNIT(cw, started, 2, clock64());
+            }
+#endif
             if constexpr (SWAP) {
                 // B^T's fragments, read out of each slot's N-major tile of B into registers, two k steps' worth
                 // held at once: those of the next slot are read while this slot's wgmmas run. Element (row r, k)
@@ -917,6 +1016,9 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
             if (prev >= 0 && lane == 0) release(prev);
+#ifdef GEMMLAB_TRACE
+            if (tid_wg == 0) TRACE_UNIT(cw, started, 3, clock64());
+#endif
 
             // A tile shared with the next cluster (stream-K): the one that began it (kb > 0) hands its sums
             // over and is done with it; the one that ends it (kb = 0) adds them and writes C.
@@ -1047,6 +1149,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     }
     // No block may leave while another can still copy into its shared memory or arrive on its barriers.
     if constexpr (CLUSTER > 1) cluster_sync();
+#ifdef GEMMLAB_TRACE
+    if (wg > 0 && tid_wg == 0) {  // each consumer's exit: fields 3, 4 (the first), 5, 6 (the second)
+        TRACE_BLOCK(1 + 2 * wg, trace_globaltimer());
+        TRACE_BLOCK(2 + 2 * wg, clock64());
+    }
+#endif
 #undef WGMMA_TILE_WALK
 }
 

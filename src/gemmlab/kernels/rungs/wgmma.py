@@ -321,5 +321,7 @@ SPEC = KernelSpec(
     extra={"type_params": (*mma_sync.TYPE_PARAMS, "B_LAYOUT"), "epilogue": True, "element_bytes": 2, "persistent": True,
            "cluster": lambda p: p["CLUSTER"], "host_args": host_args, "workspace": workspace_args,
            "operand_problems": operand_problems,
-           "stage_operands": "AB"},
+           "stage_operands": "AB",
+           # the -D switch of a build that records each block's and each tile's times (analysis.timeline)
+           "timeline": {"define": "GEMMLAB_TRACE", "k_step": lambda p: 128 // element_bytes(p)}},
 )

@@ -1,0 +1,84 @@
+"""analysis.timeline: the phase accounting on made-up records (CPU), and the traced build of rung 12 against
+the normal one (GPU)."""
+
+import numpy as np
+import pytest
+
+from gemmlab.analysis import timeline
+from gemmlab.kernels import registry
+
+
+def _made_up(blocks=3, units=4, ghz=2.0, skew_ns=(0, 10, 20), main=1000, epi=100, wait=30, gap=5, fill=400,
+             end=50, k_steps=16):
+    """Records as the kernel would write them: every block starts skew_ns late; per unit: `wait` cycles to
+    data (the first: `fill` from entry), `main`, `epi`, then `gap` to the next unit."""
+    B = np.zeros((8, 8), np.uint64)
+    U = np.zeros((8, 2, 16, 8), np.uint64)
+    for b in range(blocks):
+        gt_in, clk_in = 1_000_000 + skew_ns[b], 5_000 + 777 * b
+        B[b, 0], B[b, 1], B[b, 2] = gt_in, clk_in, 10 + b
+        for cw in range(2):
+            c = clk_in
+            for u in range(units):
+                begin = c + (fill - wait if u == 0 else gap)
+                data = begin + wait
+                U[b, cw, u] = (0, begin, data, data + main, data + main + epi, b + 3 * u, 0, k_steps)
+                c = data + main + epi
+            out = c + end
+            B[b, 3 + 2 * cw] = gt_in + round((out - clk_in) / ghz)
+            B[b, 4 + 2 * cw] = out
+    return timeline.Timeline("wgmma", 256, 256, 1024, {"BM": 128, "BN": 256}, B, U, extra={"k_step": 64})
+
+
+def test_phases_add_up_to_the_duration():
+    tl = _made_up()
+    s = timeline.summarise(tl, flop_per_clock=4096.0)
+    ph = s["phases_cycles"]
+    assert s["blocks"] == 3 and s["tiles"] == 12 and s["units"] == 24
+    assert s["clock_ghz"] == pytest.approx(2.0, rel=1e-3)
+    assert ph["main"] == pytest.approx(4 * 1000)
+    assert ph["epilogue"] == pytest.approx(4 * 100)
+    assert ph["wait"] == pytest.approx(3 * 30)
+    assert ph["between"] == pytest.approx(3 * 5)
+    assert ph["fill"] == pytest.approx(400)
+    assert ph["end"] == pytest.approx(50)
+    # the last block entered 20 ns late and ends last; the others idle at the end for what they started early
+    assert ph["start"] == pytest.approx((0 + 10 + 20) / 3 * 2.0, rel=1e-3)
+    assert ph["tail"] == pytest.approx((20 + 10 + 0) / 3 * 2.0, abs=2.0)
+    assert s["accounted"] == pytest.approx(1.0, abs=2e-3)
+    assert s["main_cycles_per_kstep"] == pytest.approx(1000 / 16)
+    assert s["ideal_cycles_per_kstep"] == pytest.approx(2 * 128 * 256 * 64 / 4096)
+
+
+def test_segments_place_units_in_time():
+    tl = _made_up()
+    seg = timeline.segments(tl)
+    assert len(seg) == 24
+    first = [x for x in seg if x["block"] == 0 and x["consumer"] == 0]
+    assert [x["unit"] for x in first] == [0, 1, 2, 3]
+    assert first[0]["data"] == pytest.approx(400 / 2.0 / 1e3, rel=1e-3)
+    for x in seg:
+        assert x["begin"] <= x["data"] <= x["main_end"] <= x["epilogue_end"]
+    late = [x for x in seg if x["block"] == 2 and x["unit"] == 0][0]
+    assert late["data"] == pytest.approx((20 + 400 / 2.0) / 1e3, rel=1e-3)
+
+
+def test_unrecorded_exit_is_an_error():
+    tl = _made_up()
+    tl.blocks[1, 3] = 0
+    with pytest.raises(ValueError, match="exit was not recorded"):
+        timeline.summarise(tl)
+
+
+def test_kernels_with_a_traced_build_name_their_switch():
+    named = [s for s in registry.all_specs() if s.extra.get("timeline")]
+    assert [s.name for s in named] == ["wgmma"]
+    for s in named:
+        src = s.source_path.read_text()
+        assert f"#ifdef {s.extra['timeline']['define']}" in src
+        assert s.extra["timeline"]["k_step"](s.validate({})) == 64
+
+
+def test_record_refuses_a_kernel_without_a_trace():
+    with pytest.raises(ValueError, match="no traced build"):
+        timeline.record(np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float32), kernel="naive")
