@@ -53,6 +53,8 @@ for shape in args.shapes:
                     worst = float(((c.double() - ref64).abs() / (ref64.abs() + 1e-2)).max())
                     print(f"{m}x{n}x{k} {var} {label}: worst elementwise |err| / (|ref| + 0.01) = {worst:.2e}")
                 name = f"{m}x{n}x{k} {var or 'defaults'} {label} #{r}"
+                if "epilogue_detail" in s:
+                    print(name, "epilogue (cycles):", " ".join(f"{kk} {v:.0f}" for kk, v in s["epilogue_detail"].items()))
                 rows.append((name, s, err))
                 with open(os.path.join(args.out, f"timeline_{m}x{n}x{k}_{var or 'defaults'}_{label}_{r}.json".replace(",", "_").replace("=", "")), "w") as f:
                     json.dump({"summary": s, "segments": timeline.segments(tl)}, f)

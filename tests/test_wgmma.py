@@ -325,3 +325,20 @@ def test_zero_is_a_parameter_value_only_for_switches():
     assert SPEC.problems({"STREAM_K": 0}) == [] and SPEC.problems({"STREAM_K": 1}) == []
     assert any("STREAM_K=-1 must be positive" in e for e in SPEC.problems({"STREAM_K": -1}))
     assert any("STAGES=0 must be positive" in e for e in SPEC.problems({"STAGES": 0}))
+
+
+def test_group_height_minimises_the_wave_footprint():
+    from gemmlab.kernels.rungs import wgmma as w
+
+    # 128 x 256 tiles, 132 resident: 16 tile rows x 8.25 columns (2048 + 2112) beats 8 x 16.5 (1024 + 4224)
+    assert w.wave_footprint(16, 128, 256, 132, 64) == pytest.approx(2048 + 132 / 16 * 256)
+    assert w.wave_footprint(8, 128, 256, 132, 64) > w.wave_footprint(16, 128, 256, 132, 64)
+    assert w.best_group(128, 256, 132, 64) == 16
+    # square tiles want a lower group than wide ones; a short matrix caps it (the smallest equal choice)
+    assert w.best_group(128, 128, 16, 64) == 4
+    assert w.best_group(128, 256, 132, 2) == 4
+    assert w.best_group(128, 256, 132, 1) == 1
+    for shape in [(4096, 4096, 4096), (1000, 1000, 1000), (256, 16384, 4096)]:
+        p = w._heuristic(*shape, 132)
+        assert p["GROUP_M"] in w.GROUP_CHOICES
+        assert p["GROUP_M"] == w.best_group(p.get("BM", 128), p.get("BN", 256), 132, -(-shape[0] // p.get("BM", 128)))

@@ -476,3 +476,38 @@ def test_traced_build_matches_and_covers_every_tile(params, rng, monkeypatch):
     assert abs(s["accounted"] - 1.0) * s["duration_us"] < 2.5, s
     assert s["phases_cycles"]["main"] > 0 and 0.5 < s["clock_ghz"] < 3.0
     assert all(x["begin"] <= x["data"] <= x["main_end"] <= x["epilogue_end"] for x in timeline.segments(tl))
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "silu"])
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+def test_exponential_activations_within_their_stated_error(activation, out_dtype):
+    """bf16 outputs take GELU and SiLU through one MUFU.TANH (error about 2^-12 |x|, a sixteenth of a bf16
+    rounding at x's scale); fp16 outputs the exponential forms (about 1e-5 relative). Checked on every
+    bf16 value in [-12, 12] against float64: C = A B with A's first column the values and B's first row
+    ones, so the accumulator is the value exactly; both epilogues (TMA stores, and stores from registers
+    where C's rows are not 16-byte aligned)."""
+    torch = pytest.importorskip("torch")
+    x = torch.arange(-12.0, 12.0, 1 / 64, device="cuda").bfloat16().unique()
+    m, n = x.numel(), 16
+    a = torch.zeros(m, 8, device="cuda", dtype=torch.bfloat16)
+    a[:, 0] = x
+    b = torch.zeros(8, n, device="cuda", dtype=torch.bfloat16)
+    b[0] = 1
+    x64 = x.double().cpu().numpy()[:, None]
+    if activation == "gelu_tanh":
+        want = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    else:
+        want = x64 / (1 + np.exp(-x64))
+    dt = getattr(torch, out_dtype)
+    for ld in (n, n + 2):  # 32-byte rows: TMA stores; 36-byte rows: stores from registers
+        c = torch.empty(m, ld, device="cuda", dtype=dt)[:, :n]
+        gemmlab.matmul(a, b, c, activation=activation, kernel="wgmma")
+        got = c.double().cpu().numpy()
+        if out_dtype == "bfloat16":
+            bound = 2.0 ** -8 * np.abs(want) + 2.0 ** -11.5 * np.abs(x64)  # rounding + the tanh's error
+        else:
+            bound = 2.0 ** -11 * np.abs(want) + 1e-5 * np.abs(x64)
+        excess = np.abs(got - want) - bound
+        worst = np.unravel_index(excess.argmax(), excess.shape)
+        assert (excess <= 0).all(), (ld, float(excess.max()), float(x64[worst[0], 0]), float(got[worst]),
+                                     float(want[worst[0], 0]))

@@ -58,6 +58,9 @@ class Timeline:
     units: np.ndarray
     dtype: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # Inside the TMA-store epilogue (B x consumers x U x 16): clock64 once the bias is loaded, then per box of
+    # 64 columns its outputs computed, its buffer free, its store issued; zero where that epilogue did not run.
+    epilogue: np.ndarray | None = None
 
     def used_blocks(self) -> np.ndarray:
         """Indices of the blocks that ran (an entry was recorded)."""
@@ -145,12 +148,44 @@ def summarise(tl: Timeline, flop_per_clock: float | None = None) -> dict[str, An
         "main_cycles_per_kstep": float(np.median(steps_main)) if steps_main else 0.0,
         "main_cycles_per_kstep_range": (float(np.min(steps_main)), float(np.max(steps_main))) if steps_main else (0.0, 0.0),
     }
+    detail = epilogue_detail(tl)
+    if detail:
+        out["epilogue_detail"] = detail
     bk = tl.extra.get("k_step")
     if flop_per_clock and bk and steps_main:
         flop_step = 2.0 * tl.params["BM"] * tl.params["BN"] * bk
         out["ideal_cycles_per_kstep"] = flop_step / flop_per_clock
         out["main_efficiency"] = out["ideal_cycles_per_kstep"] / out["main_cycles_per_kstep"]
     return out
+
+
+def epilogue_detail(tl: Timeline) -> dict[str, float]:
+    """Medians over the units whose epilogue went through TMA stores, in cycles: `prologue` (last wgmma done
+    to the bias loaded), per box b `compute_b` (its outputs computed: arithmetic and packing), `wait_b` (its
+    buffer free: the copy engine done reading it, and the warpgroup's barrier), `store_b` (written to shared
+    memory, fenced, barrier, TMA store issued), and `after` (the last store issued to the next unit's start)."""
+    if tl.epilogue is None:
+        return {}
+    rows: dict[str, list[float]] = {}
+    for b in tl.used_blocks():
+        for cw in range(tl.units.shape[1]):
+            n = tl.unit_count(b, cw)
+            e = _i64(tl.epilogue[b, cw, :n])
+            u = _i64(tl.units[b, cw, :n])
+            for ei, ui in zip(e, u):
+                if ei[0] == 0:
+                    continue
+                boxes = int(np.count_nonzero(ei[1:]) // 3)
+                rows.setdefault("prologue", []).append(float(ei[0] - ui[_U_MAIN]))
+                prev = ei[0]
+                for cb in range(boxes):
+                    c, w, st = ei[1 + 3 * cb], ei[2 + 3 * cb], ei[3 + 3 * cb]
+                    rows.setdefault(f"compute_{cb}", []).append(float(c - prev))
+                    rows.setdefault(f"wait_{cb}", []).append(float(w - c))
+                    rows.setdefault(f"store_{cb}", []).append(float(st - w))
+                    prev = st
+                rows.setdefault("after", []).append(float(ui[_U_EPI] - prev))
+    return {k: float(np.median(v)) for k, v in rows.items()}
 
 
 def tile_coverage(tl: Timeline) -> dict[int, list[tuple[int, int]]]:
@@ -213,15 +248,16 @@ def record(a, b, c=None, *, kernel: str = "wgmma", **matmul_kwargs) -> Timeline:
             prepared = loaded[0]
             globals_ = [cupy.ndarray(shape, dtype=cupy.uint64, memptr=launch.module_global(prepared.module, name))
                         for name, shape in (("gemmlab_trace_block", (TRACE_BLOCKS, 8)),
-                                            ("gemmlab_trace_unit", (TRACE_BLOCKS, 2, TRACE_UNITS, 8)))]
+                                            ("gemmlab_trace_unit", (TRACE_BLOCKS, 2, TRACE_UNITS, 8)),
+                                            ("gemmlab_trace_epilogue", (TRACE_BLOCKS, 2, TRACE_UNITS, 16)))]
             for g in globals_:
                 g.fill(0)
             cupy.cuda.Device().synchronize()
             api.matmul(a, b, c, kernel=kernel, **matmul_kwargs)
             cupy.cuda.Device().synchronize()
-            blocks, units = (cupy.asnumpy(g) for g in globals_)
+            blocks, units, epilogue = (cupy.asnumpy(g) for g in globals_)
         finally:
             api.forget_launches()
     p = dict(prepared.params)
     return Timeline(kernel, m, n, k, p, blocks, units, dtype=str(getattr(a, "dtype", "")),
-                    extra={"k_step": int(trace["k_step"](p))})
+                    extra={"k_step": int(trace["k_step"](p))}, epilogue=epilogue)

@@ -48,6 +48,7 @@ class ClockSampler:
         self.interval_s = interval_s
         self.sm: list[int] = []
         self.mem: list[int] = []
+        self.power: list[float] = []  # board power, watts (where NVML reports it)
         self.throttle: set[int] = set()
         self.reason: str | None = None
         self._stop = threading.Event()
@@ -76,6 +77,10 @@ class ClockSampler:
         try:
             self.sm.append(int(p.nvmlDeviceGetClockInfo(h, p.NVML_CLOCK_SM)))
             self.mem.append(int(p.nvmlDeviceGetClockInfo(h, p.NVML_CLOCK_MEM)))
+            try:
+                self.power.append(p.nvmlDeviceGetPowerUsage(h) / 1000.0)
+            except Exception:
+                pass
             try:
                 self.throttle.add(int(p.nvmlDeviceGetCurrentClocksEventReasons(h)))
             except Exception:
@@ -107,6 +112,11 @@ class ClockSampler:
     @property
     def sm_min_mhz(self) -> float | None:
         return float(min(self.sm)) if self.sm else None
+
+    @property
+    def watts(self) -> float | None:
+        """Median board power while sampling (NVML's reading is itself averaged over a short window)."""
+        return float(statistics.median(self.power)) if self.power else None
 
     @property
     def mem_mhz(self) -> float | None:

@@ -50,6 +50,9 @@
 // 8192^3; measured 80-94% and 97-112% (run to run; docs/performance.md, scripts/device_wgmma_check.py).
 // Predicted for TMA stores (ncu put the gap to cuBLAS in the per-tile cost, not the main loop): -5-10% of
 // the cycles at 4096^3; measured -10% (ncu), 1.01-1.04x cuBLAS at 4096^3.
+// Predicted for groups of 16 tile rows instead of 8 (a wave's panels 2048 x 2112 instead of 1024 x 4224,
+// best_group): 20% less read from memory; measured 1.53 -> 1.23 GB at 8192^3 (cuBLAS 1.25), 1-2% less time
+// and energy per call at the power limit, where time is energy / 700 W (scripts/power_probe.py).
 #include "common.cuh"
 #include "epilogue.cuh"
 
@@ -107,6 +110,8 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const Tensor
         : "memory");
 }
 
+// Fetch a tensor map (a __grid_constant__ parameter) into the copy engine's descriptor cache ahead of its
+// first use, which otherwise waits for it.
 // Arrive on the mbarrier at the same shared-memory offset in cluster block `rank` (this block included).
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
     asm volatile(
@@ -178,12 +183,37 @@ __device__ __forceinline__ void fence_fragment(unsigned (&a)[4]) {
 // and 4 j + 2 h + 1 of acc[mt] (the layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8).
 __device__ __forceinline__ int acc_row(int mt, int warp, int g, int h) { return mt * 64 + warp * 16 + g + 8 * h; }
 
-// The activation of the epilogues from registers (ACT a compile-time flag): epilogue.cuh's, with GELU (tanh)
-// as x / (1 + e^z) for 16-bit outputs (gelu_tanh_sigmoid).
-template <bool FAST, int ACT>
+// tanh on the multi-function unit (MUFU.TANH, sm_75 and later): one operation, absolute error about 2^-11.
+__device__ __forceinline__ float tanh_mufu(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// The activation of the epilogues from registers (ACT a compile-time flag), by output type: the
+// exponentials cost multi-function-unit operations, 16 results per SM per clock, and the timeline put the
+// GELU epilogue at that bound (about 1,300 cycles a box of 64 columns, 2 operations an element).
+// - bf16 out: GELU (tanh) as 0.5 x (1 + tanh u) and SiLU as 0.5 x (1 + tanh(x / 2)), one MUFU.TANH each. The
+//   error, about 2^-12 |x| (tanh's 2^-11, halved), is a sixteenth of the rounding of a bf16 value of x's size
+//   (up to 2^-8 |x|); where 1 + tanh is small (x < -2) it is large against the tiny result itself, and
+//   below the output's resolution at the data's scale.
+// - fp16 out (rounding up to 2^-11 |x|, only twice that error): GELU as x / (1 + e^z) (gelu_tanh_sigmoid) and
+//   SiLU as x / (1 + e^-x), exponential and division, accurate to about 1e-5 relative everywhere.
+// - fp32 out: epilogue.cuh's exact forms.
+template <int C_TYPE, int ACT>
 __device__ __forceinline__ float activate_direct(float v) {
-    if constexpr (FAST && ACT == EPI_ACT_GELU_TANH) return gelu_tanh_sigmoid(v);
-    return activate<FAST>(v, ACT);
+    if constexpr (C_TYPE == 3 && ACT == EPI_ACT_GELU_TANH) {
+        constexpr float C0 = 0.7978845608028654f, C1 = 0.7978845608028654f * 0.044715f;  // sqrt(2/pi) (1, 0.044715)
+        const float h = 0.5f * v;
+        return fmaf(h, tanh_mufu(v * fmaf(C1, v * v, C0)), h);
+    } else if constexpr (C_TYPE == 3 && ACT == EPI_ACT_SILU) {
+        const float h = 0.5f * v;
+        return fmaf(h, tanh_mufu(h), h);
+    } else if constexpr (C_TYPE == 2 && ACT == EPI_ACT_GELU_TANH) {
+        return gelu_tanh_sigmoid(v);
+    } else {
+        return activate<C_TYPE != 1>(v, ACT);
+    }
 }
 
 __device__ __forceinline__ unsigned lds32(unsigned addr) {
@@ -275,6 +305,9 @@ __device__ __forceinline__ void wgmma_step_rs_tf32(float (&d)[N / 2], const unsi
 constexpr int TRACE_BLOCKS = GEMMLAB_TRACE_BLOCKS, TRACE_UNITS = GEMMLAB_TRACE_UNITS;
 __device__ unsigned long long gemmlab_trace_block[TRACE_BLOCKS][8];
 __device__ unsigned long long gemmlab_trace_unit[TRACE_BLOCKS][2][TRACE_UNITS][8];
+// Inside the TMA-store epilogue (store_tma), per consumer and unit: clock64 once the bias is loaded, then per
+// box of 64 columns: its outputs computed, its buffer free (the wait and barrier), its TMA store issued.
+__device__ unsigned long long gemmlab_trace_epilogue[TRACE_BLOCKS][2][TRACE_UNITS][16];
 __device__ __forceinline__ unsigned long long trace_globaltimer() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
@@ -293,11 +326,19 @@ __device__ __forceinline__ unsigned long long* trace_unit(int cw, int unit) {
         unsigned long long* tr_ = trace_unit((cw), (unit));                 \
         if (tr_) tr_[(field)] = (unsigned long long)(value);                \
     } while (0)
+#define TRACE_EPILOGUE(cw, unit, field)                                                                              \
+    do {                                                                                                             \
+        if (blockIdx.x < TRACE_BLOCKS && (unit) >= 0 && (unit) < TRACE_UNITS)                                        \
+            gemmlab_trace_epilogue[blockIdx.x][(cw)][(unit)][(field)] = (unsigned long long)clock64();              \
+    } while (0)
 #define TRACE_BLOCK(field, value)                                                                          \
     do {                                                                                                   \
         if (blockIdx.x < TRACE_BLOCKS) gemmlab_trace_block[blockIdx.x][(field)] = (unsigned long long)(value); \
     } while (0)
 #else
+#define TRACE_EPILOGUE(cw, unit, field) \
+    do {                                 \
+    } while (0)
 #define TRACE_UNIT(cw, unit, field, value) \
     do {                                    \
     } while (0)
@@ -406,11 +447,11 @@ __device__ __forceinline__ void store_direct_fused(typename Out<C_TYPE>::T* __re
                                     : make_float2(0.0f, 0.0f);
             const float* a = &acc[mt][4 * j];
             if (in0 && inc)
-                O::store2(p0 + 8 * j, activate_direct<C_TYPE != 1, ACT>(fmaf(alpha, a[0], brow0 + bcol.x)),
-                          activate_direct<C_TYPE != 1, ACT>(fmaf(alpha, a[1], brow0 + bcol.y)));
+                O::store2(p0 + 8 * j, activate_direct<C_TYPE, ACT>(fmaf(alpha, a[0], brow0 + bcol.x)),
+                          activate_direct<C_TYPE, ACT>(fmaf(alpha, a[1], brow0 + bcol.y)));
             if (in1 && inc)
-                O::store2(p1 + 8 * j, activate_direct<C_TYPE != 1, ACT>(fmaf(alpha, a[2], brow1 + bcol.x)),
-                          activate_direct<C_TYPE != 1, ACT>(fmaf(alpha, a[3], brow1 + bcol.y)));
+                O::store2(p1 + 8 * j, activate_direct<C_TYPE, ACT>(fmaf(alpha, a[2], brow1 + bcol.x)),
+                          activate_direct<C_TYPE, ACT>(fmaf(alpha, a[3], brow1 + bcol.y)));
             // Keeps the scheduler from interleaving all 64 elements' activations (it ran out of registers and
             // spilled with GELU); 32 elements at a time hide the latencies as well. Not for ReLU, which
             // needs no temporaries (there the barrier alone cost 6-9%).
@@ -477,8 +518,9 @@ template <int C_TYPE, int MT, int ACC, int ACT>
 __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, int row0, int col0, int rows_left,
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
                                           const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
-                                          int tid_wg, int barrier) {
+                                          int tid_wg, int barrier, int unit = -1) {
     constexpr int WG_M = MT * 64, BOX = WG_M * 128;
+    (void)unit;  // (the traced build's record index)
     // The bias in registers before it is used: a row's once per tile, a box's columns one box ahead. Each
     // st.shared is ordered against every memory access (its asm clobbers memory), so a load written between
     // two stores waits for the one before it, and each element's arithmetic waits for its load (before this,
@@ -502,6 +544,7 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
         }
     };
     load_cols(0);
+    if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 0);
 #pragma unroll
     for (int cb = 0; cb < ACC / 32; ++cb) {  // 64 columns (8 register pairs per row) per box
         // The box's outputs, packed, before anything waits: the arithmetic (GELU's exponentials) of all 16
@@ -514,14 +557,16 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 #pragma unroll
                 for (int jj = 0; jj < 8; ++jj) {
                     const int j = 8 * cb + jj;
-                    const float v0 = activate_direct<true, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol[jj].x + brow[mt][h]));
-                    const float v1 = activate_direct<true, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol[jj].y + brow[mt][h]));
+                    const float v0 = activate_direct<C_TYPE, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol[jj].x + brow[mt][h]));
+                    const float v1 = activate_direct<C_TYPE, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol[jj].y + brow[mt][h]));
                     out[mt][h][jj] = Out<C_TYPE>::pack2(v0, v1);
                 }
         if (cb + 1 < ACC / 32) load_cols(cb + 1);
+        if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 1 + 3 * cb);
         const unsigned box = buf + (cb % 2) * BOX;
         if (tid_wg == 0) bulk_wait_read<1>();  // the store that last read this box (two boxes ago) is done with it
         warpgroup_barrier(barrier);
+        if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 2 + 3 * cb);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -535,6 +580,7 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
         if (tid_wg == 0) {
             tma_store_2d(map, box, col0 + 64 * cb, row0);
             bulk_commit();
+            TRACE_EPILOGUE(barrier - 1, unit, 3 + 3 * cb);
         }
     }
 }
@@ -1059,25 +1105,25 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_RELU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw);
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
                             break;
                         case EPI_ACT_GELU_TANH:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(&tmap_c, buf, row_first, col0, rows_left,
                                                                           cols_left, acc, alpha, bias, bias_mode, warp, g,
-                                                                          t, tid_wg, 1 + cw);
+                                                                          t, tid_wg, 1 + cw, started);
                             break;
                         case EPI_ACT_GELU_ERF:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(&tmap_c, buf, row_first, col0, rows_left,
                                                                          cols_left, acc, alpha, bias, bias_mode, warp, g,
-                                                                         t, tid_wg, 1 + cw);
+                                                                         t, tid_wg, 1 + cw, started);
                             break;
                         case EPI_ACT_SILU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_SILU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw);
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
                             break;
                         default:
                             store_tma<C_TYPE, MT, ACC, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left, acc, alpha,
-                                                          bias, bias_mode, warp, g, t, tid_wg, 1 + cw);
+                                                          bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
                     }
                     continue;
                 }
