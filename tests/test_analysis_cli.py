@@ -16,18 +16,28 @@ no_gpu = pytest.mark.skipif(device.gpu_available(), reason="checks the no-GPU pa
 
 def test_help_lists_the_analysis_commands():
     out = runner.invoke(app, ["--help"], terminal_width=200).output
-    for cmd in ("micro", "roofline", "explain", "profile", "sawtooth", "cliff"):
+    for cmd in ("micro", "roofline", "explain", "profile", "sawtooth", "cliff", "timeline"):
         assert cmd in out
 
 
 @no_gpu
-@pytest.mark.parametrize("args", [["micro"], ["roofline"], ["profile", "naive"], ["sawtooth"], ["cliff"]])
+@pytest.mark.parametrize("args", [["micro"], ["roofline"], ["profile", "naive"], ["sawtooth"], ["cliff"], ["timeline"]])
 def test_gpu_commands_fail_in_one_line_without_a_gpu(args):
     r = runner.invoke(app, args)
     assert r.exit_code != 0
     lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and "GPU unavailable" in lines[0]
-    assert "cuda13" in lines[0]   # the install hint survives the console's markup
+    assert "gemmlab[cuda13]" in lines[0]   # the install hint survives the console's markup, unescaped
+
+
+@pytest.mark.parametrize("args, says", [(["timeline", "naive"], "naive has no traced build; these have: wgmma"),
+                                        (["timeline", "--dtype", "float32"], "--dtype takes float16 or bfloat16"),
+                                        (["timeline", "nonesuch"], "nonesuch")])
+def test_timeline_names_what_is_wrong(args, says):
+    r = runner.invoke(app, args, terminal_width=200)
+    assert r.exit_code != 0
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and says in lines[0], r.output
 
 
 @no_gpu

@@ -82,3 +82,16 @@ def test_kernels_with_a_traced_build_name_their_switch():
 def test_record_refuses_a_kernel_without_a_trace():
     with pytest.raises(ValueError, match="no traced build"):
         timeline.record(np.zeros((4, 4), np.float32), np.zeros((4, 4), np.float32), kernel="naive")
+
+
+def test_timeline_figure_draws_every_phase(tmp_path):
+    from gemmlab.analysis.figures import timeline_figure
+
+    seg = timeline.segments(_made_up())
+    fig = timeline_figure(seg, "made up")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["wait", "main", "epilogue"]
+    assert len(ax.patches) == 3 * 12  # three bars for each of consumer 0's 12 units
+    fig.savefig(tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 1000

@@ -1,4 +1,4 @@
-"""Figures: the roofline with measured ceilings, the quantization sawtooth, the L2 cliff.
+"""Figures: the roofline with measured ceilings, the quantization sawtooth, the L2 cliff, a kernel's timeline.
 
 Each function returns a matplotlib Figure (the Agg backend: no display needed); callers save it. The
 SM clock the ceilings and the kernels ran at is written on every figure that shows a % of peak.
@@ -166,5 +166,39 @@ def efficiency_figure(rows: list[tuple[str, float, float]], title: str = ""):
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+TIMELINE_COLOURS = {"wait": "#c8c8c8", "main": "#3b75af", "epilogue": "#ef8636"}
+
+
+def timeline_figure(segments: list[dict], title: str = "", consumer: int = 0):
+    """One row per SM, time in microseconds across: each work unit of `consumer` as its wait for data (grey),
+    main loop (blue) and epilogue (orange). segments: analysis.timeline.segments."""
+    plt = _plt()
+    rows = sorted({s["sm"] for s in segments})
+    y_of = {sm: i for i, sm in enumerate(rows)}
+    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.035 * len(rows) + 1.5)))
+    bars: dict[str, list[tuple[float, float]]] = {k: [] for k in TIMELINE_COLOURS}
+    ys: dict[str, list[int]] = {k: [] for k in TIMELINE_COLOURS}
+    for s in segments:
+        if s["consumer"] != consumer:
+            continue
+        y = y_of[s["sm"]]
+        for name, a, b in (("wait", s["begin"], s["data"]), ("main", s["data"], s["main_end"]),
+                           ("epilogue", s["main_end"], s["epilogue_end"])):
+            bars[name].append((a, b - a))
+            ys[name].append(y)
+    for name, colour in TIMELINE_COLOURS.items():
+        if bars[name]:
+            ax.barh(ys[name], [w for _, w in bars[name]], left=[a for a, _ in bars[name]], height=0.9,
+                    color=colour, label=name, linewidth=0)
+    ax.set_xlabel("time from the first block's start (us)")
+    ax.set_ylabel("SM")
+    ax.set_ylim(-1, len(rows))
+    ax.set_yticks([])
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig

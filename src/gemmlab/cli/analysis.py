@@ -1,4 +1,4 @@
-"""gemmlab micro | roofline | explain | profile | sawtooth | cliff: the numbers and what explains them."""
+"""gemmlab micro | roofline | explain | profile | sawtooth | cliff | timeline: the numbers and what explains them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _gpu_or_fail() -> device.DeviceInfo:
     try:
         return device.device_info()
     except GemmlabError as exc:
-        fail(escape(str(exc)))
+        fail(str(exc))
 
 
 def _spec_or_fail(name: str, fp32: bool = False):
@@ -434,3 +434,82 @@ def cliff(
     out.parent.mkdir(parents=True, exist_ok=True)
     cliff_figure(cl, measured, f"L2 cliff: {spec.name} on {dev.name}").savefig(out, dpi=130)
     console.print(f"figure written to {out}")
+
+
+# ------------------------------------------------------------------------------------------- timeline
+
+
+@app.command()
+def timeline(
+    kernel: str = typer.Argument("wgmma", help="a rung with a traced build (its spec names extra['timeline'])"),
+    size: int = typer.Option(4096, "--size", "-s", help="M = N = K unless --m/--n/--k are given"),
+    m: Optional[int] = typer.Option(None, "--m"),
+    n: Optional[int] = typer.Option(None, "--n"),
+    k: Optional[int] = typer.Option(None, "--k"),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="float16 or bfloat16 (bfloat16 needs torch)"),
+    activation: Optional[str] = typer.Option(None, help="a fused column bias and this activation ('none': the bias "
+                                                        "alone)"),
+    param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="NAME=VALUE (default: what auto picks)"),
+    peak: float = typer.Option(4096.0, help="the SM's dense peak, FLOP per clock, for the main loop's efficiency "
+                                            "(H100 fp16 / bf16: 4096)"),
+    out: Optional[Path] = typer.Option(None, help="figure: SMs over time, each tile's wait, main loop, epilogue"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="the summary and every unit's times, as JSON"),
+) -> None:
+    """Where a kernel's time goes, tile by tile, measured inside it: one launch of its traced build."""
+    import json
+
+    from ..analysis import timeline as tl_mod
+    from .core import _operand
+
+    spec = _spec_or_fail(kernel)
+    if not spec.extra.get("timeline"):
+        with_trace = [s.name for s in registry.all_specs() if s.extra.get("timeline")]
+        fail(f"{spec.name} has no traced build; these have: {', '.join(with_trace)}")
+    if dtype not in ("float16", "bfloat16"):
+        fail(f"--dtype takes float16 or bfloat16, got {dtype!r}")
+    M, N, K = _shape(size, m, n, k)
+    params = parse_params(param)
+    _gpu_or_fail()
+    cp = device.require_cupy()
+    g = cp.random.default_rng(0)
+    a, _ = _operand(g.uniform(-1, 1, (M, K), dtype=cp.float32), dtype)
+    b, _ = _operand(g.uniform(-1, 1, (K, N), dtype=cp.float32), dtype)
+    extra = {}
+    if activation is not None:
+        extra = {"bias": g.uniform(-1, 1, N, dtype=cp.float32), "activation": None if activation == "none" else activation}
+    try:
+        tl = tl_mod.record(a, b, kernel=spec.name, **extra, **params)
+    except (ValueError, TypeError) as exc:
+        fail(str(exc))
+    s = tl_mod.summarise(tl, flop_per_clock=peak)
+    shown = " ".join(f"{key}={v}" for key, v in s["params"].items())
+    console.print(f"{spec.name} {shown}  {M}x{N}x{K} {dtype}"
+                  + (f", bias + {activation}" if activation else "")
+                  + f": {s['duration_us']:.1f} us at {s['clock_ghz']:.2f} GHz (the SMs' own clocks), "
+                  f"{s['blocks']} blocks, {s['units']} units over {s['tiles']} tiles", highlight=False)
+    table = Table(title="per consumer, averaged over blocks and consumers")
+    for col in ("phase", "cycles", "share"):
+        table.add_column(col, justify="right" if col != "phase" else "left")
+    for p in tl_mod.PHASES:
+        table.add_row(p, f"{s['phases_cycles'][p]:,.0f}", f"{100 * s['phases_share'][p]:.1f}%")
+    console.print(table)
+    eff = s.get("main_efficiency")
+    console.print(f"main loop: {s['main_cycles_per_kstep']:.0f} cycles per k step (range "
+                  f"{s['main_cycles_per_kstep_range'][0]:.0f}-{s['main_cycles_per_kstep_range'][1]:.0f})"
+                  + (f", {s['ideal_cycles_per_kstep']:.0f} at the peak: {100 * eff:.1f}% of it" if eff else ""),
+                  highlight=False)
+    if s.get("epilogue_detail"):
+        console.print("epilogue through TMA stores (median cycles): " + ", ".join(
+            f"{key} {v:.0f}" for key, v in s["epilogue_detail"].items()), highlight=False)
+    segs = tl_mod.segments(tl)
+    if out is not None:
+        from ..analysis.figures import timeline_figure
+
+        fig = timeline_figure(segs, f"{spec.name} {shown}, {M}x{N}x{K} {dtype}, {s['duration_us']:.1f} us")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=130)
+        console.print(f"timeline written to {out}")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps({"summary": s, "segments": segs}, indent=1))
+        console.print(f"summary and segments written to {json_out}")
