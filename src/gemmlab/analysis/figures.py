@@ -198,7 +198,7 @@ def timeline_figure(segments: list[dict], title: str = "", consumer: int = 0):
     ax.set_ylabel("SM")
     ax.set_ylim(-1, len(rows))
     ax.set_yticks([])
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8, frameon=False)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig
