@@ -138,3 +138,26 @@ def test_gpu_timing_without_a_gpu_fails_in_one_line():
         pytest.skip("checks the no-GPU path")
     with pytest.raises(GPUUnavailableError, match="GPU unavailable"):
         timing.time_gpu(lambda: None)
+
+
+def test_sustained_rounds_alternate_and_derive_cycles_and_energy():
+    from gemmlab.bench.sustained import Turn, rounds
+
+    order = []
+    fake = {"cublas": (1.6, 1365.0, 699.0), "mine": (1.58, 1350.0, 698.0)}
+
+    def take(name):
+        order.append(name)
+        ms, mhz, w = fake[name]
+        return Turn(ms, mhz, w, 100, (0x4,))
+
+    res = rounds(["cublas", "mine"], 3, take)
+    assert order == ["cublas", "mine", "mine", "cublas", "cublas", "mine"]
+    r = res["mine"]
+    assert len(r.turns) == 3 and r.ms == 1.58 and r.power_limited
+    assert r.kcycles == pytest.approx(1.58 * 1350.0)  # ms x MHz = thousands of cycles
+    assert r.joules == pytest.approx(698.0 * 1.58e-3)
+    quiet = rounds(["x"], 1, lambda n: Turn(2.0, None, None, 10))["x"]
+    assert quiet.kcycles is None and quiet.joules is None and not quiet.power_limited
+    with pytest.raises(ValueError, match="turns must be at least 1"):
+        rounds(["x"], 0, take)
