@@ -219,3 +219,31 @@ def test_clock_monitor_reads_the_sm_clock_where_nvml_is_present():
     mhz = mon.sm_mhz()
     print(f"SM clock now {mhz} MHz (max {mon.max_mhz} MHz)")
     assert mhz and 0 < mhz <= mon.max_mhz * 1.05
+
+
+def test_sustained_timing_reports_time_clock_power_and_energy():
+    """Two calls back to back (bench.sustained): times agree with an event pair around the same call, the
+    clock and power come from NVML where it is installed, cycles and energy follow from them."""
+    from gemmlab.bench.sustained import time_sustained
+
+    cp = _cp()
+    a = cp.random.rand(2048, 2048, dtype=cp.float32)
+    out = cp.empty_like(a)
+    calls = {"matmul": lambda: cp.matmul(a, a, out=out), "copy": lambda: cp.copyto(out, a)}
+    res = time_sustained(calls, seconds=0.3, turns=2, warmup_s=0.2)
+    assert list(res) == ["matmul", "copy"] and all(len(r.turns) == 2 for r in res.values())
+    s, e = cp.cuda.Event(), cp.cuda.Event()
+    s.record()
+    for _ in range(50):
+        calls["matmul"]()
+    e.record()
+    e.synchronize()
+    direct = cp.cuda.get_elapsed_time(s, e) / 50
+    r = res["matmul"]
+    print(f"sustained matmul {r.ms:.4f} ms (events around 50 calls: {direct:.4f}), {r.sm_mhz} MHz, {r.watts} W")
+    assert 0.7 < r.ms / direct < 1.4
+    assert res["copy"].ms < r.ms
+    if r.sm_mhz is not None:
+        assert 200 < r.sm_mhz < 3000 and r.kcycles == pytest.approx(r.ms * r.sm_mhz)
+    if r.watts is not None:
+        assert 20 < r.watts < 2000 and r.joules == pytest.approx(r.watts * r.ms * 1e-3)
