@@ -190,7 +190,7 @@ def test_fused_activation_runs_the_plain_defaults():
     plain = api.explain_choice("bfloat16", shape=(4096, 4096, 4096), cc=(9, 0), sm_count=132)
     fused = api.explain_choice("bfloat16", shape=(4096, 4096, 4096), cc=(9, 0), sm_count=132, epilogue=True)
     assert plain.spec.name == fused.spec.name == "wgmma" and plain.params == fused.params
-    assert plain.params["SCHEDULE"] == wgmma.COOPERATIVE and plain.params["BN"] == 256 and plain.params["CLUSTER"] == 2
+    assert plain.params["SCHEDULE"] == wgmma.COOPERATIVE and plain.params["BN"] == 256
 
 
 def test_shape_heuristic():
@@ -201,7 +201,10 @@ def test_shape_heuristic():
         assert c.spec.name == "wgmma" and c.params_source == "heuristic"
         return c.params
 
-    assert params(4096, 4096, 4096) == SPEC.validate({"C_TYPE": 3})  # large: the defaults (bf16 out)
+    assert params(8192, 8192, 8192) == SPEC.validate({"C_TYPE": 3})  # large: the defaults (bf16 out)
+    # four rounds of tiles or fewer, rows in whole 128-byte lines: no clusters; rows across lines: clusters
+    assert params(4096, 4096, 4096) == SPEC.validate({"C_TYPE": 3, "CLUSTER": 1})
+    assert params(3000, 5000, 2000)["CLUSTER"] == 2 and params(4096, 4096, 4000)["CLUSTER"] == 2
     small = params(1024, 1024, 1024)  # 32 default tiles for 132 SMs: 64 x 128 ping-pong tiles, no clusters
     assert (small["BM"], small["BN"], small["CLUSTER"], small["SCHEDULE"]) == (64, 128, 1, wgmma.PINGPONG)
     ragged = params(1000, 1000, 1000)  # the same, not in whole tiles: 128 x 128 cooperative tiles

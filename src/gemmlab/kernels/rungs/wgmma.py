@@ -229,7 +229,14 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
       without clusters, two waves (2048^3: 0.78 -> 0.82);
     - short K (K <= 1024) with many tiles: the ping-pong schedule, whose epilogue of one tile overlaps the
       other consumer's main loop, a large share when a tile has 16 k steps or fewer (4096 x 4096 x 1024:
-      0.70 -> 0.80; 8192 x 4096 x 1024: 0.72 -> 0.79)."""
+      0.70 -> 0.80; 8192 x 4096 x 1024: 0.72 -> 0.79);
+    - at most four rounds of default tiles, rows of A and B whole 128-byte lines (K and N multiples of 64):
+      no clusters. A cluster's barriers at the start and the end cost about 0.8 % of 4096^3 (the timeline:
+      fill 1.9 -> 1.5 %, end 0.6 -> 0.2 %), more than its shared B saves in so few rounds (4096^3: 0.6 % less
+      time at the power limit, 0.995 -> 1.017 of cuBLAS flushed; at 8192^3, sixteen rounds, clusters of two
+      stay 1 % ahead). Where rows straddle lines (3000 x 5000 x 2000: rows of 10,000 and 4,000 bytes) every
+      copy of B costs extra sectors and clusters, which copy B once for two blocks, are worth 30 % (0.65 ->
+      0.94 of cuBLAS)."""
     wide = cdiv(m, 128) * cdiv(n, 256)
     if 2 * wide <= sms:
         if m % 64 == 0 and n % 128 == 0:
@@ -239,6 +246,8 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
         return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2, "CLUSTER": 1}
     if k <= 1024:
         return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2}
+    if wide <= 4 * sms and n % 64 == 0 and k % 64 == 0:
+        return {"CLUSTER": 1}
     return {}
 
 
