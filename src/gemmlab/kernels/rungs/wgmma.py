@@ -234,9 +234,9 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
       no clusters. A cluster's barriers at the start and the end cost about 0.8 % of 4096^3 (the timeline:
       fill 1.9 -> 1.5 %, end 0.6 -> 0.2 %), more than its shared B saves in so few rounds (4096^3: 0.6 % less
       time at the power limit, 0.995 -> 1.017 of cuBLAS flushed; at 8192^3, sixteen rounds, clusters of two
-      stay 1 % ahead). Where rows straddle lines (3000 x 5000 x 2000: rows of 10,000 and 4,000 bytes) every
-      copy of B costs extra sectors and clusters, which copy B once for two blocks, are worth 30 % (0.65 ->
-      0.94 of cuBLAS)."""
+      stay 1 % ahead). Where rows straddle lines (3000 x 5000 x 2000: rows of 10,000 and 4,000 bytes)
+      clusters, which copy B once for two blocks, are worth 30 % (0.65 -> 0.94 of cuBLAS; likely the extra
+      sectors of every copy of B, not checked with counters)."""
     wide = cdiv(m, 128) * cdiv(n, 256)
     if 2 * wide <= sms:
         if m % 64 == 0 and n % 128 == 0:
