@@ -110,8 +110,6 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const Tensor
         : "memory");
 }
 
-// Fetch a tensor map (a __grid_constant__ parameter) into the copy engine's descriptor cache ahead of its
-// first use, which otherwise waits for it.
 // Arrive on the mbarrier at the same shared-memory offset in cluster block `rank` (this block included).
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
     asm volatile(
@@ -294,10 +292,10 @@ __device__ __forceinline__ void wgmma_step_rs_tf32(float (&d)[N / 2], const unsi
 // ------------------------------------------------------------------------------------------ timeline
 // Compiled only with -DGEMMLAB_TRACE (analysis/timeline.py builds and reads it; nothing else changes). Per
 // block: globaltimer and clock64 at entry, its SM, globaltimer and clock64 at each consumer's exit (after the
-// cluster barrier). Per consumer and work unit (tile or stream-K
-// run), from the consumer's first thread: globaltimer and clock64 when the unit begins, clock64 once its
-// first slot of data is there, after its last wgmma, and once its epilogue is issued (the start of the next
-// unit's bookkeeping), then the tile and its k steps. Units past TRACE_UNITS are not recorded.
+// cluster barrier). Per consumer and work unit (tile or stream-K run), from the consumer's first thread:
+// globaltimer and clock64 when the unit begins, clock64 once its first slot of data is there, after its last
+// wgmma, and once its epilogue is issued (the start of the next unit's bookkeeping), then the tile and its k
+// steps. Blocks past TRACE_BLOCKS and units past TRACE_UNITS are not recorded.
 #ifdef GEMMLAB_TRACE
 #if !defined(GEMMLAB_TRACE_BLOCKS) || !defined(GEMMLAB_TRACE_UNITS)
 #error "the traced build takes the record counts from the host: -DGEMMLAB_TRACE_BLOCKS=... -DGEMMLAB_TRACE_UNITS=..."
