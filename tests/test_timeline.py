@@ -95,3 +95,11 @@ def test_timeline_figure_draws_every_phase(tmp_path):
     assert len(ax.patches) == 3 * 12  # three bars for each of consumer 0's 12 units
     fig.savefig(tmp_path / "t.png")
     assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+def test_full_record_tables_are_reported_as_truncated():
+    tl = _made_up()
+    assert tl.truncated() == "" and timeline.summarise(tl)["truncated"] == ""
+    small = timeline.Timeline("wgmma", 1, 1, 1, tl.params, tl.blocks[:3], tl.units[:3, :, :4], extra=tl.extra)
+    why = small.truncated()
+    assert "all 3 block records used" in why and "6 consumer(s) filled all 4 unit records" in why

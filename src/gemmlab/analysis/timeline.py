@@ -66,6 +66,18 @@ class Timeline:
         """Indices of the blocks that ran (an entry was recorded)."""
         return np.nonzero(self.blocks[:, _B_CLK_IN])[0]
 
+    def truncated(self) -> str:
+        """Why the records may be incomplete ('' when they are not): every block slot used (a grid larger than
+        the trace holds) or a consumer that filled every unit slot."""
+        why = []
+        if self.blocks.shape[0] and len(self.used_blocks()) == self.blocks.shape[0]:
+            why.append(f"all {self.blocks.shape[0]} block records used (the grid may be larger)")
+        full = [int(b) for b in self.used_blocks() for cw in range(self.units.shape[1])
+                if self.unit_count(b, cw) == self.units.shape[2]]
+        if full:
+            why.append(f"{len(full)} consumer(s) filled all {self.units.shape[2]} unit records (later units are missing)")
+        return "; ".join(why)
+
     def unit_count(self, b: int, cw: int) -> int:
         """Work units consumer `cw` of block `b` began (a recorded start, in order from the first)."""
         began = self.units[b, cw, :, _U_BEGIN] != 0
@@ -147,6 +159,7 @@ def summarise(tl: Timeline, flop_per_clock: float | None = None) -> dict[str, An
         "tiles": len(covered),
         "main_cycles_per_kstep": float(np.median(steps_main)) if steps_main else 0.0,
         "main_cycles_per_kstep_range": (float(np.min(steps_main)), float(np.max(steps_main))) if steps_main else (0.0, 0.0),
+        "truncated": tl.truncated(),
     }
     detail = epilogue_detail(tl)
     if detail:

@@ -487,6 +487,8 @@ def timeline(
                   + (f", bias + {activation}" if activation else "")
                   + f": {s['duration_us']:.1f} us at {s['clock_ghz']:.2f} GHz (the SMs' own clocks), "
                   f"{s['blocks']} blocks, {s['units']} units over {s['tiles']} tiles", highlight=False)
+    if s["truncated"]:
+        console.print(f"[yellow]records incomplete: {escape(s['truncated'])}[/yellow]", highlight=False)
     table = Table(title="per consumer, averaged over blocks and consumers")
     for col in ("phase", "cycles", "share"):
         table.add_column(col, justify="right" if col != "phase" else "left")
