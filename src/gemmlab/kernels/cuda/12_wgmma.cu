@@ -53,6 +53,9 @@
 // Predicted for groups of 16 tile rows instead of 8 (a wave's panels 2048 x 2112 instead of 1024 x 4224,
 // best_group): 20% less read from memory; measured 1.53 -> 1.23 GB at 8192^3 (cuBLAS 1.25), 1-2% less time
 // and energy per call at the power limit, where time is energy / 700 W (scripts/power_probe.py).
+// Predicted for the TMA-store epilogue's box loop in order (the bias a box ahead, a box computed before it is
+// stored) and bf16 GELU through one MUFU.TANH: the GELU epilogue 14% -> ~5% of 4096^3 (bias 6% -> ~4%);
+// measured 8.3% (5.2%): it sits at the multi-function unit's bound (gemmlab timeline's epilogue detail).
 #include "common.cuh"
 #include "epilogue.cuh"
 
