@@ -88,6 +88,11 @@ def _i64(x) -> np.ndarray:
     return np.asarray(x, dtype=np.uint64).astype(np.int64)
 
 
+def _first_data(u: np.ndarray) -> np.ndarray:
+    """Units' first-data clocks (a unit with no k steps records none: its begin stands in)."""
+    return np.where(u[..., _U_DATA] != 0, u[..., _U_DATA], u[..., _U_BEGIN])
+
+
 def block_clock_ghz(tl: Timeline) -> np.ndarray:
     """Each used block's SM clock in GHz: its clock cycles over its global-timer nanoseconds, entry to the
     first consumer's exit."""
@@ -130,7 +135,7 @@ def summarise(tl: Timeline, flop_per_clock: float | None = None) -> dict[str, An
             if len(u) == 0:
                 ph["end"] = clk_out - clk_in
             else:
-                data = np.where(u[:, _U_DATA] != 0, u[:, _U_DATA], u[:, _U_BEGIN])
+                data = _first_data(u)
                 ph["fill"] = data[0] - clk_in
                 ph["wait"] = float((data[1:] - u[1:, _U_BEGIN]).sum())
                 ph["main"] = float((u[:, _U_MAIN] - data).sum())
@@ -139,9 +144,9 @@ def summarise(tl: Timeline, flop_per_clock: float | None = None) -> dict[str, An
                 ph["end"] = clk_out - u[-1, _U_EPI]
                 # the first unit's begin lies inside `fill` (entry to its data); later ones in `between`
                 ks = u[:, _U_KE] - u[:, _U_KB]
-                for row, kk in zip(u, ks):
+                for row, d, kk in zip(u, data, ks):
                     if kk > 0:
-                        steps_main.append(float(row[_U_MAIN] - (row[_U_DATA] or row[_U_BEGIN])) / float(kk))
+                        steps_main.append(float(row[_U_MAIN] - d) / float(kk))
                     covered.setdefault(int(row[_U_TILE]), []).append((int(row[_U_KB]), int(row[_U_KE])))
             per.append(ph)
     mean = {p: float(np.mean([d[p] for d in per])) for p in PHASES}
@@ -228,8 +233,8 @@ def segments(tl: Timeline) -> list[dict[str, Any]]:
             return (base_ns + (c - clk_in) / g) / 1e3
 
         for cw in range(tl.units.shape[1]):
-            for i, row in enumerate(_i64(tl.units[b, cw, : tl.unit_count(b, cw)])):
-                data = row[_U_DATA] or row[_U_BEGIN]
+            u = _i64(tl.units[b, cw, : tl.unit_count(b, cw)])
+            for i, (row, data) in enumerate(zip(u, _first_data(u))):
                 rows.append({"sm": int(blk[b, _B_SM]), "block": int(b), "consumer": cw, "unit": i,
                              "tile": int(row[_U_TILE]), "begin": us(row[_U_BEGIN]), "data": us(data),
                              "main_end": us(row[_U_MAIN]), "epilogue_end": us(row[_U_EPI])})

@@ -246,8 +246,14 @@ _added: list[tuple[str, ...]] = [()]  # options_added's stack top
 
 def added_options() -> tuple[str, ...]:
     """Options every compile gets besides its own: GEMMLAB_NVRTC_OPTIONS, then those of `options_added`.
-    Part of both cache keys, so a build with them never stands in for one without."""
-    return tuple(shlex.split(os.environ.get("GEMMLAB_NVRTC_OPTIONS", ""))) + _added[0]
+    Part of both cache keys, so a build with them never stands in for one without. (Read on every launch
+    that is not a remembered plan: the variable is split once per value.)"""
+    return _split_options(os.environ.get("GEMMLAB_NVRTC_OPTIONS", "")) + _added[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _split_options(text: str) -> tuple[str, ...]:
+    return tuple(shlex.split(text))
 
 
 @contextlib.contextmanager
