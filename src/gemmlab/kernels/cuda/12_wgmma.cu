@@ -143,6 +143,14 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 __device__ __forceinline__ void sts32(unsigned addr, unsigned v) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
+// Four 8 x 8 matrices of 16-bit values into shared memory (sm_90): register i of each thread is its piece of
+// matrix i (row lane / 4, columns 2 (lane % 4) and + 1, the accumulator's layout); lane 8 i + r gives the
+// address of matrix i's row r (16 contiguous bytes).
+__device__ __forceinline__ void stsm_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
+                 : "memory");
+}
 
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
@@ -160,6 +168,16 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
            ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+// A descriptor `bytes` further into shared memory: the address field (bits 0-13, address / 16) is the low end
+// of the descriptor and every address of the block's shared memory is below 2^18 (at most 228 KB), so the
+// sum never carries into the next field. The main loops build one descriptor per operand and move it by
+// compile-time offsets (k step, m64 tile) and the slot's offset, instead of encoding each address anew
+// (which cost about 20 integer instructions and two register moves per wgmma).
+// (`bytes` is a multiple of 16; only the low word changes.)
+__device__ __forceinline__ unsigned long long desc_add(unsigned long long desc, unsigned bytes) {
+    return (desc & 0xFFFFFFFF00000000ull) | (unsigned)((unsigned)desc + (bytes >> 4));
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -514,14 +532,22 @@ __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sy
 // edges). Two boxes alternate, so the consumer stages the next while the copy engine reads the last; the
 // writes to C then drain while the consumers run the next tile's main loop, where the stores from registers
 // (which all SMs issue at once at the end of a tile) held the consumers until the memory system took them.
-// `buf`: the two boxes, WG_M x 128 bytes each, 1024-byte aligned. bias is read as in store_direct_fused.
-template <int C_TYPE, int MT, int ACC, int ACT>
+// `buf`: the two boxes, WG_M x 128 bytes each, 1024-byte aligned. bias is read as in store_direct_fused;
+// BIAS false (no bias, no activation) compiles the plain alpha x acc.
+// A warp writes a box's rows with stmatrix, four 8 x 8 matrices (two 8-row halves x two 8-column pieces) per
+// instruction: 4 instructions per 64 columns of one m64 tile where 4-byte stores took 16. Lane 8 i + r
+// addresses row 8 (i % 2) + r of its warp's 16 rows, piece 2 q + i / 2 of the box's eight for instruction q;
+// the swizzled piece (2 q + i / 2) ^ r is (i / 2 ^ r) ^ 2 q, so the q-th address is the first one XOR 32 q.
+template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS = true>
 __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, int row0, int col0, int rows_left,
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
                                           const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
                                           int tid_wg, int barrier, int unit = -1) {
     constexpr int WG_M = MT * 64, BOX = WG_M * 128;
+    static_assert(BIAS || ACT == 0, "the bias-free store is the plain epilogue's");
     (void)unit;  // (the traced build's record index)
+    const int lane = 4 * g + t, mi = lane / 8, mr = lane % 8;  // stmatrix: this lane's matrix and row in it
+    const unsigned stsm_off = (unsigned)(warp * 16 + 8 * (mi & 1) + mr) * 128u + (unsigned)(((mi >> 1) ^ mr) << 4);
     // The bias in registers before it is used: a row's once per tile, a box's columns one box ahead. Each
     // st.shared is ordered against every memory access (its asm clobbers memory), so a load written between
     // two stores waits for the one before it, and each element's arithmetic waits for its load (before this,
@@ -533,15 +559,16 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = acc_row(mt, warp, g, h);
-            brow[mt][h] = bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
+            brow[mt][h] = BIAS && bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
         }
     float2 bcol[8];
     auto load_cols = [&](int cb) {
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
             const int c = 64 * cb + 8 * jj + 2 * t;
-            bcol[jj] = bias_mode == EPI_BIAS_COL && c < cols_left ? *reinterpret_cast<const float2*>(bias + col0 + c)
-                                                                  : make_float2(0.0f, 0.0f);
+            bcol[jj] = BIAS && bias_mode == EPI_BIAS_COL && c < cols_left
+                           ? *reinterpret_cast<const float2*>(bias + col0 + c)
+                           : make_float2(0.0f, 0.0f);
         }
     };
     load_cols(0);
@@ -558,8 +585,9 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 #pragma unroll
                 for (int jj = 0; jj < 8; ++jj) {
                     const int j = 8 * cb + jj;
-                    const float v0 = activate_direct<C_TYPE, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h], bcol[jj].x + brow[mt][h]));
-                    const float v1 = activate_direct<C_TYPE, ACT>(fmaf(alpha, acc[mt][4 * j + 2 * h + 1], bcol[jj].y + brow[mt][h]));
+                    const float a0 = acc[mt][4 * j + 2 * h], a1 = acc[mt][4 * j + 2 * h + 1];
+                    const float v0 = BIAS ? activate_direct<C_TYPE, ACT>(fmaf(alpha, a0, bcol[jj].x + brow[mt][h])) : alpha * a0;
+                    const float v1 = BIAS ? activate_direct<C_TYPE, ACT>(fmaf(alpha, a1, bcol[jj].y + brow[mt][h])) : alpha * a1;
                     out[mt][h][jj] = Out<C_TYPE>::pack2(v0, v1);
                 }
         if (cb + 1 < ACC / 32) load_cols(cb + 1);
@@ -571,11 +599,9 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = acc_row(mt, warp, g, h);
-#pragma unroll
-                for (int jj = 0; jj < 8; ++jj) sts32(box + r * 128 + ((jj ^ (g & 7)) << 4) + 4 * t, out[mt][h][jj]);
-            }
+            for (int q = 0; q < 4; ++q)
+                stsm_x4((box + mt * 64 * 128 + stsm_off) ^ (32u * q), out[mt][0][2 * q], out[mt][1][2 * q],
+                        out[mt][0][2 * q + 1], out[mt][1][2 * q + 1]);
         fence_async_shared();
         warpgroup_barrier(barrier);  // the box is complete
         if (tid_wg == 0) {
@@ -817,7 +843,10 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     const int k_tiles = (opaque(K) + BK - 1) / BK;                                                \
     const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;                                       \
     const int cluster_id = opaque(blockIdx.x) / CLUSTER, clusters = opaque(gridDim.x) / CLUSTER;
-    const int wg = threadIdx.x / 128, tid_wg = threadIdx.x % 128;
+    // The warpgroup, through a shuffle from lane 0: the compiler then knows it is the same in every lane of a
+    // warp, so what is derived from it (the consumer's rows of A and their wgmma descriptors) stays in the
+    // uniform registers that wgmma reads its descriptors from.
+    const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0), tid_wg = threadIdx.x % 128;
 #ifdef GEMMLAB_TRACE
     if (threadIdx.x == 0) {
         TRACE_BLOCK(0, trace_globaltimer());
@@ -980,14 +1009,14 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 };
                 // One slot: its wgmmas (fragments in `cur`), the next slot's fragments into `nxt` while they run,
                 // then the wait for them and the slot handed back.
+                const unsigned long long desc_b0 = smem_desc(base + A_BYTES, 16, 1024);  // slot 0's A^T, K-major
                 auto step = [&](Frags& cur, Frags& nxt, int kt) {
-                    const unsigned b_tile = base + s * STAGE_BYTES + A_BYTES;
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
                     wgmma_fence();
 #pragma unroll
                     for (int kk = 0; kk < BK / KSTEP; ++kk) {
-                        const unsigned long long desc_b = smem_desc(b_tile + kk * 32, 16, 1024);
+                        const unsigned long long desc_b = desc_add(desc_add(desc_b0, s * STAGE_BYTES), kk * 32);
 #pragma unroll
                         for (int mt = 0; mt < MT; ++mt) wgmma_step_rs_tf32<BN>(acc[mt], cur[mt][kk], desc_b);
                     }
@@ -1018,25 +1047,25 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     if (kt + 1 < ke) step(fb, fa, kt + 1);
                 }
             }
+            // Slot 0's descriptors: this consumer's rows of A (rows of 128 bytes, 8-row groups 1024 bytes apart),
+            // and B (N-major: 64-column chunks B_CHUNK apart as the leading byte offset, 8-row groups 1024 bytes
+            // apart; K-major: laid out like A).
+            const unsigned long long desc_a0 = smem_desc(base + (PINGPONG ? 0 : cw * WG_M * 128), 16, 1024);
+            const unsigned long long desc_b0 = smem_desc(base + A_BYTES, B_KMAJOR ? 16 : B_CHUNK, 1024);
             for (int kt = kb; kt < (SWAP ? kb : ke); ++kt) {  // (B_LAYOUT 3 ran its own loop above)
                 mbar_wait(smem_u32(&full_bar[s]), phase);
-                const unsigned a_tile = base + s * STAGE_BYTES + (PINGPONG ? 0 : cw * WG_M * 128);
-                const unsigned b_tile = base + s * STAGE_BYTES + A_BYTES;
+                const unsigned long long desc_a1 = desc_add(desc_a0, s * STAGE_BYTES), desc_b1 = desc_add(desc_b0, s * STAGE_BYTES);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BK / KSTEP; ++kk) {
-                    // N-major B: KSTEP k-rows further is KSTEP x 128 bytes into each 64-column chunk; chunks
-                    // are B_CHUNK apart (leading byte offset), 8-row groups 1024 bytes apart (stride byte
-                    // offset). K-major B: laid out like A, 32 bytes further per k step.
-                    const unsigned long long desc_b = B_KMAJOR ? smem_desc(b_tile + kk * 32, 16, 1024)
-                                                               : smem_desc(b_tile + kk * KSTEP * 128, B_CHUNK, 1024);
+                    // N-major B: KSTEP k-rows further is KSTEP x 128 bytes into each chunk; K-major B and A:
+                    // 32 bytes further per k step (the swizzle is applied by the hardware on the final address).
+                    const unsigned long long desc_b = desc_add(desc_b1, B_KMAJOR ? kk * 32 : kk * KSTEP * 128);
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
-                        // A: rows of 128 bytes, 8-row groups 1024 bytes apart; one k step further is 32 bytes
-                        // (the swizzle is applied by the hardware on the final address).
-                        const unsigned long long desc_a = smem_desc(a_tile + mt * 64 * 128 + kk * 32, 16, 1024);
+                        const unsigned long long desc_a = desc_add(desc_a1, mt * 64 * 128 + kk * 32);
                         wgmma_step<BN, A_TYPE, B_KMAJOR ? 0 : 1>(acc[mt], desc_a, desc_b);
                     }
                 }
@@ -1123,8 +1152,13 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                                                                      acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
                             break;
                         default:
-                            store_tma<C_TYPE, MT, ACC, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left, acc, alpha,
-                                                          bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
+                            if (bias_mode != 0)
+                                store_tma<C_TYPE, MT, ACC, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left, acc,
+                                                              alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
+                            else
+                                store_tma<C_TYPE, MT, ACC, 0, false>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg,
+                                                                     1 + cw, started);
                     }
                     continue;
                 }
