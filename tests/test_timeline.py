@@ -50,6 +50,37 @@ def test_phases_add_up_to_the_duration():
     assert s["ideal_cycles_per_kstep"] == pytest.approx(2 * 128 * 256 * 64 / 4096)
 
 
+def _with_epilogue(tl, deferred):
+    """Epilogue records inside each unit's epilogue (which _made_up gives 100 cycles): the bias loaded after 10,
+    then either four boxes of compute 5, wait 2, store 13 (ending 90 cycles in), or (deferred) the packing, 60."""
+    E = np.zeros(tl.units.shape[:3] + (16,), np.uint64)
+    for b in range(tl.units.shape[0]):
+        for cw in range(tl.units.shape[1]):
+            for u in range(tl.unit_count(b, cw)):
+                t = int(tl.units[b, cw, u, 3]) + 10
+                E[b, cw, u, 0] = t
+                if deferred:
+                    E[b, cw, u, 1] = t + 60
+                    continue
+                for cb in range(4):
+                    E[b, cw, u, 1 + 3 * cb: 4 + 3 * cb] = (t + 5, t + 7, t + 20)
+                    t += 20
+    tl.epilogue = E
+    return tl
+
+
+def test_epilogue_detail_boxes_and_the_deferred_packing():
+    d = timeline.epilogue_detail(_with_epilogue(_made_up(), deferred=False))
+    assert d["prologue"] == 10 and d["after"] == 10
+    assert [d[f"compute_{cb}"] for cb in range(4)] == [5] * 4
+    assert [d[f"wait_{cb}"] for cb in range(4)] == [2] * 4
+    assert [d[f"store_{cb}"] for cb in range(4)] == [13] * 4
+    assert "pack" not in d
+    d = timeline.epilogue_detail(_with_epilogue(_made_up(), deferred=True))
+    assert d == {"prologue": 10, "pack": 60, "after": 30}
+    assert timeline.epilogue_detail(_made_up()) == {}
+
+
 def test_segments_place_units_in_time():
     tl = _made_up()
     seg = timeline.segments(tl)

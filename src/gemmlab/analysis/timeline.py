@@ -181,7 +181,9 @@ def epilogue_detail(tl: Timeline) -> dict[str, float]:
     """Medians over the units whose epilogue went through TMA stores, in cycles: `prologue` (last wgmma done
     to the bias loaded), per box b `compute_b` (its outputs computed: arithmetic and packing), `wait_b` (its
     buffer free: the copy engine done reading it, and the warpgroup's barrier), `store_b` (written to shared
-    memory, fenced, barrier, TMA store issued), and `after` (the last store issued to the next unit's start)."""
+    memory, fenced, barrier, TMA store issued), and `after` (the last store issued to the next unit's start).
+    With deferred stores (rung 12's DEFER 1) a unit's epilogue only packs its outputs (`pack`: all boxes) and
+    the stores run inside the next unit's first k steps, so there are no boxes here."""
     if tl.epilogue is None:
         return {}
     rows: dict[str, list[float]] = {}
@@ -196,6 +198,9 @@ def epilogue_detail(tl: Timeline) -> dict[str, float]:
                 boxes = int(np.count_nonzero(ei[1:]) // 3)
                 rows.setdefault("prologue", []).append(float(ei[0] - ui[_U_MAIN]))
                 prev = ei[0]
+                if boxes == 0 and ei[1] != 0:  # deferred stores: the packing alone
+                    rows.setdefault("pack", []).append(float(ei[1] - prev))
+                    prev = ei[1]
                 for cb in range(boxes):
                     c, w, st = ei[1 + 3 * cb], ei[2 + 3 * cb], ei[3 + 3 * cb]
                     rows.setdefault(f"compute_{cb}", []).append(float(c - prev))

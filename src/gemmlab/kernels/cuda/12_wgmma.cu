@@ -525,35 +525,14 @@ __device__ __forceinline__ void store_transposed(typename Out<C_TYPE>::T* __rest
 
 __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
-// The epilogue through the copy engine (16-bit outputs, beta == 0, no residual): the consumer's WG_M x BN
-// results, act(alpha * acc + bias), go 64 columns at a time into a shared-memory box (WG_M rows of 128
-// bytes, 128-byte swizzled: 16-byte piece p of row r at piece p ^ (r % 8), so that a warp's stores of one
-// register pair hit 32 distinct banks), and one thread hands each box to a TMA store (clipped to C at the
-// edges). Two boxes alternate, so the consumer stages the next while the copy engine reads the last; the
-// writes to C then drain while the consumers run the next tile's main loop, where the stores from registers
-// (which all SMs issue at once at the end of a tile) held the consumers until the memory system took them.
-// `buf`: the two boxes, WG_M x 128 bytes each, 1024-byte aligned. bias is read as in store_direct_fused;
-// BIAS false (no bias, no activation) compiles the plain alpha x acc.
-// A warp writes a box's rows with stmatrix, four 8 x 8 matrices (two 8-row halves x two 8-column pieces) per
-// instruction: 4 instructions per 64 columns of one m64 tile where 4-byte stores took 16. Lane 8 i + r
-// addresses row 8 (i % 2) + r of its warp's 16 rows, piece 2 q + i / 2 of the box's eight for instruction q;
-// the swizzled piece (2 q + i / 2) ^ r is (i / 2 ^ r) ^ 2 q, so the q-th address is the first one XOR 32 q.
-template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS = true>
-__device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, int row0, int col0, int rows_left,
-                                          int cols_left, const float (&acc)[MT][ACC], float alpha,
-                                          const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
-                                          int tid_wg, int barrier, int unit = -1) {
-    constexpr int WG_M = MT * 64, BOX = WG_M * 128;
-    static_assert(BIAS || ACT == 0, "the bias-free store is the plain epilogue's");
-    (void)unit;  // (the traced build's record index)
-    const int lane = 4 * g + t, mi = lane / 8, mr = lane % 8;  // stmatrix: this lane's matrix and row in it
-    const unsigned stsm_off = (unsigned)(warp * 16 + 8 * (mi & 1) + mr) * 128u + (unsigned)(((mi >> 1) ^ mr) << 4);
-    // The bias in registers before it is used: a row's once per tile, a box's columns one box ahead. Each
-    // st.shared is ordered against every memory access (its asm clobbers memory), so a load written between
-    // two stores waits for the one before it, and each element's arithmetic waits for its load (before this,
-    // the timeline measured a column bias at +60 % of the plain epilogue's cycles and GELU at +270 %;
-    // after, +40 % and +180 %: docs/performance.md).
-    float brow[MT][2];
+// The bias in registers before it is used: a row's once per tile, a box's columns one box ahead. Each
+// st.shared is ordered against every memory access (its asm clobbers memory), so a load written between
+// two stores waits for the one before it, and each element's arithmetic waits for its load (before this,
+// the timeline measured a column bias at +60 % of the plain epilogue's cycles and GELU at +270 %;
+// after, +40 % and +180 %: docs/performance.md).
+template <int MT, bool BIAS>
+__device__ __forceinline__ void load_bias_rows(float (&brow)[MT][2], const float* __restrict__ bias, int bias_mode,
+                                               int row0, int rows_left, int warp, int g) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -561,55 +540,137 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
             const int r = acc_row(mt, warp, g, h);
             brow[mt][h] = BIAS && bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
         }
-    float2 bcol[8];
-    auto load_cols = [&](int cb) {
+}
+template <bool BIAS>
+__device__ __forceinline__ void load_bias_cols(float2 (&bcol)[8], const float* __restrict__ bias, int bias_mode,
+                                               int col0, int cols_left, int cb, int t) {
 #pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
-            const int c = 64 * cb + 8 * jj + 2 * t;
-            bcol[jj] = BIAS && bias_mode == EPI_BIAS_COL && c < cols_left
-                           ? *reinterpret_cast<const float2*>(bias + col0 + c)
-                           : make_float2(0.0f, 0.0f);
+    for (int jj = 0; jj < 8; ++jj) {
+        const int c = 64 * cb + 8 * jj + 2 * t;
+        bcol[jj] = BIAS && bias_mode == EPI_BIAS_COL && c < cols_left ? *reinterpret_cast<const float2*>(bias + col0 + c)
+                                                                      : make_float2(0.0f, 0.0f);
+    }
+}
+
+// Box cb's outputs (64 columns of the consumer's rows), act(alpha * acc + bias), packed in pairs: out[mt][h][jj]
+// holds row acc_row(mt, warp, g, h), columns 64 cb + 8 jj + 2 t and + 1. The arithmetic of all 16 pairs
+// interleaves (GELU's multi-function operations) before anything waits.
+// HALVES: 8 pairs at a time (the deferred stores' fp16 GELU and SiLU, whose exponential forms need more
+// temporaries than the registers beside the held outputs allow for 16).
+template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS, bool HALVES = false>
+__device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float (&acc)[MT][ACC], int cb, float alpha,
+                                         const float2 (&bcol)[8], const float (&brow)[MT][2]) {
+    static_assert(BIAS || ACT == 0, "the bias-free path is the plain epilogue's");
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (HALVES && h == 1) __syncwarp();
+#pragma unroll
+            for (int jj = 0; jj < 8; ++jj) {
+                const int j = 8 * cb + jj;
+                const float a0 = acc[mt][4 * j + 2 * h], a1 = acc[mt][4 * j + 2 * h + 1];
+                const float v0 = BIAS ? activate_direct<C_TYPE, ACT>(fmaf(alpha, a0, bcol[jj].x + brow[mt][h])) : alpha * a0;
+                const float v1 = BIAS ? activate_direct<C_TYPE, ACT>(fmaf(alpha, a1, bcol[jj].y + brow[mt][h])) : alpha * a1;
+                out[mt][h][jj] = Out<C_TYPE>::pack2(v0, v1);
+            }
         }
-    };
-    load_cols(0);
+}
+
+// Box cb of packed outputs to C through shared memory and a TMA store (clipped to C at the edges). Two boxes
+// alternate in `buf` (WG_M x 128 bytes each, 1024-byte aligned, 128-byte swizzled: 16-byte piece p of row r at
+// p ^ (r % 8)); before writing one, the warpgroup waits until the store that last read it (two boxes ago) is
+// done with it. A warp writes its rows with stmatrix, four 8 x 8 matrices (two 8-row halves x two 8-column
+// pieces) per instruction: 4 instructions per 64 columns of one m64 tile where 4-byte stores took 16. Lane
+// 8 i + r addresses row 8 (i % 2) + r of its warp's 16 rows, piece 2 q + i / 2 of the box's eight for
+// instruction q; the swizzled piece (2 q + i / 2) ^ r is (i / 2 ^ r) ^ 2 q, so the q-th address is the first
+// one XOR 32 q. `unit`: the traced build's record (-1: none).
+template <int MT>
+__device__ __forceinline__ void store_box(const TensorMap* map, unsigned buf, const unsigned (&out)[MT][2][8], int cb,
+                                          int row0, int col0, int warp, int g, int t, int tid_wg, int barrier,
+                                          int unit) {
+    constexpr int BOX = MT * 64 * 128;
+    (void)unit;
+    const int lane = 4 * g + t, mi = lane / 8, mr = lane % 8;
+    const unsigned stsm_off = (unsigned)(warp * 16 + 8 * (mi & 1) + mr) * 128u + (unsigned)(((mi >> 1) ^ mr) << 4);
+    const unsigned box = buf + (cb % 2) * BOX;
+    if (tid_wg == 0) bulk_wait_read<1>();  // the store that last read this box (two boxes ago) is done with it
+    warpgroup_barrier(barrier);
+    if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 2 + 3 * cb);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+            stsm_x4((box + mt * 64 * 128 + stsm_off) ^ (32u * q), out[mt][0][2 * q], out[mt][1][2 * q],
+                    out[mt][0][2 * q + 1], out[mt][1][2 * q + 1]);
+    fence_async_shared();
+    warpgroup_barrier(barrier);  // the box is complete
+    if (tid_wg == 0) {
+        tma_store_2d(map, box, col0 + 64 * cb, row0);
+        bulk_commit();
+        TRACE_EPILOGUE(barrier - 1, unit, 3 + 3 * cb);
+    }
+}
+
+// The epilogue through the copy engine (16-bit outputs, beta == 0, no residual): the consumer's WG_M x BN
+// results, act(alpha * acc + bias), go to C a box of 64 columns at a time, each box computed (pack_box) and
+// then stored (store_box), so the copy engine reads one box while the next is computed; the writes to C then
+// drain while the consumers run the next tile's main loop, where the stores from registers (which all SMs
+// issue at once at the end of a tile) held the consumers until the memory system took them. `buf`: the two
+// boxes, WG_M x 128 bytes each, 1024-byte aligned. bias is read as in store_direct_fused; BIAS false (no bias,
+// no activation) compiles the plain alpha x acc.
+template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS = true>
+__device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, int row0, int col0, int rows_left,
+                                          int cols_left, const float (&acc)[MT][ACC], float alpha,
+                                          const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
+                                          int tid_wg, int barrier, int unit = -1) {
+    (void)unit;  // (the traced build's record index)
+    float brow[MT][2];
+    float2 bcol[8];
+    load_bias_rows<MT, BIAS>(brow, bias, bias_mode, row0, rows_left, warp, g);
+    load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, 0, t);
     if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 0);
 #pragma unroll
-    for (int cb = 0; cb < ACC / 32; ++cb) {  // 64 columns (8 register pairs per row) per box
-        // The box's outputs, packed, before anything waits: the arithmetic (GELU's exponentials) of all 16
-        // pairs interleaves, and overlaps the wait for the box's last store.
+    for (int cb = 0; cb < ACC / 32; ++cb) {
         unsigned out[MT][2][8];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int jj = 0; jj < 8; ++jj) {
-                    const int j = 8 * cb + jj;
-                    const float a0 = acc[mt][4 * j + 2 * h], a1 = acc[mt][4 * j + 2 * h + 1];
-                    const float v0 = BIAS ? activate_direct<C_TYPE, ACT>(fmaf(alpha, a0, bcol[jj].x + brow[mt][h])) : alpha * a0;
-                    const float v1 = BIAS ? activate_direct<C_TYPE, ACT>(fmaf(alpha, a1, bcol[jj].y + brow[mt][h])) : alpha * a1;
-                    out[mt][h][jj] = Out<C_TYPE>::pack2(v0, v1);
-                }
-        if (cb + 1 < ACC / 32) load_cols(cb + 1);
+        pack_box<C_TYPE, MT, ACC, ACT, BIAS>(out, acc, cb, alpha, bcol, brow);
+        if (cb + 1 < ACC / 32) load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, cb + 1, t);
         if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 1 + 3 * cb);
-        const unsigned box = buf + (cb % 2) * BOX;
-        if (tid_wg == 0) bulk_wait_read<1>();  // the store that last read this box (two boxes ago) is done with it
-        warpgroup_barrier(barrier);
-        if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 2 + 3 * cb);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-                stsm_x4((box + mt * 64 * 128 + stsm_off) ^ (32u * q), out[mt][0][2 * q], out[mt][1][2 * q],
-                        out[mt][0][2 * q + 1], out[mt][1][2 * q + 1]);
-        fence_async_shared();
-        warpgroup_barrier(barrier);  // the box is complete
-        if (tid_wg == 0) {
-            tma_store_2d(map, box, col0 + 64 * cb, row0);
-            bulk_commit();
-            TRACE_EPILOGUE(barrier - 1, unit, 3 + 3 * cb);
-        }
+        store_box<MT>(map, buf, out, cb, row0, col0, warp, g, t, tid_wg, barrier, unit);
     }
+}
+
+// The deferred form (DEFER 1): all of a tile's boxes packed into `held` (half as many registers as the
+// accumulators, which the next tile's main loop then reuses), stored by store_held during the next tile's
+// first two k steps, while its wgmmas run. The traced build records the packing as fields 0 and 1.
+template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS = true>
+__device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], int row0, int col0, int rows_left,
+                                          int cols_left, const float (&acc)[MT][ACC], float alpha,
+                                          const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
+                                          int tid_wg, int cw, int unit) {
+    (void)unit, (void)cw;
+    float brow[MT][2];
+    float2 bcol[8];
+    load_bias_rows<MT, BIAS>(brow, bias, bias_mode, row0, rows_left, warp, g);
+    load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, 0, t);
+    if (tid_wg == 0) TRACE_EPILOGUE(cw, unit, 0);
+#pragma unroll
+    for (int cb = 0; cb < ACC / 32; ++cb) {
+        constexpr bool HALVES = C_TYPE == 2 && (ACT == EPI_ACT_GELU_TANH || ACT == EPI_ACT_SILU);
+        pack_box<C_TYPE, MT, ACC, ACT, BIAS, HALVES>(held[cb], acc, cb, alpha, bcol, brow);
+        if (cb + 1 < ACC / 32) load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, cb + 1, t);
+        // One box's activations at a time: interleaving all of them runs out of registers beside `held`.
+        if (ACT != 0 && ACT != EPI_ACT_RELU) __syncwarp();
+    }
+    if (tid_wg == 0) TRACE_EPILOGUE(cw, unit, 1);
+}
+
+// Boxes FIRST .. FIRST + COUNT - 1 of a tile packed by pack_tile, to C at (row0, col0).
+template <int FIRST, int COUNT, int MT, int BOXES>
+__device__ __forceinline__ void store_held(const TensorMap* map, unsigned buf, const unsigned (&held)[BOXES][MT][2][8],
+                                           int row0, int col0, int warp, int g, int t, int tid_wg, int barrier) {
+#pragma unroll
+    for (int cb = FIRST; cb < FIRST + COUNT; ++cb) store_box<MT>(map, buf, held[cb], cb, row0, col0, warp, g, t, tid_wg, barrier, -1);
 }
 
 // The same for a tile computed transposed (B_LAYOUT 3: D = C^T, fp32 C, beta == 0, no flags): the
@@ -768,7 +829,7 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
 // BN / CLUSTER rows x BK. A and B pointers are unused by the main loop (the maps carry them) and kept for
 // the common argument list.
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K>
+          int STREAM_K, int DEFER>
 __device__ __forceinline__ void
 wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
            int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
@@ -795,6 +856,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // partial sums per consumer of each block. STREAM_K 0 compiles none of it.
     constexpr bool SK = STREAM_K == 1 && !PINGPONG;
     static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K: 0 or 1");
+    static_assert(DEFER == 0 || DEFER == 1, "DEFER: 0 or 1");
     const int sk_tiles = SK ? sk_tiles_arg : 0;
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
@@ -807,6 +869,10 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // The epilogue's shared memory per consumer, after the ring: the staged path's WG_M x EPI_PITCH floats, or
     // (16-bit outputs) the TMA store's two boxes of WG_M x 128 bytes, whichever is larger.
     constexpr bool TMA_STORE = SWAP ? C_TYPE == 1 : C_TYPE != 1;  // what store_tma(_transposed) can write
+    // DEFER 1: a tile's TMA stores are issued during the next tile's first two k steps, behind its wgmmas
+    // (cooperative schedule, 16-bit outputs through store_tma; elsewhere DEFER changes nothing).
+    constexpr bool DEFERRED = DEFER == 1 && !PINGPONG && !SWAP && TMA_STORE;
+    constexpr int BOXES = BN / 64;               // 64-column boxes of the TMA-store epilogue per tile
     constexpr int EPI_REGION = WG_M * (TMA_STORE && 256 > EPI_PITCH * 4 ? 256 : EPI_PITCH * 4);
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
@@ -933,6 +999,20 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         // 4 j + q is column 8 j + 2 t + (q & 1) (t = lane % 4), row + 8 for q >= 2.
         const int g = lane / 4, t = lane % 4;
         int started = 0;  // tiles this consumer has begun
+        // DEFER: the last tile's packed outputs, its place in C, and how many of its boxes are still to be
+        // stored (BOXES after its epilogue, BOXES / 2 after the first k step of the next tile, then 0).
+        unsigned held[DEFERRED ? BOXES : 1][MT][2][8];
+        int held_boxes = 0, held_row = 0, held_col = 0;
+        const unsigned epi_buf = base + STAGES * STAGE_BYTES + cw * EPI_REGION;
+        auto store_half = [&]() {
+            if constexpr (DEFERRED) {
+                if (held_boxes == BOXES)
+                    store_held<0, BOXES / 2>(&tmap_c, epi_buf, held, held_row, held_col, warp, g, t, tid_wg, 1 + cw);
+                else
+                    store_held<BOXES / 2, BOXES / 2>(&tmap_c, epi_buf, held, held_row, held_col, warp, g, t, tid_wg, 1 + cw);
+                held_boxes -= BOXES / 2;
+            }
+        };
         // A slot is handed back to the producers of every block of the cluster (they all wrote into it).
         auto release = [&](int slot) {
             if constexpr (CLUSTER == 1) {
@@ -948,7 +1028,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 #endif
             WGMMA_TILE_WALK  // per tile: nothing of it stays live across the epilogue
             WorkUnit w;  // (ping-pong: the block's i-th tile, whichever consumer takes it)
-            if (!work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w)) break;
+            if (!work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w)) {
+                if constexpr (DEFERRED) {
+                    while (held_boxes > 0) store_half();  // the consumer's last tile
+                }
+                break;
+            }
             const int tile = w.tile, kb = w.kb, ke = w.ke;
 #ifdef GEMMLAB_TRACE
             if (tid_wg == 0) {
@@ -1070,6 +1155,9 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     }
                 }
                 wgmma_commit();
+                if constexpr (DEFERRED) {
+                    if (held_boxes > 0) store_half();  // the last tile's stores while these wgmmas run
+                }
                 if constexpr (HOLD == 2) {
                     wgmma_wait<1>();  // the previous slot's wgmmas are done: hand that slot back
 #pragma unroll
@@ -1092,6 +1180,9 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
             if (prev >= 0 && lane == 0) release(prev);
+            if constexpr (DEFERRED) {
+                while (held_boxes > 0) store_half();  // a unit of fewer than two k steps
+            }
 #ifdef GEMMLAB_TRACE
             if (tid_wg == 0) TRACE_UNIT(cw, started, 3, clock64());
 #endif
@@ -1127,11 +1218,32 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
             // 16-bit outputs with beta == 0 and no residual, where the host encoded a map of C (its rows 16-byte
             // aligned): through shared memory and the copy engine (store_tma).
+            // (DEFER: GELU with erf goes to the stores from registers below, which take 32 elements' activations
+            // at a time; its box of 64 beside the held outputs of the deferred stores runs out of registers.)
             if constexpr (TMA_STORE && !SWAP) {
-                if (tmap_c.opaque[0] != 0 && beta == 0.0f && !(epilogue & EPI_RESIDUAL)) {
-                    const unsigned buf = base + STAGES * STAGE_BYTES + cw * EPI_REGION;
+                if (tmap_c.opaque[0] != 0 && beta == 0.0f && !(epilogue & EPI_RESIDUAL) &&
+                    !(DEFERRED && ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) == EPI_ACT_GELU_ERF)) {
+                    const unsigned buf = epi_buf;
                     const int col0 = tile_col * BN, rows_left = M - row_first, cols_left = N - col0;
                     const int bias_mode = epilogue & EPI_BIAS_MASK;
+                    if constexpr (DEFERRED) {
+#define PACK(ACT_, BIAS_)                                                                                        \
+    pack_tile<C_TYPE, MT, ACC, ACT_, BIAS_>(held, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, \
+                                            warp, g, t, tid_wg, cw, started)
+                        switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
+                            case EPI_ACT_RELU: PACK(EPI_ACT_RELU, true); break;
+                            case EPI_ACT_GELU_TANH: PACK(EPI_ACT_GELU_TANH, true); break;
+                            case EPI_ACT_SILU: PACK(EPI_ACT_SILU, true); break;
+                            default:
+                                if (bias_mode != 0)
+                                    PACK(0, true);
+                                else
+                                    PACK(0, false);
+                        }
+#undef PACK
+                        held_boxes = BOXES, held_row = row_first, held_col = col0;
+                        continue;
+                    }
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_RELU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
@@ -1255,17 +1367,17 @@ struct EnableIf<true> {
         const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
         int* __restrict__ sk_flags, int sk_tiles
 #define WGMMA_BODY                                                                                                 \
-    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K>(                          \
+    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER>(                          \
         M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K>
+          int STREAM_K, int DEFER>
 __global__ typename EnableIf<CLUSTER == 1>::type __launch_bounds__(384, 1) wgmma_gemm(WGMMA_PARAMS) {
     WGMMA_BODY;
 }
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K>
+          int STREAM_K, int DEFER>
 __global__ typename EnableIf<CLUSTER != 1>::type __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1)
     wgmma_gemm(WGMMA_PARAMS) {
     WGMMA_BODY;
