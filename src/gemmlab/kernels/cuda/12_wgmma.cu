@@ -640,9 +640,9 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
     }
 }
 
-// The deferred form (DEFER 1): all of a tile's boxes packed into `held` (half as many registers as the
+// The deferred form (DEFER 1, 2): all of a tile's boxes packed into `held` (half as many registers as the
 // accumulators, which the next tile's main loop then reuses), stored by store_held during the next tile's
-// first two k steps, while its wgmmas run. The traced build records the packing as fields 0 and 1.
+// first k steps (DEFER boxes per k step), while its wgmmas run. The traced build records the packing as fields 0 and 1.
 template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS = true>
 __device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], int row0, int col0, int rows_left,
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
@@ -856,7 +856,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // partial sums per consumer of each block. STREAM_K 0 compiles none of it.
     constexpr bool SK = STREAM_K == 1 && !PINGPONG;
     static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K: 0 or 1");
-    static_assert(DEFER == 0 || DEFER == 1, "DEFER: 0 or 1");
+    static_assert(DEFER >= 0 && DEFER <= 2, "DEFER: 0, 1 or 2");
     const int sk_tiles = SK ? sk_tiles_arg : 0;
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
@@ -869,10 +869,13 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // The epilogue's shared memory per consumer, after the ring: the staged path's WG_M x EPI_PITCH floats, or
     // (16-bit outputs) the TMA store's two boxes of WG_M x 128 bytes, whichever is larger.
     constexpr bool TMA_STORE = SWAP ? C_TYPE == 1 : C_TYPE != 1;  // what store_tma(_transposed) can write
-    // DEFER 1: a tile's TMA stores are issued during the next tile's first two k steps, behind its wgmmas
+    // DEFER 1, 2: a tile's TMA stores are issued during the next tile's first k steps (DEFER boxes after each
+    // step's wgmmas), behind them
     // (cooperative schedule, 16-bit outputs through store_tma; elsewhere DEFER changes nothing).
-    constexpr bool DEFERRED = DEFER == 1 && !PINGPONG && !SWAP && TMA_STORE;
+    constexpr bool DEFERRED = DEFER > 0 && !PINGPONG && !SWAP && TMA_STORE;
     constexpr int BOXES = BN / 64;               // 64-column boxes of the TMA-store epilogue per tile
+    constexpr int PER = DEFER == 2 ? 2 : 1;      // boxes stored per k step (DEFER 1: one, 2: two)
+    static_assert(BOXES % PER == 0, "whole boxes per k step");
     constexpr int EPI_REGION = WG_M * (TMA_STORE && 256 > EPI_PITCH * 4 ? 256 : EPI_PITCH * 4);
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
@@ -1004,13 +1007,20 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         unsigned held[DEFERRED ? BOXES : 1][MT][2][8];
         int held_boxes = 0, held_row = 0, held_col = 0;
         const unsigned epi_buf = base + STAGES * STAGE_BYTES + cw * EPI_REGION;
-        auto store_half = [&]() {
+        // The next PER held boxes (box BOXES - held_boxes on), compile-time indices into `held`.
+        auto store_next = [&]() {
             if constexpr (DEFERRED) {
-                if (held_boxes == BOXES)
-                    store_held<0, BOXES / 2>(&tmap_c, epi_buf, held, held_row, held_col, warp, g, t, tid_wg, 1 + cw);
-                else
-                    store_held<BOXES / 2, BOXES / 2>(&tmap_c, epi_buf, held, held_row, held_col, warp, g, t, tid_wg, 1 + cw);
-                held_boxes -= BOXES / 2;
+                const int first = BOXES - held_boxes;
+#define STORE_HELD(F)                                                                                           \
+    if constexpr ((F) + PER <= BOXES) {                                                                          \
+        if (first == (F)) store_held<(F), PER>(&tmap_c, epi_buf, held, held_row, held_col, warp, g, t, tid_wg, 1 + cw); \
+    }
+                STORE_HELD(0)
+                STORE_HELD(1)
+                STORE_HELD(2)
+                STORE_HELD(3)
+#undef STORE_HELD
+                held_boxes -= PER;
             }
         };
         // A slot is handed back to the producers of every block of the cluster (they all wrote into it).
@@ -1030,7 +1040,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             WorkUnit w;  // (ping-pong: the block's i-th tile, whichever consumer takes it)
             if (!work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w)) {
                 if constexpr (DEFERRED) {
-                    while (held_boxes > 0) store_half();  // the consumer's last tile
+                    while (held_boxes > 0) store_next();  // the consumer's last tile
                 }
                 break;
             }
@@ -1156,7 +1166,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 }
                 wgmma_commit();
                 if constexpr (DEFERRED) {
-                    if (held_boxes > 0) store_half();  // the last tile's stores while these wgmmas run
+                    if (held_boxes > 0) store_next();  // the last tile's stores while these wgmmas run
                 }
                 if constexpr (HOLD == 2) {
                     wgmma_wait<1>();  // the previous slot's wgmmas are done: hand that slot back
@@ -1181,7 +1191,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
             if (prev >= 0 && lane == 0) release(prev);
             if constexpr (DEFERRED) {
-                while (held_boxes > 0) store_half();  // a unit of fewer than two k steps
+                while (held_boxes > 0) store_next();  // a unit of fewer k steps than held boxes / PER
             }
 #ifdef GEMMLAB_TRACE
             if (tid_wg == 0) TRACE_UNIT(cw, started, 3, clock64());
