@@ -182,7 +182,7 @@ def epilogue_detail(tl: Timeline) -> dict[str, float]:
     to the bias loaded), per box b `compute_b` (its outputs computed: arithmetic and packing), `wait_b` (its
     buffer free: the copy engine done reading it, and the warpgroup's barrier), `store_b` (written to shared
     memory, fenced, barrier, TMA store issued), and `after` (the last store issued to the next unit's start).
-    With deferred stores (rung 12's DEFER 1 or 2) a unit's epilogue only packs its outputs (`pack`: all boxes) and
+    With deferred stores (rung 12's DEFER 1) a unit's epilogue only packs its outputs (`pack`: all boxes) and
     the stores run inside the next unit's first k steps, so there are no boxes here."""
     if tl.epilogue is None:
         return {}

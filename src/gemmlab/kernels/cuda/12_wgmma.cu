@@ -640,9 +640,9 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
     }
 }
 
-// The deferred form (DEFER 1, 2): all of a tile's boxes packed into `held` (half as many registers as the
-// accumulators, which the next tile's main loop then reuses), stored by store_held during the next tile's
-// first k steps (DEFER boxes per k step), while its wgmmas run. The traced build records the packing as fields 0 and 1.
+// The deferred form (DEFER 1): all of a tile's boxes packed into `held` (half as many registers as the
+// accumulators, which the next tile's main loop then reuses), stored box by box (store_box) during the next tile's
+// first k steps (a box after each step's wgmmas), while they run. The traced build records the packing as fields 0 and 1.
 template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS = true>
 __device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], int row0, int col0, int rows_left,
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
@@ -663,14 +663,6 @@ __device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], 
         if (ACT != 0 && ACT != EPI_ACT_RELU) __syncwarp();
     }
     if (tid_wg == 0) TRACE_EPILOGUE(cw, unit, 1);
-}
-
-// Boxes FIRST .. FIRST + COUNT - 1 of a tile packed by pack_tile, to C at (row0, col0).
-template <int FIRST, int COUNT, int MT, int BOXES>
-__device__ __forceinline__ void store_held(const TensorMap* map, unsigned buf, const unsigned (&held)[BOXES][MT][2][8],
-                                           int row0, int col0, int warp, int g, int t, int tid_wg, int barrier) {
-#pragma unroll
-    for (int cb = FIRST; cb < FIRST + COUNT; ++cb) store_box<MT>(map, buf, held[cb], cb, row0, col0, warp, g, t, tid_wg, barrier, -1);
 }
 
 // The same for a tile computed transposed (B_LAYOUT 3: D = C^T, fp32 C, beta == 0, no flags): the
@@ -856,7 +848,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // partial sums per consumer of each block. STREAM_K 0 compiles none of it.
     constexpr bool SK = STREAM_K == 1 && !PINGPONG;
     static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K: 0 or 1");
-    static_assert(DEFER >= 0 && DEFER <= 2, "DEFER: 0, 1 or 2");
+    static_assert(DEFER == 0 || DEFER == 1, "DEFER: 0 or 1");
     const int sk_tiles = SK ? sk_tiles_arg : 0;
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
@@ -869,13 +861,11 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // The epilogue's shared memory per consumer, after the ring: the staged path's WG_M x EPI_PITCH floats, or
     // (16-bit outputs) the TMA store's two boxes of WG_M x 128 bytes, whichever is larger.
     constexpr bool TMA_STORE = SWAP ? C_TYPE == 1 : C_TYPE != 1;  // what store_tma(_transposed) can write
-    // DEFER 1, 2: a tile's TMA stores are issued during the next tile's first k steps (DEFER boxes after each
-    // step's wgmmas), behind them
-    // (cooperative schedule, 16-bit outputs through store_tma; elsewhere DEFER changes nothing).
-    constexpr bool DEFERRED = DEFER > 0 && !PINGPONG && !SWAP && TMA_STORE;
+    // DEFER 1: a tile's TMA stores are issued during the next tile's first k steps, one box after each step's
+    // wgmmas, behind them (cooperative schedule, 16-bit outputs through store_tma; elsewhere DEFER changes
+    // nothing).
+    constexpr bool DEFERRED = DEFER == 1 && !PINGPONG && !SWAP && TMA_STORE;
     constexpr int BOXES = BN / 64;               // 64-column boxes of the TMA-store epilogue per tile
-    constexpr int PER = DEFER == 2 ? 2 : 1;      // boxes stored per k step (DEFER 1: one, 2: two)
-    static_assert(BOXES % PER == 0, "whole boxes per k step");
     constexpr int EPI_REGION = WG_M * (TMA_STORE && 256 > EPI_PITCH * 4 ? 256 : EPI_PITCH * 4);
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
@@ -1003,24 +993,18 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         const int g = lane / 4, t = lane % 4;
         int started = 0;  // tiles this consumer has begun
         // DEFER: the last tile's packed outputs, its place in C, and how many of its boxes are still to be
-        // stored (BOXES after its epilogue, BOXES / 2 after the first k step of the next tile, then 0).
+        // stored (BOXES after its epilogue, one fewer after each k step of the next tile).
         unsigned held[DEFERRED ? BOXES : 1][MT][2][8];
         int held_boxes = 0, held_row = 0, held_col = 0;
         const unsigned epi_buf = base + STAGES * STAGE_BYTES + cw * EPI_REGION;
-        // The next PER held boxes (box BOXES - held_boxes on), compile-time indices into `held`.
+        // The next held box (box BOXES - held_boxes), a compile-time index into `held`.
         auto store_next = [&]() {
             if constexpr (DEFERRED) {
-                const int first = BOXES - held_boxes;
-#define STORE_HELD(F)                                                                                           \
-    if constexpr ((F) + PER <= BOXES) {                                                                          \
-        if (first == (F)) store_held<(F), PER>(&tmap_c, epi_buf, held, held_row, held_col, warp, g, t, tid_wg, 1 + cw); \
-    }
-                STORE_HELD(0)
-                STORE_HELD(1)
-                STORE_HELD(2)
-                STORE_HELD(3)
-#undef STORE_HELD
-                held_boxes -= PER;
+                const int next = BOXES - held_boxes;
+#pragma unroll
+                for (int cb = 0; cb < BOXES; ++cb)
+                    if (next == cb) store_box<MT>(&tmap_c, epi_buf, held[cb], cb, held_row, held_col, warp, g, t, tid_wg, 1 + cw, -1);
+                --held_boxes;
             }
         };
         // A slot is handed back to the producers of every block of the cluster (they all wrote into it).
@@ -1191,7 +1175,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
             if (prev >= 0 && lane == 0) release(prev);
             if constexpr (DEFERRED) {
-                while (held_boxes > 0) store_next();  // a unit of fewer k steps than held boxes / PER
+                while (held_boxes > 0) store_next();  // a unit of fewer k steps than boxes
             }
 #ifdef GEMMLAB_TRACE
             if (tid_wg == 0) TRACE_UNIT(cw, started, 3, clock64());

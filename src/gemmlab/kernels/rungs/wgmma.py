@@ -346,10 +346,10 @@ SPEC = KernelSpec(
         Param("STREAM_K", 0, (0, 1), "1: the last rounds of tiles are spread over all clusters by k steps "
                                      "(stream-K, cooperative schedule; where `stream_k_tiles` says it pays); 0: "
                                      "whole tiles only (the default: no gain measured on the H100)"),
-        Param("DEFER", 0, (0, 1, 2), "1, 2: a tile's TMA stores (16-bit outputs, cooperative schedule) are issued "
-                                     "during the next tile's first k steps, DEFER boxes of 64 columns after each "
-                                     "step's wgmmas, its outputs held packed in registers; 0: stored before the "
-                                     "next tile begins"),
+        Param("DEFER", 1, (0, 1), "1: a tile's TMA stores (16-bit outputs, cooperative schedule) are issued "
+                                  "during the next tile's first k steps, a box of 64 columns after each step's "
+                                  "wgmmas, its outputs held packed in registers; 0: stored before the next tile "
+                                  "begins"),
     ),
     constraints=_constraints,
     geometry=_geometry,
