@@ -3,8 +3,8 @@ full epilogue, TF32 on wgmma (B given transposed, and a row-major B computed tra
 and a shape where every block walks several tiles; clusters of
 one and two blocks (an odd tile-row count leaves a block below the matrix), the epilogues written straight
 from the registers (plain and bias + GELU on interior blocks) and through TMA stores (16-bit C, beta = 0), B given transposed, staged operands,
-stream-K's last rounds (partial sums handed between clusters), and the deferred TMA stores (a tile's boxes
-stored during the next tile's main loop).
+and stream-K's last rounds (partial sums handed between clusters). The deferred TMA stores (the default)
+run in the wgmma calls above; scripts/sanitize_deferred.py has them on several tiles per block.
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t python3 scripts/sanitize_tensor.py; done
 """
@@ -53,11 +53,6 @@ for cl in (1, 2):
         gemmlab.matmul(x, w.t(), kernel="wgmma", CLUSTER=cl, **p)
         gemmlab.matmul(x, w.t(), bias=col, activation="gelu_tanh", kernel="wgmma", CLUSTER=cl, **p)
         gemmlab.matmul(x, w.t().contiguous(), alpha=2.0, kernel="wgmma", out_dtype=torch.float32, CLUSTER=cl, **p)
-# Deferred TMA stores (DEFER 1, the default): several tiles per block, one k step (K = 64) and two, fp16 and bf16.
-for k_, dt in ((136, torch.bfloat16), (64, torch.float16)):
-    a, b = torch.randn(2100, k_, device="cuda").to(dt), torch.randn(k_, 4100, device="cuda").to(dt)
-    gemmlab.matmul(a, b, kernel="wgmma", DEFER=1)
-    gemmlab.matmul(a, b, bias=torch.randn(4100, device="cuda"), activation="silu", kernel="wgmma", DEFER=1, CLUSTER=1)
 odd = torch.randn(130, 91, device="cuda").half()  # rows of 91 elements: staged into padded copies
 gemmlab.matmul(odd, torch.randn(91, 37, device="cuda").half())
 # Stream-K (STREAM_K = 1): more cluster tiles than the grid has clusters (132 SMs: 66 clusters of two, 132 blocks without),
