@@ -659,8 +659,10 @@ __device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], 
         constexpr bool HALVES = C_TYPE == 2 && (ACT == EPI_ACT_GELU_TANH || ACT == EPI_ACT_SILU);
         pack_box<C_TYPE, MT, ACC, ACT, BIAS, HALVES>(held[cb], acc, cb, alpha, bcol, brow);
         if (cb + 1 < ACC / 32) load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, cb + 1, t);
-        // One box's activations at a time: interleaving all of them runs out of registers beside `held`.
-        if (ACT != 0 && ACT != EPI_ACT_RELU) __syncwarp();
+        // fp16: one box's activations at a time (their exponential forms, interleaved over all boxes, run out
+        // of registers beside `held`). bf16's one MUFU.TANH per element fits: boxes interleave (measured: GELU's
+        // packing 4,470 -> 3,740 cycles per tile without the barrier).
+        if (ACT != 0 && ACT != EPI_ACT_RELU && C_TYPE != 3) __syncwarp();
     }
     if (tid_wg == 0) TRACE_EPILOGUE(cw, unit, 1);
 }
