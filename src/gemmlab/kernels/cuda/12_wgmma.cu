@@ -530,7 +530,10 @@ __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sy
 // two stores waits for the one before it, and each element's arithmetic waits for its load (before this,
 // the timeline measured a column bias at +60 % of the plain epilogue's cycles and GELU at +270 %;
 // after, +40 % and +180 %: docs/performance.md).
-template <int MT, bool BIAS>
+// BIAS (here and below): which bias the code is compiled for: 0 none, EPI_BIAS_ROW, EPI_BIAS_COL, or
+// BIAS_EITHER (whichever bias_mode names, both added per element).
+constexpr int BIAS_EITHER = EPI_BIAS_ROW | EPI_BIAS_COL;
+template <int MT, int BIAS>
 __device__ __forceinline__ void load_bias_rows(float (&brow)[MT][2], const float* __restrict__ bias, int bias_mode,
                                                int row0, int rows_left, int warp, int g) {
 #pragma unroll
@@ -538,16 +541,16 @@ __device__ __forceinline__ void load_bias_rows(float (&brow)[MT][2], const float
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int r = acc_row(mt, warp, g, h);
-            brow[mt][h] = BIAS && bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
+            brow[mt][h] = (BIAS & EPI_BIAS_ROW) && bias_mode == EPI_BIAS_ROW && r < rows_left ? bias[row0 + r] : 0.0f;
         }
 }
-template <bool BIAS>
+template <int BIAS>
 __device__ __forceinline__ void load_bias_cols(float2 (&bcol)[8], const float* __restrict__ bias, int bias_mode,
                                                int col0, int cols_left, int cb, int t) {
 #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {
         const int c = 64 * cb + 8 * jj + 2 * t;
-        bcol[jj] = BIAS && bias_mode == EPI_BIAS_COL && c < cols_left ? *reinterpret_cast<const float2*>(bias + col0 + c)
+        bcol[jj] = (BIAS & EPI_BIAS_COL) && bias_mode == EPI_BIAS_COL && c < cols_left ? *reinterpret_cast<const float2*>(bias + col0 + c)
                                                                       : make_float2(0.0f, 0.0f);
     }
 }
@@ -557,10 +560,9 @@ __device__ __forceinline__ void load_bias_cols(float2 (&bcol)[8], const float* _
 // interleaves (GELU's multi-function operations) before anything waits.
 // HALVES: 8 pairs at a time (the deferred stores' fp16 GELU and SiLU, whose exponential forms need more
 // temporaries than the registers beside the held outputs allow for 16).
-template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS, bool HALVES = false>
+template <int C_TYPE, int MT, int ACC, int ACT, int BIAS, bool HALVES = false>
 __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float (&acc)[MT][ACC], int cb, float alpha,
                                          const float2 (&bcol)[8], const float (&brow)[MT][2]) {
-    static_assert(BIAS || ACT == 0, "the bias-free path is the plain epilogue's");
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -570,8 +572,11 @@ __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float 
             for (int jj = 0; jj < 8; ++jj) {
                 const int j = 8 * cb + jj;
                 const float a0 = acc[mt][4 * j + 2 * h], a1 = acc[mt][4 * j + 2 * h + 1];
-                const float v0 = BIAS ? activate_direct<C_TYPE, ACT>(fmaf(alpha, a0, bcol[jj].x + brow[mt][h])) : alpha * a0;
-                const float v1 = BIAS ? activate_direct<C_TYPE, ACT>(fmaf(alpha, a1, bcol[jj].y + brow[mt][h])) : alpha * a1;
+                // The bias term: one FADD per element less where the bias's kind is known.
+                const float b0 = BIAS == EPI_BIAS_COL ? bcol[jj].x : BIAS == EPI_BIAS_ROW ? brow[mt][h] : bcol[jj].x + brow[mt][h];
+                const float b1 = BIAS == EPI_BIAS_COL ? bcol[jj].y : BIAS == EPI_BIAS_ROW ? brow[mt][h] : bcol[jj].y + brow[mt][h];
+                const float v0 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a0, b0) : alpha * a0);
+                const float v1 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a1, b1) : alpha * a1);
                 out[mt][h][jj] = Out<C_TYPE>::pack2(v0, v1);
             }
         }
@@ -617,9 +622,9 @@ __device__ __forceinline__ void store_box(const TensorMap* map, unsigned buf, co
 // then stored (store_box), so the copy engine reads one box while the next is computed; the writes to C then
 // drain while the consumers run the next tile's main loop, where the stores from registers (which all SMs
 // issue at once at the end of a tile) held the consumers until the memory system took them. `buf`: the two
-// boxes, WG_M x 128 bytes each, 1024-byte aligned. bias is read as in store_direct_fused; BIAS false (no bias,
-// no activation) compiles the plain alpha x acc.
-template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS = true>
+// boxes, WG_M x 128 bytes each, 1024-byte aligned. bias is read as in store_direct_fused; BIAS 0 (no bias)
+// compiles the plain alpha x acc.
+template <int C_TYPE, int MT, int ACC, int ACT, int BIAS = BIAS_EITHER>
 __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, int row0, int col0, int rows_left,
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
                                           const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
@@ -643,7 +648,7 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 // The deferred form (DEFER 1): all of a tile's boxes packed into `held` (half as many registers as the
 // accumulators, which the next tile's main loop then reuses), stored box by box (store_box) during the next tile's
 // first k steps (a box after each step's wgmmas), while they run. The traced build records the packing as fields 0 and 1.
-template <int C_TYPE, int MT, int ACC, int ACT, bool BIAS = true>
+template <int C_TYPE, int MT, int ACC, int ACT, int BIAS>
 __device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], int row0, int col0, int rows_left,
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
                                           const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
@@ -1223,19 +1228,29 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     const int col0 = tile_col * BN, rows_left = M - row_first, cols_left = N - col0;
                     const int bias_mode = epilogue & EPI_BIAS_MASK;
                     if constexpr (DEFERRED) {
-#define PACK(ACT_, BIAS_)                                                                                        \
+#define PACK_AS(ACT_, BIAS_)                                                                                        \
     pack_tile<C_TYPE, MT, ACC, ACT_, BIAS_>(held, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, \
                                             warp, g, t, tid_wg, cw, started)
+// (the bias's kind compiled in: no per-element sum of a zero row and a column bias; fp16's exponential GELU
+// and SiLU keep the one form, which the register file holds beside stream-K's values)
+#define PACK(ACT_)                                                                             \
+    if constexpr (C_TYPE == 2 && (ACT_ == EPI_ACT_GELU_TANH || ACT_ == EPI_ACT_SILU)) {        \
+        PACK_AS(ACT_, BIAS_EITHER);                                                            \
+    } else {                                                                                   \
+        if (bias_mode == EPI_BIAS_COL)                                                         \
+            PACK_AS(ACT_, EPI_BIAS_COL);                                                       \
+        else if (bias_mode == EPI_BIAS_ROW)                                                    \
+            PACK_AS(ACT_, EPI_BIAS_ROW);                                                       \
+        else                                                                                   \
+            PACK_AS(ACT_, 0);                                                                  \
+    }
                         switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
-                            case EPI_ACT_RELU: PACK(EPI_ACT_RELU, true); break;
-                            case EPI_ACT_GELU_TANH: PACK(EPI_ACT_GELU_TANH, true); break;
-                            case EPI_ACT_SILU: PACK(EPI_ACT_SILU, true); break;
-                            default:
-                                if (bias_mode != 0)
-                                    PACK(0, true);
-                                else
-                                    PACK(0, false);
+                            case EPI_ACT_RELU: PACK(EPI_ACT_RELU); break;
+                            case EPI_ACT_GELU_TANH: PACK(EPI_ACT_GELU_TANH); break;
+                            case EPI_ACT_SILU: PACK(EPI_ACT_SILU); break;
+                            default: PACK(0);
                         }
+#undef PACK_AS
 #undef PACK
                         held_boxes = BOXES, held_row = row_first, held_col = col0;
                         continue;
@@ -1264,7 +1279,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                                 store_tma<C_TYPE, MT, ACC, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left, acc,
                                                               alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
                             else
-                                store_tma<C_TYPE, MT, ACC, 0, false>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
+                                store_tma<C_TYPE, MT, ACC, 0, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
                                                                      acc, alpha, bias, bias_mode, warp, g, t, tid_wg,
                                                                      1 + cw, started);
                     }
