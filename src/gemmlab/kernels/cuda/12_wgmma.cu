@@ -40,6 +40,11 @@
 //   straight from the accumulators, each register pair two adjacent outputs (C with an even N and
 //   2-element aligned rows). Everything else (residual, beta with flags, odd C) is staged through shared
 //   memory 32 columns at a time and written by an out-of-line routine through epilogue.cuh.
+// - Deferred stores (DEFER 1, the default): the TMA-store epilogue packs the tile's outputs into registers
+//   (half as many as the accumulators) and hands them to the copy engine a box at a time after each of the
+//   next tile's first k steps' wgmmas, so the stores run while the tensor cores work.
+// - wgmma descriptors are built once per operand and moved by adding offsets (the address field is their
+//   low word); the warpgroup index is made warp-uniform (a shuffle), so all of it stays in uniform registers.
 // - Stream-K (STREAM_K 1, off by default): the last rounds of tiles cut into equal runs of k steps, one per
 //   cluster, partial sums handed over through global memory (work_unit); no gain measured on the H100.
 // Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
@@ -56,6 +61,9 @@
 // Predicted for the TMA-store epilogue's box loop in order (the bias a box ahead, a box computed before it is
 // stored) and bf16 GELU through one MUFU.TANH: the GELU epilogue 14% -> ~5% of 4096^3 (bias 6% -> ~4%);
 // measured 8.3% (5.2%): it sits at the multi-function unit's bound (gemmlab timeline's epilogue detail).
+// Predicted for descriptors built once: 28 -> ~19 M instructions at 4096^3; measured 18.6 M (cuBLAS 16.9 M).
+// Predicted for deferred stores: the plain epilogue 3.3 -> 1.5-2% of 4096^3, +1-1.5% net; measured 1.1%, and
+// at the power limit 0.2088 -> 0.2078 ms (4096^3), 1.640 -> 1.615 ms (8192^3): ahead of cuBLAS at both.
 #include "common.cuh"
 #include "epilogue.cuh"
 
@@ -573,8 +581,12 @@ __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float 
                 const int j = 8 * cb + jj;
                 const float a0 = acc[mt][4 * j + 2 * h], a1 = acc[mt][4 * j + 2 * h + 1];
                 // The bias term: one FADD per element less where the bias's kind is known.
-                const float b0 = BIAS == EPI_BIAS_COL ? bcol[jj].x : BIAS == EPI_BIAS_ROW ? brow[mt][h] : bcol[jj].x + brow[mt][h];
-                const float b1 = BIAS == EPI_BIAS_COL ? bcol[jj].y : BIAS == EPI_BIAS_ROW ? brow[mt][h] : bcol[jj].y + brow[mt][h];
+                const float b0 = BIAS == EPI_BIAS_COL   ? bcol[jj].x
+                                 : BIAS == EPI_BIAS_ROW ? brow[mt][h]
+                                                        : bcol[jj].x + brow[mt][h];
+                const float b1 = BIAS == EPI_BIAS_COL   ? bcol[jj].y
+                                 : BIAS == EPI_BIAS_ROW ? brow[mt][h]
+                                                        : bcol[jj].y + brow[mt][h];
                 const float v0 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a0, b0) : alpha * a0);
                 const float v1 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a1, b1) : alpha * a1);
                 out[mt][h][jj] = Out<C_TYPE>::pack2(v0, v1);
@@ -646,8 +658,9 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 }
 
 // The deferred form (DEFER 1): all of a tile's boxes packed into `held` (half as many registers as the
-// accumulators, which the next tile's main loop then reuses), stored box by box (store_box) during the next tile's
-// first k steps (a box after each step's wgmmas), while they run. The traced build records the packing as fields 0 and 1.
+// accumulators, which the next tile's main loop then reuses), stored box by box (store_box) during the next
+// tile's first k steps (a box after each step's wgmmas), while they run. The traced build records the
+// packing as fields 0 and 1.
 template <int C_TYPE, int MT, int ACC, int ACT, int BIAS>
 __device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], int row0, int col0, int rows_left,
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
@@ -1010,7 +1023,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 const int next = BOXES - held_boxes;
 #pragma unroll
                 for (int cb = 0; cb < BOXES; ++cb)
-                    if (next == cb) store_box<MT>(&tmap_c, epi_buf, held[cb], cb, held_row, held_col, warp, g, t, tid_wg, 1 + cw, -1);
+                    if (next == cb)
+                        store_box<MT>(&tmap_c, epi_buf, held[cb], cb, held_row, held_col, warp, g, t, tid_wg, 1 + cw, -1);
                 --held_boxes;
             }
         };
@@ -1140,7 +1154,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             const unsigned long long desc_b0 = smem_desc(base + A_BYTES, B_KMAJOR ? 16 : B_CHUNK, 1024);
             for (int kt = kb; kt < (SWAP ? kb : ke); ++kt) {  // (B_LAYOUT 3 ran its own loop above)
                 mbar_wait(smem_u32(&full_bar[s]), phase);
-                const unsigned long long desc_a1 = desc_add(desc_a0, s * STAGE_BYTES), desc_b1 = desc_add(desc_b0, s * STAGE_BYTES);
+                const unsigned long long desc_a1 = desc_add(desc_a0, s * STAGE_BYTES);
+                const unsigned long long desc_b1 = desc_add(desc_b0, s * STAGE_BYTES);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
                 wgmma_fence();
