@@ -7,6 +7,7 @@ SM clock the ceilings and the kernels ran at is written on every figure that sho
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 from ..micro.ceilings import Ceilings
@@ -199,6 +200,6 @@ def timeline_figure(segments: list[dict], title: str = "", consumer: int = 0):
     ax.set_ylim(-1, len(rows))
     ax.set_yticks([])
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize=8, frameon=False)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 120), fontsize=9)  # (a rung's parameters make long titles)
     fig.tight_layout()
     return fig
