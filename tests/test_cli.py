@@ -44,8 +44,20 @@ def test_run_rejects_bad_parameters_with_the_name():
     assert "BLOCK_DIM" in r.output
 
 
+@pytest.mark.parametrize("args, words", [
+    (["run", "cpu_blocked", "--size", "48", "--sustained", "1"], ["CPU baseline", "--sustained"]),
+    (["run", "naive", "--size", "32", "--sustained", "0"], ["--sustained", "positive"]),
+    (["run", "naive", "--size", "32", "--sustained", "1", "--turns", "0"], ["--turns", "at least 1"]),
+])
+def test_run_rejects_sustained_where_it_cannot_run(args, words):
+    r = runner.invoke(app, args)
+    assert r.exit_code != 0
+    assert all(w in r.output for w in words), r.output
+
+
 @pytest.mark.skipif(device.gpu_available(), reason="checks the no-GPU path")
-@pytest.mark.parametrize("args", [["info"], ["run", "naive", "--size", "32"]])
+@pytest.mark.parametrize("args", [["info"], ["run", "naive", "--size", "32"],
+                                  ["run", "naive", "--size", "32", "--sustained", "0.5"]])
 def test_gpu_commands_fail_in_one_line_without_a_gpu(args):
     r = runner.invoke(app, args)
     assert r.exit_code != 0

@@ -247,3 +247,18 @@ def test_sustained_timing_reports_time_clock_power_and_energy():
         assert 200 < r.sm_mhz < 3000 and r.kcycles == pytest.approx(r.ms * r.sm_mhz)
     if r.watts is not None:
         assert 20 < r.watts < 2000 and r.joules == pytest.approx(r.watts * r.ms * 1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_run_sustained_prints_the_call_beside_cublas(dtype):
+    """`gemmlab run --sustained`: the call and cuBLAS on the same operands, back to back, in one table with
+    time, clock, power and energy per call and the ratio to cuBLAS."""
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    r = CliRunner().invoke(app, ["run", "auto", "--size", "512", "--dtype", dtype, "--sustained", "0.1", "--turns", "1"],
+                           terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "mJ per call" in r.output and "cuBLAS" in r.output and "x cuBLAS" in r.output, r.output
+    assert "power limit" in r.output

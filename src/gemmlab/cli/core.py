@@ -173,14 +173,23 @@ def run(
     cc: Optional[str] = typer.Option(None, "--cc", help="decide for this compute capability (e.g. 9.0) instead of the "
                                                         "GPU's; prints the decision only (no GPU needed)"),
     sms: Optional[int] = typer.Option(None, "--sms", help="SM count for the parameter heuristic with --cc"),
+    sustained: Optional[float] = typer.Option(None, "--sustained", metavar="SECONDS",
+                                              help="also run it back to back beside cuBLAS, SECONDS per turn: time, "
+                                                   "SM clock, power and energy per call at the board's power limit"),
+    turns: int = typer.Option(2, "--turns", help="turns per call with --sustained (alternating order)"),
 ) -> None:
-    """One GEMM: verify against a float64 reference, then time it. --explain (or --cc) shows the dispatch."""
+    """One GEMM: verify against a float64 reference, then time it. --explain (or --cc) shows the dispatch;
+    --sustained adds the steady state of calls run back to back (docs/harness.md)."""
     from ..cpu import BASELINES
 
     M, N, K = m or size, n or size, k or size
     params = parse_params(param)
     rng = np.random.default_rng(seed)
     is_cpu = kernel in BASELINES
+    if sustained is not None and not (sustained > 0 and turns >= 1):
+        fail(f"--sustained takes a positive number of seconds and --turns at least 1, got {sustained} and {turns}")
+    if sustained is not None and is_cpu:
+        fail(f"{kernel} is a CPU baseline: --sustained times GPU kernels at the board's power limit")
     if not is_cpu and kernel != "auto":
         try:
             registry.get(kernel).validate(params)
@@ -262,6 +271,71 @@ def run(
                   f"(IQR {timing.iqr_ms:.4f}, n={timing.samples}, L2 {timing.l2})  "
                   f"{tflops(M, N, K, timing.median_ms):.2f} TFLOP/s  rel. error {err:.2e}  "
                   f"(first call incl. compile/load: {first * 1e3:.0f} ms)")
+    if sustained is not None:
+        _sustained(f"{choice.spec.name}", call, a, b, dt, resolved, (M, N, K), sustained, turns)
+
+
+def _cublas_call(a, b, dt: str, resolved: str):
+    """cuBLAS on the same operands and precision, C = A B into a fresh output: ("cuBLAS", call), or (None,
+    why not). Strict fp32 through CuPy's cublasSgemm binding; 16-bit types and TF32 through torch (TF32
+    allowed only inside the call), fp16 through CuPy's matmul where torch is missing."""
+    from ..bench import peers
+
+    cp = device.require_cupy()
+    if resolved == "fp32":
+        out = cp.empty((a.shape[0], b.shape[1]), cp.float32)
+        return "cuBLAS", lambda: peers.cublas_sgemm(a, b, out)
+    if peers.torch_unavailable_reason() is None:
+        import torch
+
+        ta, tb = (x if type(x).__module__.startswith("torch") else torch.from_dlpack(x) for x in (a, b))
+        tc = torch.empty((ta.shape[0], tb.shape[1]), device=ta.device, dtype=ta.dtype)
+        tf32 = resolved == "tf32"
+
+        def call():
+            saved = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            try:
+                torch.matmul(ta, tb, out=tc)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = saved
+        return "cuBLAS (torch)", call
+    if dt == "float16":
+        out = cp.empty((a.shape[0], b.shape[1]), cp.float16)
+        return "cuBLAS (CuPy)", lambda: cp.matmul(a, b, out=out)
+    return None, f"no cuBLAS reference for {dt} at {resolved} without torch"
+
+
+def _sustained(name: str, call, a, b, dt: str, resolved: str, mnk: tuple[int, int, int], seconds: float,
+               turns: int) -> None:
+    """The call and cuBLAS back to back at the power limit (bench.sustained.time_sustained), as a table."""
+    from ..bench.sustained import time_sustained
+
+    ref_name, ref = _cublas_call(a, b, dt, resolved)
+    calls = {name: call}
+    if ref is not None:
+        calls[ref_name] = ref
+    else:
+        console.print(f"[yellow]{ref}[/yellow]")
+    res = time_sustained(calls, seconds=seconds, turns=turns)
+    M, N, K = mnk
+    table = Table(title=f"back to back, {seconds:g} s x {turns} turns per call ({M}x{N}x{K} {dt} at {resolved})")
+    for col in ("call", "ms", "TFLOP/s", "SM MHz", "kcycles", "W", "mJ per call", "x cuBLAS (time)"):
+        table.add_column(col, justify="left" if col == "call" else "right")
+    base = res[ref_name].ms if ref is not None else None
+
+    def num(x, fmt):
+        return "-" if x is None else format(x, fmt)
+
+    for r in res.values():
+        table.add_row(r.name, f"{r.ms:.4f}", f"{2 * M * N * K / r.ms / 1e9:.1f}", num(r.sm_mhz, ".0f"),
+                      num(r.kcycles, ",.1f"), num(r.watts, ".0f"), num(None if r.joules is None else r.joules * 1e3, ".2f"),
+                      num(None if base is None else base / r.ms, ".3f"))
+    console.print(table)
+    capped = [r.name for r in res.values() if r.power_limited]
+    console.print(("at the power limit in every turn: " + ", ".join(capped)) if capped else
+                  "not at the power limit (NVML's software power cap not seen in every turn): a short call, or "
+                  "clocks set below the limit", highlight=False)
 
 
 def _operand(x32, dtype: str):
