@@ -272,12 +272,12 @@ def run(
                   f"{tflops(M, N, K, timing.median_ms):.2f} TFLOP/s  rel. error {err:.2e}  "
                   f"(first call incl. compile/load: {first * 1e3:.0f} ms)")
     if sustained is not None:
-        _sustained(f"{choice.spec.name}", call, a, b, dt, resolved, (M, N, K), sustained, turns)
+        _sustained(choice.spec.name, call, a, b, dt, resolved, (M, N, K), sustained, turns)
 
 
 def _cublas_call(a, b, dt: str, resolved: str):
-    """cuBLAS on the same operands and precision, C = A B into a fresh output: ("cuBLAS", call), or (None,
-    why not). Strict fp32 through CuPy's cublasSgemm binding; 16-bit types and TF32 through torch (TF32
+    """cuBLAS on the same operands and precision, C = A B into a fresh output: (its label, the call), or
+    (why not, None). Strict fp32 through CuPy's cublasSgemm binding; 16-bit types and TF32 through torch (TF32
     allowed only inside the call), fp16 through CuPy's matmul where torch is missing."""
     from ..bench import peers
 
@@ -303,7 +303,7 @@ def _cublas_call(a, b, dt: str, resolved: str):
     if dt == "float16":
         out = cp.empty((a.shape[0], b.shape[1]), cp.float16)
         return "cuBLAS (CuPy)", lambda: cp.matmul(a, b, out=out)
-    return None, f"no cuBLAS reference for {dt} at {resolved} without torch"
+    return f"no cuBLAS reference for {dt} at {resolved} without torch", None
 
 
 def _sustained(name: str, call, a, b, dt: str, resolved: str, mnk: tuple[int, int, int], seconds: float,
@@ -316,7 +316,7 @@ def _sustained(name: str, call, a, b, dt: str, resolved: str, mnk: tuple[int, in
     if ref is not None:
         calls[ref_name] = ref
     else:
-        console.print(f"[yellow]{ref}[/yellow]")
+        console.print(f"[yellow]{ref_name}[/yellow]")
     res = time_sustained(calls, seconds=seconds, turns=turns)
     M, N, K = mnk
     table = Table(title=f"back to back, {seconds:g} s x {turns} turns per call ({M}x{N}x{K} {dt} at {resolved})")
