@@ -249,16 +249,19 @@ def test_sustained_timing_reports_time_clock_power_and_energy():
         assert 20 < r.watts < 2000 and r.joules == pytest.approx(r.watts * r.ms * 1e-3)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_run_sustained_prints_the_call_beside_cublas(dtype):
+@pytest.mark.parametrize("dtype,precision", [("float32", None), ("float16", None), ("bfloat16", None),
+                                             ("float32", "tf32")])
+def test_run_sustained_prints_the_call_beside_cublas(dtype, precision):
     """`gemmlab run --sustained`: the call and cuBLAS on the same operands, back to back, in one table with
     time, clock, power and energy per call and the ratio to cuBLAS."""
     from typer.testing import CliRunner
 
     from gemmlab.cli import app
 
-    r = CliRunner().invoke(app, ["run", "auto", "--size", "512", "--dtype", dtype, "--sustained", "0.1", "--turns", "1"],
-                           terminal_width=200)
+    if dtype == "bfloat16" or precision == "tf32":
+        pytest.importorskip("torch")  # (CuPy has no bfloat16; cuBLAS TF32 is torch's)
+    args = ["run", "auto", "--size", "512", "--dtype", dtype, "--sustained", "0.1", "--turns", "1"]
+    r = CliRunner().invoke(app, args + (["--precision", precision] if precision else []), terminal_width=200)
     assert r.exit_code == 0, r.output
     words = r.output.split()  # (the table's headers may wrap)
     assert "mJ" in words and "cuBLAS" in " ".join(words) and "kcycles" in words, r.output

@@ -288,15 +288,16 @@ def _cublas_call(a, b, dt: str, resolved: str):
     if peers.torch_unavailable_reason() is None:
         import torch
 
-        ta, tb = (x if type(x).__module__.startswith("torch") else torch.from_dlpack(x) for x in (a, b))
-        tc = torch.empty((ta.shape[0], tb.shape[1]), device=ta.device, dtype=ta.dtype)
+        ta = a if type(a).__module__.startswith("torch") else torch.from_dlpack(a)
+        tc = torch.empty((a.shape[0], b.shape[1]), device=ta.device, dtype=ta.dtype)
+        matmul = peers.bind_torch(a, b, tc)  # torch.matmul on CuPy's current stream, into tc
         tf32 = resolved == "tf32"
 
         def call():
             saved = torch.backends.cuda.matmul.allow_tf32
             torch.backends.cuda.matmul.allow_tf32 = tf32
             try:
-                torch.matmul(ta, tb, out=tc)
+                matmul()
             finally:
                 torch.backends.cuda.matmul.allow_tf32 = saved
         return "cuBLAS (torch)", call
