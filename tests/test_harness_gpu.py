@@ -266,3 +266,89 @@ def test_run_sustained_prints_the_call_beside_cublas(dtype, precision):
     words = r.output.split()  # (the table's headers may wrap)
     assert "mJ" in words and "cuBLAS" in " ".join(words) and "kcycles" in words, r.output
     assert "power limit" in " ".join(words), r.output
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "tf32"])
+def test_a_tensor_format_sweep_verifies_and_times_its_rungs_and_peers(fmt):
+    """`Sweep` in another number format: the rungs that run it and the peers in it, both modes, every
+    record verified against the float64 product of the rounded operands, in the format's own terms."""
+    from gemmlab.bench import sweep
+    from gemmlab.bench.formats import FORMATS
+    from gemmlab.bench.timing import TimingOptions
+
+    nf = FORMATS[fmt]
+    if nf.needs_torch:
+        pytest.importorskip("torch")
+    plan = sweep.default_plan(gpu=True, fmt=fmt)
+    plan.shapes = [(256, 256, 256), (257, 129, 300)]
+    if fmt == "fp16":
+        plan.alpha, plan.beta = 0.5, 2.0  # C read and reset in 16 bits
+    plan.timing = TimingOptions(budget_ms=20, warmup_ms=2, min_samples=3)
+    plan.e2e_timing = TimingOptions(budget_ms=20, warmup_ms=2, min_samples=3)
+    res = sweep.run_plan(plan)
+    for r in res.records:
+        print(f"{fmt} {r.label:>10} {r.m}x{r.n}x{r.k} {r.mode:>10}: {r.status} err {r.rel_error} "
+              f"{r.median_ms} ms {r.note}")
+    print("notes:", res.notes())
+    bad = [(r.label, r.mode, r.status, r.note) for r in res.records if not r.ok]
+    assert not bad
+    kernels = {r.kernel for r in res.records}
+    assert "cublas" in kernels and kernels & {"mma_sync", "wgmma"}
+    for r in res.records:
+        assert r.dtype == nf.dtype and r.precision == fmt and r.verify_tol == nf.verify_tol
+        assert r.rel_error < nf.verify_tol and r.peak_tflops and r.pct_peak_compute
+        assert r.bytes % nf.itemsize == 0
+    labels = {r.label for r in res.records}
+    for label in labels:
+        modes = {(r.m, r.mode) for r in res.records if r.label == label}
+        assert modes == {(256, "compute"), (256, "end_to_end"), (257, "compute"), (257, "end_to_end")}, label
+    if fmt == "tf32":  # TF32 really ran: its error is far above strict fp32's (~1e-6) and below 1e-3
+        assert all(r.rel_error > 1e-5 for r in res.records if r.mode == "compute")
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp16", "tf32"])
+def test_cublas_gemm_ex_computes_each_format(fmt):
+    cp = _cp()
+    from gemmlab.bench import peers
+
+    g = cp.random.default_rng(11)
+    m, n, k = 300, 257, 2048
+    a32, b32, c32 = (g.uniform(-1, 1, shp, dtype=cp.float32) for shp in ((m, k), (k, n), (m, n)))
+    if fmt == "bf16":
+        torch = pytest.importorskip("torch")
+        a, b, c0 = (torch.from_dlpack(x).to(torch.bfloat16) for x in (a32, b32, c32))
+        vals = lambda x: cp.from_dlpack(x.float()).get().astype(np.float64)  # noqa: E731
+        c = c0.clone()
+    else:
+        dt = cp.float16 if fmt == "fp16" else cp.float32
+        a, b, c0 = (x.astype(dt) for x in (a32, b32, c32))
+        vals = lambda x: x.get().astype(np.float64)  # noqa: E731
+        c = c0.copy()
+    with cp.cuda.Stream(non_blocking=True) as s:
+        peers.cublas_gemm_ex(a, b, c, 0.5, -1.5, fmt)
+        s.synchronize()
+    ref = 0.5 * (vals(a) @ vals(b)) - 1.5 * vals(c0)
+    err = _rel(vals(c), ref)
+    print(f"cublasGemmEx {fmt}: relative error {err:.2e}")
+    assert err < {"bf16": 5e-3, "fp16": 1e-3, "tf32": 1e-3}[fmt]
+    if fmt == "tf32":
+        assert err > 1e-5  # the TF32 compute type ran, not strict fp32
+
+
+def test_sweep_command_in_bf16_writes_results_and_a_report(tmp_path):
+    pytest.importorskip("torch")
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    r = CliRunner().invoke(app, ["sweep", "--dtype", "bfloat16", "--sizes", "256", "--budget-ms", "10",
+                                 "-o", str(tmp_path), "--report"], terminal_width=200)
+    print(r.output)
+    assert r.exit_code == 0, r.output
+    assert "bf16" in r.output and "cublas" in r.output
+    report = (tmp_path / "report.md").read_text()
+    assert ", bf16 at N = 256" in report and "tolerance 1e-02" in report
+    bad = CliRunner().invoke(app, ["sweep", "--dtype", "float16", "-k", "cpu_naive", "--sizes", "64"])
+    assert bad.exit_code != 0 and "fp32 only" in bad.output
+    bad = CliRunner().invoke(app, ["sweep", "--dtype", "float16", "-k", "naive", "--sizes", "64"])
+    assert bad.exit_code != 0 and "naive does not run fp16" in bad.output

@@ -40,6 +40,50 @@ def cublas_sgemm(a, b, c=None, alpha: float = 1.0, beta: float = 0.0):
     return c
 
 
+# cublasGemmEx's data and compute types (library_types.h, cublas_api.h).
+CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
+CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32 = 68, 77
+CUBLAS_GEMM_DEFAULT = -1
+_GEMM_EX = {  # format -> (data type of A, B and C; compute type)
+    "fp16": (CUDA_R_16F, CUBLAS_COMPUTE_32F),
+    "bf16": (CUDA_R_16BF, CUBLAS_COMPUTE_32F),
+    "tf32": (CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32),
+}
+
+
+def device_pointer(x) -> int:
+    """The device address of a CuPy array or a torch tensor."""
+    return int(x.data_ptr()) if hasattr(x, "data_ptr") else int(x.data.ptr)
+
+
+def cublas_gemm_ex(a, b, c, alpha: float = 1.0, beta: float = 0.0, fmt: str = "bf16"):
+    """C = alpha*A@B + beta*C through cublasGemmEx: fp16 or bf16 in and out with fp32 accumulation, or fp32
+    with TF32 tensor cores (`fmt` "fp16", "bf16", "tf32"). A, B, C: C-contiguous CuPy arrays or torch
+    tensors of the format's dtype (bf16 only as torch tensors); the call is enqueued on CuPy's current
+    stream. The compute type is explicit, so neither CUPY_TF32 nor torch's reduced-precision switches
+    change what runs. Returns C."""
+    cp = require_cupy()
+    from cupy_backends.cuda.libs import cublas
+
+    if fmt not in _GEMM_EX:
+        raise ValueError(f"cublas_gemm_ex runs {', '.join(_GEMM_EX)}, not {fmt!r}")
+    data_type, compute = _GEMM_EX[fmt]
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0:
+        return c
+    handle = cp.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+    cublas.setMathMode(handle, CUBLAS_DEFAULT_MATH)
+    al = np.array(alpha, dtype=np.float32)  # the scale type of a 32F compute type is float
+    be = np.array(beta, dtype=np.float32)
+    # Row-major C = A B is column-major C^T = B^T A^T, as in cublas_sgemm.
+    cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
+                  al.ctypes.data, device_pointer(b), data_type, max(n, 1), device_pointer(a), data_type, max(k, 1),
+                  be.ctypes.data, device_pointer(c), data_type, max(n, 1), compute, CUBLAS_GEMM_DEFAULT)
+    return c
+
+
 # ------------------------------------------------------------------------------------------ torch
 
 
@@ -67,15 +111,16 @@ def triton_unavailable_reason() -> str | None:
 
 
 class StrictTorch:
-    """Turns TF32 off for torch's matmuls (allow_tf32 = False, precision 'highest'); `restore` undoes it."""
+    """Turns TF32 off for torch's matmuls (allow_tf32 = False, precision 'highest'); `restore` undoes it.
+    With `tf32=True` it turns TF32 on instead (the tf32 format's torch peer)."""
 
-    def __init__(self):
+    def __init__(self, tf32: bool = False):
         import torch
 
         self._torch = torch
         self._saved = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
     def restore(self) -> None:
         self._torch.backends.cuda.matmul.allow_tf32 = self._saved[0]
@@ -87,7 +132,7 @@ def _torch_views(a, b, c):
     import torch
 
     cp = require_cupy()
-    ta, tb, tc = (torch.from_dlpack(x) for x in (a, b, c))
+    ta, tb, tc = (x if isinstance(x, torch.Tensor) else torch.from_dlpack(x) for x in (a, b, c))
     streams: dict[int, object] = {}
 
     def on_current_stream():
@@ -120,13 +165,14 @@ def bind_torch(a, b, c, alpha: float = 1.0, beta: float = 0.0):
     return call
 
 
-def bind_triton(a, b, c, alpha: float = 1.0, beta: float = 0.0):
-    """A call to gemmlab's Triton matmul (strict fp32, `input_precision="ieee"`) on the current CuPy stream."""
+def bind_triton(a, b, c, alpha: float = 1.0, beta: float = 0.0, tf32: bool = False):
+    """A call to gemmlab's Triton matmul on the current CuPy stream: strict fp32 (`input_precision="ieee"`)
+    for float32 operands, or with `tf32`; fp16 and bf16 operands on the tensor cores, fp32 accumulation."""
     from . import triton_matmul
 
     ta, tb, tc, on_stream = _torch_views(a, b, c)
 
     def call():
         with on_stream():
-            triton_matmul.gemm(ta, tb, tc, alpha, beta)
+            triton_matmul.gemm(ta, tb, tc, alpha, beta, tf32=tf32)
     return call

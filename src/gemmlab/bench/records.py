@@ -9,11 +9,13 @@ results of several runs and devices.
 
 Definitions, so every number can be checked by hand:
 - flops = 2*M*N*K (the epilogue is not counted); tflops = flops / median time.
-- bytes, compute-only: the compulsory DRAM traffic of the GEMM, 4*(M*K + K*N + M*N), plus 4*M*N
-  when beta != 0 (C is read); gbps = bytes / median time: seed 004's "effective bandwidth".
-- bytes, end to end: what crosses the host link, 4*(M*K + K*N + M*N) in and 4*M*N out.
-- pct_peak_compute / pct_peak_bandwidth: against the device's fp32 peak (SMs x lanes x 2 x boost
-  clock) and datasheet DRAM bandwidth, both recorded in the record.
+- bytes, compute-only: the compulsory DRAM traffic of the GEMM, s*(M*K + K*N + M*N), plus s*M*N
+  when beta != 0 (C is read), s the bytes per element (4 for fp32 and tf32, 2 for fp16 and bf16);
+  gbps = bytes / median time: seed 004's "effective bandwidth".
+- bytes, end to end: what crosses the host link, s*(M*K + K*N + M*N) in and s*M*N out.
+- pct_peak_compute / pct_peak_bandwidth: against the peak of the record's number format (`precision`:
+  the fp32 peak, SMs x lanes x 2 x boost clock, for fp32; the dense tensor-core peak for tf32, fp16 and
+  bf16) and the datasheet DRAM bandwidth, all recorded in the record.
 """
 
 from __future__ import annotations
@@ -54,9 +56,11 @@ class Record:
     mode: str                           # "compute" (kernel only) or "end_to_end" (copies included)
     l2: str                             # "cold" or "warm"
     pinned: bool | None                 # host memory of an end-to-end run (None: not applicable)
+    precision: str = ""                 # number format: fp32, tf32, fp16, bf16 ("" in older files: fp32)
     # ---- outcome
     status: str = OK                    # "ok", "failed" (verification; never timed), "error"
     rel_error: float | None = None      # ||C - ref|| / ||ref||, reference in float64
+    verify_tol: float | None = None     # the largest rel_error the format accepts
     note: str = ""
     # ---- timing (None when not timed)
     method: str = ""
@@ -86,6 +90,7 @@ class Record:
     sm_clock_max_mhz: float | None = None
     mem_clock_mhz: float | None = None
     peak_fp32_tflops: float | None = None
+    peak_tflops: float | None = None    # the peak of this record's number format (fp32: the fp32 peak)
     peak_dram_gbps: float | None = None
     driver: str = ""
     cuda_runtime: str = ""
@@ -103,6 +108,15 @@ class Record:
     # ---- when
     run_id: str = ""
     measured_at: str = ""
+
+    @property
+    def fmt(self) -> str:
+        """The number format's name: fp32, tf32, fp16 or bf16."""
+        return self.precision or {"float16": "fp16", "bfloat16": "bf16"}.get(self.dtype, "fp32")
+
+    @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype in ("float16", "bfloat16") else 4
 
     @property
     def ok(self) -> bool:
@@ -132,7 +146,7 @@ class Record:
     def key(self) -> tuple:
         """Identity for merging: the same run measuring the same thing twice is one record."""
         return (self.run_id, self.gpu, self.processor, self.kernel, json.dumps(self.params, sort_keys=True),
-                self.dtype, self.m, self.n, self.k, self.alpha, self.beta, self.mode, self.l2, self.pinned)
+                self.dtype, self.fmt, self.m, self.n, self.k, self.alpha, self.beta, self.mode, self.l2, self.pinned)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -142,22 +156,24 @@ FIELDS = [f.name for f in dataclasses.fields(Record)]
 _HINTS = typing.get_type_hints(Record)
 
 
-def problem_bytes(m: int, n: int, k: int, beta: float, mode: str) -> int:
+def problem_bytes(m: int, n: int, k: int, beta: float, mode: str, itemsize: int = 4) -> int:
     """Bytes the effective bandwidth counts (see the module docstring)."""
     if mode == END_TO_END:
-        return 4 * (m * k + k * n + 2 * m * n)
-    return 4 * (m * k + k * n + m * n + (m * n if beta != 0 else 0))
+        return itemsize * (m * k + k * n + 2 * m * n)
+    return itemsize * (m * k + k * n + m * n + (m * n if beta != 0 else 0))
 
 
 def derive(rec: Record) -> Record:
     """Fill flops, bytes and the rates from the median time and the recorded peaks."""
     rec.flops = 2 * rec.m * rec.n * rec.k
-    rec.bytes = problem_bytes(rec.m, rec.n, rec.k, rec.beta, rec.mode)
+    rec.bytes = problem_bytes(rec.m, rec.n, rec.k, rec.beta, rec.mode, rec.itemsize)
+    if rec.fmt == "fp32" and rec.peak_tflops is None:
+        rec.peak_tflops = rec.peak_fp32_tflops
     if rec.median_ms and rec.median_ms > 0:
         rec.tflops = rec.flops / (rec.median_ms * 1e-3) / 1e12
         rec.gbps = rec.bytes / (rec.median_ms * 1e-3) / 1e9
-        if rec.is_gpu and rec.peak_fp32_tflops:
-            rec.pct_peak_compute = 100 * rec.tflops / rec.peak_fp32_tflops
+        if rec.is_gpu and rec.peak_tflops:
+            rec.pct_peak_compute = 100 * rec.tflops / rec.peak_tflops
         if rec.is_gpu and rec.peak_dram_gbps and rec.mode == COMPUTE:
             rec.pct_peak_bandwidth = 100 * rec.gbps / rec.peak_dram_gbps
     return rec

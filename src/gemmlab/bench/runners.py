@@ -1,8 +1,9 @@
 """Everything a sweep can time, behind one shape: rungs of the ladder, GPU peers and CPU baselines.
 
-GPU rungs come from the registry (`kernels.specs_for_dtype("float32")`: the runners feed fp32 data), CPU baselines from `cpu.BASELINES`; the
-peers are cuBLAS (strict fp32, always there with CuPy), torch.matmul and gemmlab's Triton matmul
-(each where installed). A GPU runner *binds* to device operands and returns a call that enqueues the
+GPU rungs come from the registry (`kernels.specs_for(dtype, precision)` of the sweep's number format,
+`formats`), CPU baselines from `cpu.BASELINES` (fp32 only); the peers are cuBLAS (always there with
+CuPy: SGEMM in strict fp32, GemmEx with an explicit compute type for the other formats), torch.matmul
+and gemmlab's Triton matmul (each where installed). A GPU runner *binds* to device operands and returns a call that enqueues the
 work on the current stream; a CPU runner binds to host arrays.
 """
 
@@ -15,15 +16,22 @@ from .. import api
 from ..cpu import BASELINES
 from ..kernels import registry
 from . import peers
+from .formats import FP32, NumberFormat
 from .records import CPU, GPU, GPU_PEER
 
 CUBLAS, TORCH, TRITON = "cublas", "torch", "triton"
 PEER_NAMES = (CUBLAS, TORCH, TRITON)
-_PEER_IDEAS = {
-    CUBLAS: "NVIDIA's cuBLAS SGEMM in strict fp32 (no TF32): the reference every rung is measured against",
-    TORCH: "torch.matmul (cuBLAS underneath) with TF32 off: what a torch user gets",
-    TRITON: "gemmlab's Triton matmul: 128x128 block tiles in pure Python, strict fp32 (ieee)",
-}
+
+
+def _peer_idea(name: str, fmt: NumberFormat) -> str:
+    if name == CUBLAS:
+        return f"NVIDIA's cuBLAS ({fmt.cublas}): the reference every rung is measured against"
+    if name == TORCH:
+        return ("torch.matmul (cuBLAS underneath) with TF32 off: what a torch user gets" if fmt.is_fp32 else
+                f"torch.matmul (cuBLAS underneath), {fmt.name}{' with TF32 allowed' if fmt.name == 'tf32' else ''}: "
+                "what a torch user gets")
+    return ("gemmlab's Triton matmul: 128x128 block tiles in pure Python, "
+            + ("strict fp32 (ieee)" if fmt.is_fp32 else f"{fmt.name} on the tensor cores (tl.dot), fp32 accumulation"))
 
 
 class Unavailable(Exception):
@@ -60,28 +68,43 @@ class CpuRunner:
     family: str = CPU
 
 
-def rung_runner(name: str, params: Mapping[str, int] | None = None) -> GpuRunner:
+def rung_runner(name: str, params: Mapping[str, int] | None = None, fmt: NumberFormat = FP32) -> GpuRunner:
     spec = registry.get(name)
+    if not registry.takes(spec, fmt.dtype, fmt.precision):
+        raise Unavailable(f"rung {name} does not run {fmt.name} (it takes {', '.join(spec.dtypes)}"
+                          + (f"; precisions {', '.join(spec.precisions)}" if spec.precisions else "") + ")")
+    from ..runtime import device
+
+    if device.gpu_available() and tuple(device.device_info().compute_capability) < tuple(spec.min_cc):
+        cc = ".".join(map(str, device.device_info().compute_capability))
+        raise Unavailable(f"rung {name} needs compute capability {'.'.join(map(str, spec.min_cc))} (this GPU: {cc})")
     given = dict(params or {})
     _, full = api.validated_params(spec, given)
+    precision = fmt.precision
 
     def bind(a, b, c, alpha, beta):
-        api.prepare(spec, given)  # compile and load now, not inside a timing
-        return lambda: api.matmul(a, b, c, alpha=alpha, beta=beta, kernel=name, **given)
+        # compile and load now, not inside a timing (the first call also picks a 16-bit rung's tiling)
+        if fmt.is_fp32:
+            api.prepare(spec, given)
+        return lambda: api.matmul(a, b, c, alpha=alpha, beta=beta, kernel=name, precision=precision, **given)
 
     return GpuRunner(name, GPU, spec.rung, spec.idea, full, label_for(name, full, spec.defaults), bind)
 
 
-def peer_runner(name: str) -> GpuRunner:
+def peer_runner(name: str, fmt: NumberFormat = FP32) -> GpuRunner:
+    idea = _peer_idea(name, fmt)
     if name == CUBLAS:
-        return GpuRunner(CUBLAS, GPU_PEER, None, _PEER_IDEAS[CUBLAS], {}, CUBLAS,
-                         lambda a, b, c, alpha, beta: (lambda: peers.cublas_sgemm(a, b, c, alpha, beta)))
+        if fmt.is_fp32:
+            return GpuRunner(CUBLAS, GPU_PEER, None, idea, {}, CUBLAS,
+                             lambda a, b, c, alpha, beta: (lambda: peers.cublas_sgemm(a, b, c, alpha, beta)))
+        return GpuRunner(CUBLAS, GPU_PEER, None, idea, {}, CUBLAS,
+                         lambda a, b, c, alpha, beta: (lambda: peers.cublas_gemm_ex(a, b, c, alpha, beta, fmt.name)))
     if name == TORCH:
         reason = peers.torch_unavailable_reason()
         if reason:
             raise Unavailable(reason)
-        strict = peers.StrictTorch()
-        return GpuRunner(TORCH, GPU_PEER, None, _PEER_IDEAS[TORCH], {}, TORCH, peers.bind_torch, strict.restore)
+        switch = peers.StrictTorch(tf32=fmt.name == "tf32")
+        return GpuRunner(TORCH, GPU_PEER, None, idea, {}, TORCH, peers.bind_torch, switch.restore)
     if name == TRITON:
         reason = peers.triton_unavailable_reason()
         if reason:
@@ -89,7 +112,9 @@ def peer_runner(name: str) -> GpuRunner:
         from . import triton_matmul
 
         params = {"BM": triton_matmul.BM, "BN": triton_matmul.BN, "BK": triton_matmul.BK}
-        return GpuRunner(TRITON, GPU_PEER, None, _PEER_IDEAS[TRITON], params, TRITON, peers.bind_triton)
+        tf32 = fmt.name == "tf32"
+        return GpuRunner(TRITON, GPU_PEER, None, idea, params, TRITON,
+                         lambda a, b, c, alpha, beta: peers.bind_triton(a, b, c, alpha, beta, tf32=tf32))
     raise ValueError(f"unknown peer {name!r}; known: {', '.join(PEER_NAMES)}")
 
 
@@ -114,8 +139,9 @@ def kind_of(name: str) -> str:
     raise ValueError(f"unknown kernel {name!r}; known: {', '.join(known)}")
 
 
-def all_gpu_rungs() -> list[str]:
-    return [s.name for s in registry.specs_for_dtype("float32")]
+def all_gpu_rungs(fmt: NumberFormat = FP32) -> list[str]:
+    """The rungs that run `fmt`, in ladder order."""
+    return [s.name for s in registry.specs_for(fmt.dtype, fmt.precision)]
 
 
 def all_cpu() -> list[str]:

@@ -1,23 +1,25 @@
 """Sweeps: many shapes x (rungs, peers, CPU baselines) x (compute-only, end to end), as records.
 
-For each shape, on the GPU:
-1. Random inputs in [-1, 1) (never zeros) and a float64 reference computed on the GPU.
+A sweep measures one number format (`formats`: fp32 by default; tf32, fp16 or bf16 for the tensor-core
+rungs and the same peers in that format). For each shape, on the GPU:
+1. Random inputs in [-1, 1) (never zeros), rounded to the format's dtype, and a float64 reference of
+   the rounded values computed on the GPU.
 2. Every runner is verified before it is timed: C is poisoned with NaN (or set to C0 when beta != 0),
-   the runner computes once, and a relative error above `verify_tol` makes a "failed" record, never
-   timed. An exception (e.g. a kernel that does not compile) makes an "error" record.
+   the runner computes once, and a relative error above the format's tolerance makes a "failed" record,
+   never timed. An exception (e.g. a kernel that does not compile) makes an "error" record.
 3. Compute-only: all verified runners are timed *interleaved* (`timing.time_interleaved`), cold L2:
    the L2 is flushed before every sample, and for problems smaller than the L2 the operands are also
    rotated among enough copies that a CUDA-graph replay stays cold.
 4. End to end: copy A, B and C from host memory (pageable, or pinned with `pinned=True`), compute,
-   copy C back; interleaved likewise, and the host result verified again afterwards.
-Then the CPU baselines whose `max_cube` (scaled by `cpu_scale`) allows the shape, timed by wall clock.
+   copy C back; interleaved likewise, and the host result verified again afterwards (bf16 travels as its
+   16-bit patterns: numpy has no bfloat16).
+Then the CPU baselines (fp32 only) whose `max_cube` (scaled by `cpu_scale`) allows the shape, timed by wall clock.
 
 `Sweep` is an iterator of records, so a caller keeps every record made before a Ctrl-C.
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
 import secrets
 import sys
@@ -29,14 +31,15 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..runtime import device
-from . import environment
+from . import environment, peers
+from .formats import FORMATS, FP32, NumberFormat
 from .records import COMPUTE, CPU, END_TO_END, ERROR, FAILED, OK, Record, Results, derive
 from .runners import PEER_NAMES, CpuRunner, GpuRunner, Unavailable, all_cpu, all_gpu_rungs, cpu_runner, kind_of
 from .runners import peer_runner, rung_runner
 from .timing import COLD, WARM, TimedCall, Timing, TimingOptions, rotation_count, throttle_names, time_cpu
 from .timing import time_interleaved
 
-VERIFY_TOL = 1e-4  # ||C - ref|| / ||ref|| for fp32 accumulation up to K ~ 16k
+VERIFY_TOL = FP32.verify_tol  # ||C - ref|| / ||ref|| for fp32 accumulation up to K ~ 16k
 
 Shape = tuple[int, int, int]
 
@@ -44,6 +47,8 @@ Shape = tuple[int, int, int]
 # are powers of neither. Sized for under 3 minutes on an H100 with every rung and peer, both modes (naive
 # at 4096 is ~0.3 s a call, so it gets its minimum of samples and no more).
 DEFAULT_GPU_SIZES = (128, 256, 512, 768, 1023, 1024, 1025, 1536, 2048, 3072, 4096)
+# The tensor-core formats: a few rungs and peers, so up to 8192, where the tensor cores are measured.
+DEFAULT_TENSOR_SIZES = (256, 512, 1023, 1024, 1025, 2048, 4096, 8192)
 # Without a GPU: the CPU ladder at small sizes (each baseline further bounded by its max_cube).
 DEFAULT_CPU_SIZES = (64, 128, 256, 512)
 
@@ -126,11 +131,20 @@ class Plan:
     alpha: float = 1.0
     beta: float = 0.0
     seed: int = 0
-    verify_tol: float = VERIFY_TOL
+    fmt: str = "fp32"          # number format: fp32, tf32, fp16, bf16 (formats.FORMATS)
+    verify_tol: float | None = None   # None: the format's tolerance
     timing: TimingOptions = field(default_factory=lambda: TimingOptions(budget_ms=150, warmup_ms=20, min_samples=5))
     e2e_timing: TimingOptions = field(default_factory=lambda: TimingOptions(budget_ms=60, warmup_ms=10, min_samples=5))
     cpu_timing: TimingOptions = field(default_factory=lambda: TimingOptions(budget_ms=200, min_samples=3,
                                                                               noise_target=0.01))
+
+    @property
+    def number_format(self) -> NumberFormat:
+        return FORMATS[self.fmt]
+
+    @property
+    def tolerance(self) -> float:
+        return self.number_format.verify_tol if self.verify_tol is None else self.verify_tol
 
     def cpu_fits(self, runner: CpuRunner, shape: Shape) -> bool:
         m, n, k = shape
@@ -142,14 +156,23 @@ class Plan:
         return d
 
 
-def default_plan(gpu: bool | None = None) -> Plan:
-    """`gemmlab bench` with no arguments: the whole ladder, the peers and the CPU baselines."""
+def default_plan(gpu: bool | None = None, fmt: str = "fp32") -> Plan:
+    """`gemmlab bench` with no arguments: the whole ladder, the peers and the CPU baselines; for another
+    number format (`fmt`), the rungs that run it and the peers in it (the CPU baselines are fp32 only)."""
     gpu = device.gpu_available() if gpu is None else gpu
-    cpu = [(name, {}) for name in all_cpu()]
+    nf = number_format_named(fmt)
+    cpu = [(name, {}) for name in all_cpu()] if nf.is_fp32 else []
     if not gpu:
-        return Plan(shapes=[], cpu=cpu, cpu_shapes=[(s, s, s) for s in DEFAULT_CPU_SIZES])
-    return Plan(shapes=[(s, s, s) for s in DEFAULT_GPU_SIZES], gpu=[(n, {}) for n in all_gpu_rungs()],
-                peers=list(PEER_NAMES), cpu=cpu)
+        return Plan(shapes=[], cpu=cpu, cpu_shapes=[(s, s, s) for s in DEFAULT_CPU_SIZES], fmt=fmt)
+    sizes = DEFAULT_GPU_SIZES if nf.is_fp32 else DEFAULT_TENSOR_SIZES
+    return Plan(shapes=[(s, s, s) for s in sizes], gpu=[(n, {}) for n in all_gpu_rungs(nf)],
+                peers=list(PEER_NAMES), cpu=cpu, fmt=fmt)
+
+
+def number_format_named(name: str) -> NumberFormat:
+    if name not in FORMATS:
+        raise ValueError(f"number format {name!r} is not one of {', '.join(FORMATS)}")
+    return FORMATS[name]
 
 
 def split_names(names: Sequence[str], params: dict | None = None) -> tuple[list, list, list]:
@@ -197,6 +220,8 @@ class Sweep:
         if self.gpu_reason:
             self.notes.append(f"GPU part skipped: {self.gpu_reason}")
         self.env = environment.record_fields()
+        self.fmt = plan.number_format
+        self.peak_tflops = self._peak_tflops()
         self.run: dict[str, Any] = {
             "run_id": self.run_id, "started_at": _now(), "finished_at": None, "interrupted": False,
             "command": command or " ".join(sys.argv), "plan": plan.describe(), "notes": self.notes,
@@ -206,6 +231,12 @@ class Sweep:
         self._closers: list[Callable[[], None]] = []
 
     # ---------------------------------------------------------------- bookkeeping
+
+    def _peak_tflops(self) -> float | None:
+        """The peak of the plan's number format on this GPU (fp32: the recorded fp32 peak)."""
+        if self.fmt.is_fp32 or not device.gpu_available():
+            return self.env.get("peak_fp32_tflops") if self.fmt.is_fp32 else None
+        return device.device_info().peak_tensor_tflops(self.fmt.dtype, self.fmt.precision)
 
     def _clocks(self) -> dict[str, Any]:
         if not device.gpu_available():
@@ -254,15 +285,17 @@ class Sweep:
                 rel_error: float | None = None, note: str = "", pinned: bool | None = None, l2: str = "") -> Record:
         m, n, k = shape
         t = asdict(timing) if timing else {}
+        fmt = self.fmt if runner.family != CPU else FP32
         rec = Record(
             kernel=runner.kernel, label=runner.label, family=runner.family, rung=runner.rung, idea=runner.idea,
-            params=dict(runner.params), dtype="float32", m=m, n=n, k=k, alpha=self.plan.alpha,
-            beta=self.plan.beta, mode=mode, l2=t.get("l2", l2), pinned=pinned, status=status,
-            rel_error=rel_error, note=note, method=t.get("method", ""), samples=t.get("samples", 0),
+            params=dict(runner.params), dtype=fmt.dtype, m=m, n=n, k=k, alpha=self.plan.alpha,
+            beta=self.plan.beta, mode=mode, l2=t.get("l2", l2), pinned=pinned, precision=fmt.name, status=status,
+            rel_error=rel_error, verify_tol=self.plan.tolerance, note=note, method=t.get("method", ""), samples=t.get("samples", 0),
             calls_per_sample=t.get("calls_per_sample", 1), discarded=t.get("discarded", 0),
             median_ms=t.get("median_ms"), min_ms=t.get("min_ms"), max_ms=t.get("max_ms"),
             q1_ms=t.get("q1_ms"), q3_ms=t.get("q3_ms"), sm_mhz_min=t.get("sm_mhz_min"),
             sm_mhz_max=t.get("sm_mhz_max"), run_id=self.run_id, measured_at=_now(),
+            peak_tflops=self.peak_tflops if runner.family != CPU else None,
             **{k2: v for k2, v in self.env.items() if k2 in _ENV_FIELDS},
         )
         return derive(rec)
@@ -284,15 +317,24 @@ class Sweep:
 
     def _gpu_runners(self) -> list[GpuRunner]:
         runners: list[GpuRunner] = []
+        if self.fmt.needs_torch:
+            reason = peers.torch_unavailable_reason()
+            if reason:
+                self.notes.append(f"GPU part skipped: {self.fmt.name} operands are torch tensors, and {reason}")
+                return []
         for name in self.plan.peers:
             try:
-                r = peer_runner(name)
+                r = peer_runner(name, self.fmt)
             except Unavailable as exc:
                 self.notes.append(f"peer {name} skipped: {exc}")
                 continue
             runners.append(r)
             self._closers.append(r.close)
-        runners += [rung_runner(name, params) for name, params in self.plan.gpu]
+        for name, params in self.plan.gpu:
+            try:
+                runners.append(rung_runner(name, params, self.fmt))
+            except Unavailable as exc:
+                self.notes.append(f"{exc}: skipped")
         return runners
 
     # ---------------------------------------------------------------- GPU
@@ -314,28 +356,24 @@ class Sweep:
         m, n, k = shape
         alpha, beta = plan.alpha, plan.beta
         unit = weight / (len(runners) * len(plan.modes))
+        ops = _Operands(cp, self.fmt)
         g = cp.random.default_rng(plan.seed)
-        a0 = g.uniform(-1, 1, (m, k), dtype=cp.float32)
-        b0 = g.uniform(-1, 1, (k, n), dtype=cp.float32)
-        c0 = g.uniform(-1, 1, (m, n), dtype=cp.float32)
-        ref = alpha * (a0.astype(cp.float64) @ b0.astype(cp.float64))
+        a0, b0, c0 = (ops.cast(g.uniform(-1, 1, shp, dtype=cp.float32)) for shp in ((m, k), (k, n), (m, n)))
+        ref = alpha * (ops.exact64(a0) @ ops.exact64(b0))
         if beta != 0:
-            ref += beta * c0.astype(cp.float64)
+            ref += beta * ops.exact64(c0)
 
         # Operand sets: one, or enough rotations that a graph of calls stays cold (see timing.py).
         l2 = device.device_info().l2_bytes
-        rot = rotation_count(4 * (m * k + k * n + m * n), l2) if plan.l2 == COLD else 1
-        a_all = cp.empty((rot, m, k), cp.float32)
-        b_all = cp.empty((rot, k, n), cp.float32)
-        c_all = cp.empty((rot, m, n), cp.float32)
-        a_all[...] = a0
-        b_all[...] = b0
+        rot = rotation_count(self.fmt.itemsize * (m * k + k * n + m * n), l2) if plan.l2 == COLD else 1
+        a_all, b_all, c_all = ops.empty((rot, m, k)), ops.empty((rot, k, n)), ops.empty((rot, m, n))
+        ops.assign(a_all, a0)
+        ops.assign(b_all, b0)
         sets = [(a_all[i], b_all[i], c_all[i]) for i in range(rot)]
         a, b, c = sets[0]
-        c_init = cp.broadcast_to(c0, c_all.shape)
 
         def reset():
-            c_all[...] = c_init
+            ops.assign(c_all, c0)
 
         calls: dict[str, TimedCall] = {}
         by_label: dict[str, GpuRunner] = {}
@@ -344,15 +382,15 @@ class Sweep:
             try:
                 call = r.bind(a, b, c, alpha, beta)
                 if beta != 0:
-                    c[...] = c0
+                    ops.assign(c, c0)
                 else:
-                    c.fill(cp.nan)  # poison: an element the kernel does not write fails the check
+                    ops.fill_nan(c)  # poison: an element the kernel does not write fails the check
                 call()
-                err = rel_error(c, ref)
+                err = rel_error(ops.as_cupy(c), ref)
             except Exception as exc:  # compile errors, launch failures: reported, never fatal to the sweep
                 yield self._emit(self._record(r, shape, COMPUTE, status=ERROR, note=_one_line(exc), l2=plan.l2))
                 continue
-            if not err < plan.verify_tol:
+            if not err < plan.tolerance:
                 yield self._emit(self._record(r, shape, COMPUTE, status=FAILED, rel_error=err, l2=plan.l2,
                                               note=f"verification failed: relative error {err:.2e}"))
                 continue
@@ -371,26 +409,28 @@ class Sweep:
                 yield self._emit(self._record(by_label[label], shape, COMPUTE, timing=t, rel_error=errors[label]))
 
         if END_TO_END in plan.modes and calls:
-            yield from self._end_to_end(cp, stream, shape, by_label, calls, a, b, c, c0, unit)
+            yield from self._end_to_end(cp, stream, shape, by_label, calls, a, b, c, c0, unit, ops)
         skipped = len(runners) - len(calls)
         self.on_progress(unit * skipped * len(plan.modes), f"{_fmt(shape)}")
 
-    def _end_to_end(self, cp, stream, shape, by_label, calls, a, b, c, c0, unit) -> Iterator[Record]:
+    def _end_to_end(self, cp, stream, shape, by_label, calls, a, b, c, c0, unit, ops) -> Iterator[Record]:
         plan = self.plan
-        hosts = [self._host_array(cp, x) for x in (a, b, c0)]
-        out = self._host_array(cp, c, fill=False)
+        hosts = [self._host_array(ops, x) for x in (a, b, c0)]
+        out = self._host_array(ops, c, fill=False)
         ha, hb, hc = hosts
-        ref = plan.alpha * (ha.astype(np.float64) @ hb.astype(np.float64))
+        ref = plan.alpha * (ops.host64(ha) @ ops.host64(hb))
         if plan.beta != 0:
-            ref += plan.beta * hc.astype(np.float64)
+            ref += plan.beta * ops.host64(hc)
+        to_device, to_host = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
+        d_a, d_b, d_c = (peers.device_pointer(x) for x in (a, b, c))
 
         def end_to_end(call):
             def run():
-                s = cp.cuda.get_current_stream()
-                for dev_x, host_x in ((a, ha), (b, hb), (c, hc)):
-                    dev_x.data.copy_from_host_async(ctypes.c_void_p(host_x.ctypes.data), host_x.nbytes, s)
+                s = cp.cuda.get_current_stream().ptr
+                for dev_ptr, host_x in ((d_a, ha), (d_b, hb), (d_c, hc)):
+                    cp.cuda.runtime.memcpyAsync(dev_ptr, host_x.ctypes.data, host_x.nbytes, to_device, s)
                 call()
-                c.data.copy_to_host_async(ctypes.c_void_p(out.ctypes.data), out.nbytes, s)
+                cp.cuda.runtime.memcpyAsync(out.ctypes.data, d_c, out.nbytes, to_host, s)
             return run
 
         e2e = {label: TimedCall(end_to_end(tc.fn), flush_l2=plan.l2 == COLD, graph=False)
@@ -403,21 +443,21 @@ class Sweep:
             e2e_once = e2e[label].fn
             e2e_once()
             stream.synchronize()
-            err = host_rel_error(out, ref)
-            ok = err < plan.verify_tol
+            err = host_rel_error(ops.host64(out), ref)
+            ok = err < plan.tolerance
             yield self._emit(self._record(by_label[label], shape, END_TO_END, timing=t if ok else None,
                                           status=OK if ok else FAILED, rel_error=err, pinned=plan.pinned,
                                           l2=t.l2, note="" if ok else f"end-to-end result wrong: {err:.2e}"))
 
-    def _host_array(self, cp, x, fill: bool = True) -> np.ndarray:
+    def _host_array(self, ops: "_Operands", x, fill: bool = True) -> np.ndarray:
         if self.plan.pinned:
             import cupyx
 
-            h = cupyx.empty_pinned(x.shape, dtype=np.float32)
+            h = cupyx.empty_pinned(x.shape, dtype=ops.host_dtype)
         else:
-            h = np.empty(x.shape, dtype=np.float32)
+            h = np.empty(x.shape, dtype=ops.host_dtype)
         if fill:
-            h[...] = x.get()
+            h[...] = ops.to_host(x)
         return h
 
     # ---------------------------------------------------------------- CPU
@@ -437,7 +477,7 @@ class Sweep:
             err = host_rel_error(r.run(a, b, c, plan.alpha, plan.beta), ref)
         except Exception as exc:
             return self._record(r, shape, COMPUTE, status=ERROR, note=_one_line(exc), l2=WARM)
-        if not err < plan.verify_tol:
+        if not err < FP32.verify_tol:
             return self._record(r, shape, COMPUTE, status=FAILED, rel_error=err, l2=WARM,
                                 note=f"verification failed: relative error {err:.2e}")
         t = time_cpu(lambda: r.run(a, b, c, plan.alpha, plan.beta), plan.cpu_timing)
@@ -445,6 +485,67 @@ class Sweep:
 
 
 _ENV_FIELDS = {f for f in Record.__dataclass_fields__}
+
+
+class _Operands:
+    """Device arrays of one number format, behind one interface: CuPy arrays for fp32, tf32 and fp16,
+    torch tensors for bf16 (CuPy has no bfloat16). Host copies of bf16 hold its 16-bit patterns."""
+
+    def __init__(self, cp, fmt: NumberFormat):
+        self.cp, self.fmt = cp, fmt
+        self.torch = None
+        if fmt.needs_torch:
+            import torch
+
+            self.torch = torch
+            self.device = torch.device("cuda", cp.cuda.Device().id)
+        self.host_dtype = np.dtype(np.uint16) if fmt.needs_torch else np.dtype(fmt.dtype)
+
+    def empty(self, shape):
+        if self.torch is not None:
+            return self.torch.empty(shape, dtype=self.torch.bfloat16, device=self.device)
+        return self.cp.empty(shape, dtype=self.fmt.dtype)
+
+    def cast(self, x32):
+        """A float32 CuPy array rounded to the format's dtype."""
+        if self.torch is not None:
+            return self.torch.from_dlpack(x32).to(self.torch.bfloat16)
+        return x32.astype(self.fmt.dtype, copy=False)
+
+    def as_cupy(self, x):
+        """The values as a CuPy array (bf16 widened to float32, exactly)."""
+        return self.cp.from_dlpack(x.float()) if self.torch is not None else x
+
+    def exact64(self, x):
+        return self.as_cupy(x).astype(self.cp.float64)
+
+    def assign(self, dst, src) -> None:
+        """dst[...] = src, broadcasting src over leading dimensions."""
+        if self.torch is not None:
+            dst.copy_(src.expand_as(dst))
+        else:
+            dst[...] = src
+
+    def fill_nan(self, x) -> None:
+        if self.torch is not None:
+            x.fill_(float("nan"))
+        else:
+            x.fill(self.cp.nan)
+
+    def to_host(self, x) -> np.ndarray:
+        if self.torch is not None:
+            return x.view(self.torch.int16).cpu().numpy().view(np.uint16)
+        return x.get()
+
+    def host64(self, h: np.ndarray) -> np.ndarray:
+        """A host array's values in float64 (bf16 patterns widened: the high half of a float32)."""
+        return bf16_bits_to_float64(h) if self.torch is not None else h.astype(np.float64)
+
+
+def bf16_bits_to_float64(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values held as their 16-bit patterns (uint16), in float64: a bfloat16 is the high half of
+    a float32, so widening is a shift."""
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
 def _fmt(shape: Shape) -> str:

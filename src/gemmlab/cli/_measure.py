@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..bench import sweep as sw
+from ..bench.formats import number_format
 from ..bench.records import COMPUTE, END_TO_END, Results
 from ..runtime import device
 from ._app import console, fail
@@ -34,13 +35,28 @@ def build_plan(
     beta: float = 0.0,
     seed: int = 0,
     cpu_scale: Optional[float] = None,
+    dtype: str = "float32",
+    precision: Optional[str] = None,
 ) -> sw.Plan:
     """A sweep plan from command-line options; exits with one line on a bad option."""
+    try:
+        nf = number_format(dtype, precision)
+    except ValueError as exc:
+        fail(str(exc))
     gpu = device.gpu_available()
-    plan = sw.default_plan(gpu=True)  # the full menu; trimmed below
+    if not nf.is_fp32 and not gpu:
+        fail(f"the {nf.name} sweep (--dtype {dtype}{' --precision ' + precision if precision else ''}) runs on "
+             f"the GPU, and there is none: {device.gpu_unavailable_reason()}")
+    plan = sw.default_plan(gpu=True, fmt=nf.name)  # the full menu; trimmed below
     try:
         if kernels:
             plan.gpu, plan.peers, plan.cpu = sw.split_names([k for item in kernels for k in item.split(",") if k])
+            if plan.cpu and not nf.is_fp32:
+                fail(f"the CPU baselines ({', '.join(n for n, _ in plan.cpu)}) run fp32 only, not {nf.name}")
+            wrong = [n for n, _ in plan.gpu if n not in sw.all_gpu_rungs(nf)]
+            if wrong:
+                fail(f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not run {nf.name}; the rungs that "
+                     f"do: {', '.join(sw.all_gpu_rungs(nf)) or 'none'}")
         custom: list[tuple[int, int, int]] = []
         if sizes:
             sq = sw.parse_sizes(sizes)
@@ -138,7 +154,9 @@ def summary(results: Results, at: Optional[int]) -> None:
             continue
         rows = ctx.at_size([r for r in recs if r.mode == COMPUTE], n)
         e2e = {r.label: r for r in ctx.at_size([r for r in recs if r.mode == END_TO_END], n)}
-        t = Table(title=f"{gpu or 'CPU'} at N = {n} (fp32, medians, {'cold' if gpu else 'warm'} L2)")
+        fmt = ctx.format_of(gpu).name if gpu else "fp32"
+        name = (gpu.rsplit(", ", 1)[0] if fmt != "fp32" else gpu) if gpu else "CPU"
+        t = Table(title=f"{name} at N = {n} ({fmt}, medians, {'cold' if gpu else 'warm'} L2)")
         for col in ("kernel", "time", "TFLOP/s" if gpu else "GFLOP/s", "GB/s", "x cuBLAS", "end to end", "rel. error"):
             t.add_column(col, justify="left" if col == "kernel" else "right")
         for r in sorted(rows, key=ladder_key):

@@ -25,6 +25,11 @@ def bench(
     no_peers: bool = typer.Option(False, "--no-peers", help="leave out cuBLAS, torch and Triton"),
     no_cpu: bool = typer.Option(False, "--no-cpu", help="leave out the CPU baselines"),
     cpu_scale: Optional[float] = typer.Option(None, help="CPU baselines run up to max_cube x this (default 0.25)"),
+    dtype: str = typer.Option("float32", "--dtype", help="operands and output: float32 (the whole ladder), float16 or "
+                                                        "bfloat16 (the tensor-core rungs, fp32 accumulation; bfloat16 "
+                                                        "needs torch)"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="tf32: float32 operands on the tensor cores "
+                                                                      "(the rungs and peers that offer it)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="results and report directory "
                                                                  "(default gemmlab-results/<run id>)"),
     at: Optional[int] = typer.Option(None, help="the size the report's tables use (default: the largest with cuBLAS)"),
@@ -32,7 +37,8 @@ def bench(
     """Benchmark the ladder (compute only and end to end) against cuBLAS, torch, Triton and the CPU;
     write results (JSON, CSV) and the report (Markdown, HTML). Without a GPU: the CPU ladder only."""
     plan = _measure.build_plan(sizes=sizes, shapes=shape, kernels=kernel, neighbours=neighbours, no_peers=no_peers,
-                               no_cpu=no_cpu, budget_ms=budget_ms, pinned=pinned, cpu_scale=cpu_scale)
+                               no_cpu=no_cpu, budget_ms=budget_ms, pinned=pinned, cpu_scale=cpu_scale,
+                               dtype=dtype, precision=precision)
     results, interrupted, sweep = _measure.run(plan, command=" ".join(["gemmlab", *sys.argv[1:]]))
     target = out or _measure.default_out(sweep)
     paths = _measure.write_outputs(results, target, report=True, at=at)

@@ -32,6 +32,11 @@ def sweep(
     no_peers: bool = typer.Option(False, "--no-peers", help="leave out cuBLAS, torch and Triton"),
     no_cpu: bool = typer.Option(False, "--no-cpu", help="leave out the CPU baselines"),
     cpu_scale: Optional[float] = typer.Option(None, help="CPU baselines run up to max_cube x this (default 0.25)"),
+    dtype: str = typer.Option("float32", "--dtype", help="operands and output: float32 (the whole ladder), float16 or "
+                                                        "bfloat16 (the tensor-core rungs, fp32 accumulation; bfloat16 "
+                                                        "needs torch)"),
+    precision: Optional[str] = typer.Option(None, "--precision", help="tf32: float32 operands on the tensor cores "
+                                                                      "(the rungs and peers that offer it)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="a directory (results.json + results.csv) or a "
                                                                  ".json / .csv file (default gemmlab-results/<run id>)"),
     report: bool = typer.Option(False, help="also write the report beside the results"),
@@ -39,7 +44,8 @@ def sweep(
     """Measure chosen kernels over sizes or shapes and save the records (JSON, CSV)."""
     plan = _measure.build_plan(sizes=sizes, shapes=shape, kernels=kernel, neighbours=neighbours, no_peers=no_peers,
                                no_cpu=no_cpu, budget_ms=budget_ms, reps=reps, modes=modes, warm_l2=warm_l2,
-                               pinned=pinned, alpha=alpha, beta=beta, seed=seed, cpu_scale=cpu_scale)
+                               pinned=pinned, alpha=alpha, beta=beta, seed=seed, cpu_scale=cpu_scale,
+                               dtype=dtype, precision=precision)
     results, interrupted, sw = _measure.run(plan, command=" ".join(["gemmlab", *sys.argv[1:]]))
     target = out or _measure.default_out(sw)
     paths = _measure.write_outputs(results, target, report=report, at=None)

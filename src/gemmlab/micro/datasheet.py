@@ -11,18 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..runtime.device import DeviceInfo, fp32_lanes_per_sm
-
-# Dense tensor-core FLOPs per clock per SM with fp16 or bf16 inputs and fp32 accumulation, from NVIDIA's
-# architecture whitepapers (V100: 8 tensor cores x 64 FMA x 2; A100: 1024 FMA; H100: 2048 FMA per clock
-# and SM). GeForce parts of sm_86 / sm_89 run fp32 accumulation at half their fp16-accumulate rate; the
-# figure below is the fp16-accumulate one, so it is an upper bound there.
-TENSOR_FLOP_PER_CLK_PER_SM = {
-    (7, 0): 1024, (7, 2): 1024, (7, 5): 1024,
-    (8, 0): 2048, (8, 6): 1024, (8, 7): 1024, (8, 9): 1024,
-    (9, 0): 4096,
-}
-BF16_MIN_CC = (8, 0)
+from ..runtime.device import BF16_MIN_CC, TENSOR_FLOP_PER_CLK_PER_SM, DeviceInfo, fp32_lanes_per_sm
 
 # Shared memory: 32 banks x 4 bytes per clock per SM, the same on every architecture since Maxwell.
 SMEM_BYTES_PER_CLK_PER_SM = 128

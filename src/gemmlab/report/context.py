@@ -8,6 +8,9 @@ Selection rules, in one place:
   (measured interleaved, so the ratio is fair), else by the latest cuBLAS record for that GPU.
 - The size the tables report at: the one asked for, else the largest square size where cuBLAS was
   timed, else the largest square size with any GPU result.
+- GPU sections are per *group*: one GPU in one number format (fp32, tf32, fp16, bf16), named by the GPU
+  alone for fp32 and "GPU, format" otherwise. A ratio never crosses formats: a bf16 rung is compared
+  with cuBLAS in bf16.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..bench.formats import FORMATS, NumberFormat, format_of_record
 from ..bench.records import COMPUTE, CPU, GPU, GPU_PEER, Record, Results
 
 REFERENCE = "cublas"
@@ -28,6 +32,14 @@ def ladder_key(rec: Record) -> tuple:
     if rec.family == GPU_PEER:
         return (1, _PEER_ORDER.get(rec.kernel, 9), rec.label)
     return (2, rec.rung or 0, rec.label)
+
+
+_FORMAT_ORDER = {name: i for i, name in enumerate(FORMATS)}
+
+
+def group_of(r: Record) -> str:
+    """The GPU sections' unit: the GPU's name for fp32, "GPU, format" for the other number formats."""
+    return r.gpu if r.fmt == "fp32" else f"{r.gpu}, {r.fmt}"
 
 
 def _identity(r: Record) -> tuple:
@@ -59,15 +71,31 @@ class ReportContext:
     def failures(self) -> list[Record]:
         return [r for r in self.results.records if not r.ok]
 
-    def gpus(self) -> list[str]:
+    def devices(self) -> list[str]:
+        """The GPUs, in the order their results appear."""
         seen: list[str] = []
         for r in self._latest:
             if r.is_gpu and r.gpu not in seen:
                 seen.append(r.gpu)
         return seen
 
+    def gpus(self) -> list[str]:
+        """The groups of GPU results (`group_of`): each GPU's fp32 results, then its other formats."""
+        devices = self.devices()
+        found: dict[str, tuple] = {}
+        for r in self._latest:
+            if r.is_gpu:
+                found.setdefault(group_of(r), (devices.index(r.gpu), _FORMAT_ORDER.get(r.fmt, 9)))
+        return sorted(found, key=found.__getitem__)
+
+    def format_of(self, group: str) -> NumberFormat:
+        """The number format of a group's results."""
+        r = next((x for x in self._latest if x.is_gpu and group_of(x) == group), None)
+        return format_of_record(r.dtype, r.precision) if r is not None else FORMATS["fp32"]
+
     def gpu_records(self, gpu: str, mode: str = COMPUTE, square: bool | None = None) -> list[Record]:
-        return [r for r in self._latest if r.is_gpu and r.gpu == gpu and r.mode == mode
+        """The records of one group (a GPU and a number format; see `gpus`)."""
+        return [r for r in self._latest if r.is_gpu and group_of(r) == gpu and r.mode == mode
                 and (square is None or r.square == square)]
 
     def cpu_records(self, square: bool | None = None) -> list[Record]:
@@ -113,7 +141,7 @@ class ReportContext:
         return sorted((r for r in recs if r.square and r.m == n), key=ladder_key)
 
     def reference_for(self, rec: Record) -> Record | None:
-        same = [r for r in self.results.ok() if r.kernel == REFERENCE and r.gpu == rec.gpu
+        same = [r for r in self.results.ok() if r.kernel == REFERENCE and r.gpu == rec.gpu and r.fmt == rec.fmt
                 and r.shape == rec.shape and r.mode == rec.mode and r.l2 == rec.l2 and r.beta == rec.beta]
         in_run = [r for r in same if r.run_id == rec.run_id]
         pool = in_run or same

@@ -18,10 +18,16 @@ from typing import Callable, Union
 from ..bench.records import COMPUTE, END_TO_END, GPU, GPU_PEER, Record
 from ..bench.timing import GRAPH, throttle_names
 from . import figures
+from ..bench.formats import FORMATS
 from .context import REFERENCE, ReportContext, ladder_key
 from .document import Bullets, Figure, Paragraph, Section, Table
 
 Builder = Callable[[ReportContext], Union[Section, list[Section], None]]
+_FORMAT_NAMES = list(FORMATS)
+
+
+def format_tolerance(fmt: str) -> float:
+    return FORMATS[fmt].verify_tol if fmt in FORMATS else FORMATS["fp32"].verify_tol
 SECTIONS: list[tuple[str, Builder]] = []
 
 
@@ -90,7 +96,7 @@ def overview(ctx: ReportContext) -> Section:
     s = Section(ctx.title, level=1)
     runs = ctx.runs()
     recs = ctx.results.records
-    gpus = ctx.gpus()
+    gpus = ctx.devices()
     if gpus:
         for g in gpus:
             r = next(x for x in ctx.records if x.gpu == g)
@@ -154,12 +160,19 @@ def ladder_story(ctx: ReportContext) -> list[Section]:
         recs = ctx.at_size(ctx.gpu_records(g), n)
         rungs = [r for r in recs if r.family == GPU]
         ref = next((r for r in recs if r.kernel == REFERENCE), None)
+        nf = ctx.format_of(g)
         s = Section(f"The GPU ladder on {g} at N = {n}")
         text = []
         if ref is not None:
-            text.append(f"cuBLAS, NVIDIA's tuned library in strict fp32, runs this {n} x {n} x {n} product in "
-                        f"{num(ref.median_ms)} ms: {num(ref.tflops)} TFLOP/s, {pct(ref.pct_peak_compute)} of the "
-                        f"GPU's fp32 peak. It is the yardstick for every rung.")
+            what = ("NVIDIA's tuned library in strict fp32" if nf.is_fp32 else
+                    f"NVIDIA's tuned library ({nf.cublas})")
+            peak = (f", {pct(ref.pct_peak_compute)} of the GPU's {nf.name} peak" if ref.pct_peak_compute is not None
+                    else "")
+            text.append(f"cuBLAS, {what}, runs this {n} x {n} x {n} product in "
+                        f"{num(ref.median_ms)} ms: {num(ref.tflops)} TFLOP/s{peak}. It is the yardstick for every rung.")
+        if not nf.is_fp32:
+            text.append(f"Only the rungs that run {nf.name} appear here (the tensor-core rungs); the ladder below "
+                        "them is fp32's.")
         if rungs:
             lo, hi = rungs[0], rungs[-1]
             text.append(f"gemmlab's ladder climbs from {num(lo.tflops)} TFLOP/s ({lo.label}"
@@ -186,7 +199,7 @@ def ladder_story(ctx: ReportContext) -> list[Section]:
             if items:
                 s.blocks.append(Figure(f"pct_of_cublas_{_slug(g)}_{n}", figures.percent_of_reference(
                     items, f"Throughput relative to cuBLAS at N = {n}, {g}"),
-                    f"Each kernel's throughput as a percentage of cuBLAS (strict fp32) at N = {n}, measured "
+                    f"Each kernel's throughput as a percentage of cuBLAS ({nf.cublas}) at N = {n}, measured "
                     "interleaved in the same run. The black line is cuBLAS."))
         out.append(s)
     cpu = ctx.cpu_records(square=True)
@@ -197,7 +210,8 @@ def ladder_story(ctx: ReportContext) -> list[Section]:
         lo, hi = recs[0], recs[-1]
         text = (f"On {lo.processor} the CPU ladder runs from {num(lo.gflops)} GFLOP/s ({lo.label}) to "
                 f"{num(hi.gflops)} GFLOP/s ({hi.label}) at N = {n}.")
-        gpu_at = [r for g in ctx.gpus() for r in ctx.at_size(ctx.gpu_records(g), n) if r.family == GPU]
+        gpu_at = [r for g in ctx.gpus() for r in ctx.at_size(ctx.gpu_records(g), n)
+                  if r.family == GPU and r.fmt == "fp32"]
         if gpu_at:
             best = min(gpu_at, key=lambda r: r.median_ms)
             text += (f" At the same size the fastest GPU rung ({best.label}) takes {num(best.median_ms)} ms against "
@@ -220,8 +234,10 @@ def throughput(ctx: ReportContext) -> list[Section]:
         if not series:
             continue
         s = Section(f"Throughput against size, {g}")
+        fmt = ctx.format_of(g).name
         s.blocks.append(Figure(f"throughput_{_slug(g)}", figures.throughput_vs_size(
-            series, REFERENCE if REFERENCE in series else None, f"fp32 GEMM throughput, {g} (compute only, cold L2)"),
+            series, REFERENCE if REFERENCE in series else None,
+            f"{fmt} GEMM throughput, {g} (compute only, cold L2)"),
             "TFLOP/s against N for every kernel, kernel time only, L2 flushed before every call. The heavy "
             "black line is cuBLAS. Small sizes cannot fill the GPU (too few tiles for the SMs); sizes one "
             "above a power of two (2^k + 1) show the cost of partial tiles."))
@@ -265,10 +281,11 @@ def cpu_and_gpu(ctx: ReportContext) -> Section | None:
     if not cpu:
         return None
     gpu: dict[str, list] = {}
-    for g in ctx.gpus():
+    groups = [g for g in ctx.gpus() if ctx.format_of(g).is_fp32]  # the CPU runs fp32
+    for g in groups:
         for label, pts in ctx.series([r for r in ctx.gpu_records(g, square=True) if r.family == GPU or
                                       r.kernel == REFERENCE], value=lambda r: r.gflops).items():
-            gpu[label if len(ctx.gpus()) == 1 else f"{label} ({g})"] = pts
+            gpu[label if len(groups) == 1 else f"{label} ({g})"] = pts
     s = Section("CPU and GPU")
     s.blocks.append(Paragraph(
         "The same product on the processor (numba loops and numpy's BLAS, dashed) and on the GPU (solid), "
@@ -288,15 +305,20 @@ def table1(ctx: ReportContext) -> list[Section]:
         recs = ctx.at_size(ctx.gpu_records(g) if g else [], n) + ctx.at_size(ctx.cpu_records(), n)
         if not recs:
             continue
+        nf = ctx.format_of(g) if g else FORMATS["fp32"]
+        if g and not nf.is_fp32:
+            recs = [r for r in recs if r.is_gpu]  # the CPU baselines are fp32's
         s = Section(f"Table 1: time, throughput and bandwidth at N = {n}" + (f", {g}" if g else ""), name="table1")
         rows = [[r.label, "GPU" if r.is_gpu else "CPU", num(r.median_ms, 4), num(r.gflops),
                  num(r.gbps), pct(r.pct_peak_compute), pct(r.pct_peak_bandwidth)] for r in recs]
-        first = next((r for r in recs if r.peak_fp32_tflops), None)
+        first = next((r for r in recs if r.peak_tflops or r.peak_fp32_tflops), None)
         caption = ("Compute only, cold L2, medians. Effective bandwidth counts each matrix once: "
-                   "4 x (MK + KN + MN) bytes (plus MN when beta != 0) over the time.")
+                   f"{nf.itemsize} x (MK + KN + MN) bytes (plus MN when beta != 0) over the time.")
         if first:
-            caption += (f" Peaks: {num(first.peak_fp32_tflops)} TFLOP/s fp32 and {num(first.peak_dram_gbps, 4)} GB/s "
-                        "DRAM (datasheet); CPU rows have no recorded peak.")
+            peak = first.peak_tflops if first.peak_tflops is not None else first.peak_fp32_tflops
+            kind = "fp32" if nf.is_fp32 else f"{nf.name} (dense tensor cores)"
+            caption += (f" Peaks: {num(peak)} TFLOP/s {kind} and {num(first.peak_dram_gbps, 4)} GB/s "
+                        "DRAM (datasheet)" + ("; CPU rows have no recorded peak." if nf.is_fp32 else "."))
         s.blocks.append(Table(["kernel", "device", "time (ms)", "GFLOP/s", "eff. bandwidth (GB/s)",
                                "% of peak compute", "% of peak bandwidth"], rows, caption=caption,
                               align=["l", "l", "r", "r", "r", "r", "r"]))
@@ -339,16 +361,24 @@ def trust(ctx: ReportContext) -> Section | None:
             items.append(f"{cold} of {len(recs)} GPU measurements are cold-L2 (flushed or operands rotated); "
                          f"{graphs} were taken by CUDA-graph replay because one call was shorter than the launch "
                          "gaps an event pair would time.")
-    errs = [r.rel_error for r in ctx.records if r.rel_error is not None]
-    if errs:
-        items.append(f"Largest relative error against the float64 reference: {max(errs):.1e} (tolerance 1e-4).")
+    by_fmt: dict[str, list[Record]] = {}
+    for r in ctx.records:
+        if r.rel_error is not None:
+            by_fmt.setdefault(r.fmt, []).append(r)
+    for fmt, rs in by_fmt.items():
+        tol = next((r.verify_tol for r in rs if r.verify_tol), None) or format_tolerance(fmt)
+        items.append(f"Largest relative error against the float64 reference, {fmt}: "
+                     f"{max(r.rel_error for r in rs):.1e} (tolerance {tol:.0e}).")
     for g in ctx.gpus():
         n = ctx.size_at(g)
         ref = next((r for r in ctx.at_size(ctx.gpu_records(g), n or 0) if r.kernel == REFERENCE), None)
         if ref and ref.pct_peak_compute:
-            items.append(f"cuBLAS reached {pct(ref.pct_peak_compute)} of the fp32 peak at N = {n} on {g}. At large "
-                         "sizes a strict-fp32 SGEMM should come within sight of the peak; far less points at low "
-                         "clocks (above), another process on the GPU, or power capping.")
+            nf = ctx.format_of(g)
+            items.append(f"cuBLAS reached {pct(ref.pct_peak_compute)} of the {nf.name} peak at N = {n} on {g}. "
+                         + ("At large sizes a strict-fp32 SGEMM should come within sight of the peak; far less points "
+                            "at low clocks (above), another process on the GPU, or power capping." if nf.is_fp32 else
+                            "The tensor cores' peak assumes the boost clock; at the board's power limit a large "
+                            "product runs well below it (the SM clock read during the run is above)."))
     s.blocks.append(Bullets(items))
     return s
 
@@ -375,25 +405,29 @@ def _pivot(ctx: ReportContext, recs: list[Record], title: str, value) -> Section
 
 
 def method(ctx: ReportContext) -> Section:
+    fmts = sorted({r.fmt for r in ctx.records} or {"fp32"}, key=lambda f: _FORMAT_NAMES.index(f))
+    tols = ", ".join(f"{format_tolerance(f):.0e} for {f}" for f in fmts)
     return Section("How these numbers were measured", [Bullets([
-        "Inputs: uniform random in [-1, 1) (never zeros), fp32, row-major; C = alpha*A@B + beta*C.",
-        "Verification before timing: each kernel's output is compared with a float64 product; a relative "
-        "error above 1e-4 marks it failed and it is not timed.",
+        "Inputs: uniform random in [-1, 1) (never zeros), row-major, in the number format of the run ("
+        + ", ".join(fmts) + "; fp16 and bf16 rounded from the same fp32 values); C = alpha*A@B + beta*C.",
+        "Verification before timing: each kernel's output is compared with a float64 product of the values it "
+        f"read; a relative error above the format's tolerance ({tols}) marks it failed and it is not timed.",
         "GPU timing: CUDA events around each call on one stream, after a warm-up; the L2 is flushed (a "
         "memset of twice its size, enqueued before the start event) before every sample; calls shorter than "
         "0.1 ms are replayed from a CUDA graph over rotated copies of the operands, so launch gaps are not "
         "timed and the L2 stays cold.",
         "Sampling stops when the median's relative standard error falls under 0.5%, or the time budget is "
         "spent; the median is reported with min, max and quartiles.",
-        "A kernel and its peers (cuBLAS strict fp32, torch.matmul with TF32 off, gemmlab's Triton matmul) are "
-        "timed interleaved in rounds, so ratios between them are measured side by side.",
+        "A kernel and its peers (cuBLAS: SGEMM in strict fp32, GemmEx with an explicit compute type in the "
+        "other formats; torch.matmul, with TF32 off in fp32; gemmlab's Triton matmul) are timed interleaved in "
+        "rounds, so ratios between them are measured side by side; ratios never cross number formats.",
         "CPU timing: the host's monotonic clock around each call, after a warm-up call that compiles it.",
         "docs/harness.md explains the method and why it was chosen.",
     ])])
 
 
 def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")[:40]
+    return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")[:60]
 
 
 for _builder in (overview, ladder_story, throughput, end_to_end, cpu_and_gpu, table1, trust, all_results, method):

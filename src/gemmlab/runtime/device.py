@@ -101,6 +101,25 @@ class DeviceInfo:
         """SMs × FP32 lanes × 2 (an FMA is two FLOPs) × the boost clock."""
         return self.sm_count * self.fp32_lanes_per_sm * 2 * self.sm_clock_khz * 1e3 / 1e12
 
+    def peak_tensor_tflops(self, dtype: str, precision: str | None = None) -> float | None:
+        """The dense tensor-core peak at the boost clock for `dtype` inputs with fp32 accumulation (fp16,
+        bf16; float32 with precision "tf32": half the 16-bit rate, as on A100 and H100); None where the
+        architecture has no such path or no published rate."""
+        cc = tuple(self.compute_capability)
+        per = TENSOR_FLOP_PER_CLK_PER_SM.get(cc)
+        if per is None:
+            return None
+        if dtype == "float32":
+            if precision != "tf32" or cc < TF32_MIN_CC:
+                return None
+            per //= 2
+        elif dtype == "bfloat16":
+            if cc < BF16_MIN_CC:
+                return None
+        elif dtype != "float16":
+            return None
+        return self.sm_count * per * self.sm_clock_khz * 1e3 / 1e12
+
     @property
     def peak_dram_gbps(self) -> float:
         """Memory clock × 2 (double data rate) × bus width in bytes: the datasheet bandwidth."""
@@ -110,6 +129,19 @@ class DeviceInfo:
         d = asdict(self)
         d.update(arch=self.arch, peak_fp32_tflops=self.peak_fp32_tflops, peak_dram_gbps=self.peak_dram_gbps)
         return d
+
+
+# Dense tensor-core FLOPs per clock per SM with fp16 or bf16 inputs and fp32 accumulation, from NVIDIA's
+# architecture whitepapers (V100: 8 tensor cores x 64 FMA x 2; A100: 1024 FMA; H100: 2048 FMA per clock
+# and SM). GeForce parts of sm_86 / sm_89 run fp32 accumulation at half their fp16-accumulate rate; the
+# figure below is the fp16-accumulate one, so it is an upper bound there. TF32 runs at half the rate.
+TENSOR_FLOP_PER_CLK_PER_SM = {
+    (7, 0): 1024, (7, 2): 1024, (7, 5): 1024,
+    (8, 0): 2048, (8, 6): 1024, (8, 7): 1024, (8, 9): 1024,
+    (9, 0): 4096,
+}
+BF16_MIN_CC = (8, 0)
+TF32_MIN_CC = (8, 0)
 
 
 def fp32_lanes_per_sm(cc: tuple[int, int]) -> int:
