@@ -489,11 +489,16 @@ _ENV_FIELDS = {f for f in Record.__dataclass_fields__}
 
 class _Operands:
     """Device arrays of one number format, behind one interface: CuPy arrays for fp32, tf32 and fp16,
-    torch tensors for bf16 (CuPy has no bfloat16). Host copies of bf16 hold its 16-bit patterns."""
+    torch tensors for bf16 (CuPy has no bfloat16). Host copies of bf16 hold its 16-bit patterns.
+
+    The sweep runs on a CuPy stream of its own, which does not wait for torch's default stream: every
+    torch operation here is issued on the current CuPy stream, so it is ordered with the kernels and
+    the copies around it."""
 
     def __init__(self, cp, fmt: NumberFormat):
         self.cp, self.fmt = cp, fmt
         self.torch = None
+        self._streams: dict[int, Any] = {}
         if fmt.needs_torch:
             import torch
 
@@ -501,20 +506,32 @@ class _Operands:
             self.device = torch.device("cuda", cp.cuda.Device().id)
         self.host_dtype = np.dtype(np.uint16) if fmt.needs_torch else np.dtype(fmt.dtype)
 
+    def _on_stream(self):
+        ptr = self.cp.cuda.get_current_stream().ptr
+        s = self._streams.get(ptr)
+        if s is None:
+            s = self._streams[ptr] = self.torch.cuda.ExternalStream(ptr, device=self.device)
+        return self.torch.cuda.stream(s)
+
     def empty(self, shape):
         if self.torch is not None:
-            return self.torch.empty(shape, dtype=self.torch.bfloat16, device=self.device)
+            with self._on_stream():
+                return self.torch.empty(shape, dtype=self.torch.bfloat16, device=self.device)
         return self.cp.empty(shape, dtype=self.fmt.dtype)
 
     def cast(self, x32):
         """A float32 CuPy array rounded to the format's dtype."""
         if self.torch is not None:
-            return self.torch.from_dlpack(x32).to(self.torch.bfloat16)
+            with self._on_stream():
+                return self.torch.from_dlpack(x32).to(self.torch.bfloat16)
         return x32.astype(self.fmt.dtype, copy=False)
 
     def as_cupy(self, x):
         """The values as a CuPy array (bf16 widened to float32, exactly)."""
-        return self.cp.from_dlpack(x.float()) if self.torch is not None else x
+        if self.torch is not None:
+            with self._on_stream():
+                return self.cp.from_dlpack(x.float())
+        return x
 
     def exact64(self, x):
         return self.as_cupy(x).astype(self.cp.float64)
@@ -522,19 +539,22 @@ class _Operands:
     def assign(self, dst, src) -> None:
         """dst[...] = src, broadcasting src over leading dimensions."""
         if self.torch is not None:
-            dst.copy_(src.expand_as(dst))
+            with self._on_stream():
+                dst.copy_(src.expand_as(dst))
         else:
             dst[...] = src
 
     def fill_nan(self, x) -> None:
         if self.torch is not None:
-            x.fill_(float("nan"))
+            with self._on_stream():
+                x.fill_(float("nan"))
         else:
             x.fill(self.cp.nan)
 
     def to_host(self, x) -> np.ndarray:
         if self.torch is not None:
-            return x.view(self.torch.int16).cpu().numpy().view(np.uint16)
+            with self._on_stream():
+                return x.view(self.torch.int16).cpu().numpy().view(np.uint16)
         return x.get()
 
     def host64(self, h: np.ndarray) -> np.ndarray:
