@@ -2,6 +2,7 @@
 
 import math
 import statistics
+from collections import Counter
 
 import pytest
 
@@ -103,13 +104,22 @@ class _FakeSampler:
         return self.turns >= self.cap
 
 
-def test_interleave_keeps_sampling_calls_that_settled_early_and_alternates_direction():
+def test_balanced_orders_put_every_call_after_every_other_equally_often():
+    for n in range(1, 9):
+        orders = timing.balanced_orders(n)
+        assert len(orders) == (n if n % 2 == 0 or n == 1 else 2 * n)
+        assert all(sorted(o) == list(range(n)) for o in orders)
+        follows = Counter((o[i], o[i + 1]) for o in orders for i in range(n - 1))
+        assert len(follows) == n * (n - 1) and len(set(follows.values())) <= 1, (n, follows)
+
+
+def test_interleave_keeps_sampling_calls_that_settled_early_in_balanced_orders():
     log, progress = [], []
     samplers = {n: _FakeSampler(n, log, settles) for n, settles in (("a", 1), ("b", 6), ("c", 2))}
     rounds = timing.interleave(samplers, 4, on_round=progress.append)
     # "b" needs six turns: every call takes six, one per round, never two in a row out of turn
     assert rounds == 6 and [s.turns for s in samplers.values()] == [6, 6, 6]
-    assert log == list("abccba" * 3)
+    assert log == list("abc" "bca" "cab" "cba" "acb" "bac")  # three rotations, then their reverses
     # progress: exactly the least number of rounds per call, whatever the rounds that followed
     assert len(progress) == 4 * 3 and progress.count("a") == 4
 

@@ -439,6 +439,29 @@ def _stream_and_monitor(cp):
     return stream, ClockMonitor.for_device(cp.cuda.Device().id)
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of n calls for successive rounds in which every call runs right after every other one equally
+    often (a Williams design): n orders for even n, 2n for odd n, each a permutation of range(n).
+
+    The first order is 0, 1, n-1, 2, n-2, ...; the others add 1, 2, ... (mod n) to it; for odd n the
+    reverses of those follow. What the GPU did just before a call (a slow, cool kernel lets the clock rise)
+    then weighs on every call alike, instead of always favouring the call placed after the slow one.
+    """
+    if n <= 1:
+        return [list(range(n))]
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    orders = [[(x + k) % n for x in first] for k in range(n)]
+    if n % 2:
+        orders += [o[::-1] for o in orders]
+    return orders
+
+
 def interleave(samplers: Mapping[str, object], rounds: int,
                on_round: Callable[[str], None] | None = None) -> int:
     """Give every sampler one turn per round until all have met their stop rule; the number of rounds.
@@ -447,14 +470,18 @@ def interleave(samplers: Mapping[str, object], rounds: int,
     met: a call that settles early keeps being sampled beside the others, so all of them see the same
     stretch of clock and temperature (under a power limit the SM clock of a long run moves by 10-20 %,
     and a call measured only at the start of a run would be measured on a cooler GPU than its peers).
-    Rounds alternate direction (forward, then backward), so no call always runs right after the same
-    neighbour or at the same point of a round. At least `rounds` rounds; `on_round(name)` is called
-    after each turn of those first rounds only, exactly `rounds` times per sampler (progress bars).
+    The rounds follow `balanced_orders`, so each call runs after each other call equally often over a
+    cycle of rounds (with two calls: forward, backward). A fixed order, or forward and backward only,
+    always put the same call after a slow neighbour: on an H100 at the power limit, bf16 rung 12 measured
+    4-6 % faster against cuBLAS when it ran right after rung 11's slower batches. At least `rounds`
+    rounds; `on_round(name)` is called after each turn of those first rounds only, exactly `rounds` times
+    per sampler (progress bars).
     """
     names = list(samplers)
+    orders = balanced_orders(len(names))
     done_rounds = 0
     while True:
-        order = names if done_rounds % 2 == 0 else names[::-1]
+        order = [names[i] for i in orders[done_rounds % len(orders)]]
         for name in order:
             sm = samplers[name]
             if not sm.exhausted():
