@@ -37,7 +37,7 @@ from .records import COMPUTE, CPU, END_TO_END, ERROR, FAILED, OK, Record, Result
 from .runners import PEER_NAMES, CpuRunner, GpuRunner, Unavailable, all_cpu, all_gpu_rungs, cpu_runner, kind_of
 from .runners import peer_runner, rung_runner
 from .timing import COLD, WARM, TimedCall, Timing, TimingOptions, rotation_count, throttle_names, time_cpu
-from .timing import time_interleaved
+from .timing import balanced_orders, time_interleaved
 
 VERIFY_TOL = FP32.verify_tol  # ||C - ref|| / ||ref|| for fp32 accumulation up to K ~ 16k
 
@@ -402,8 +402,15 @@ class Sweep:
         del ref
 
         if COMPUTE in plan.modes and calls:
-            timings = time_interleaved(calls, plan.timing,
-                                       on_round=lambda name: self.on_progress(unit / max(1, plan.timing.rounds),
+            opts = plan.timing
+            if self.fmt.tensor_cores:
+                # A whole cycle of balanced orders (timing.balanced_orders), so every call follows every other
+                # equally often: the tensor-core calls run at the power limit, where what ran just before a
+                # batch moves it by several per cent. (The fp32 ladder keeps its least rounds: its slowest
+                # rungs take a third of a second per call.)
+                opts = opts.with_(rounds=max(opts.rounds, len(balanced_orders(len(calls)))))
+            timings = time_interleaved(calls, opts,
+                                       on_round=lambda name: self.on_progress(unit / max(1, opts.rounds),
                                                                               f"{name} {_fmt(shape)}"))
             for label, t in timings.items():
                 yield self._emit(self._record(by_label[label], shape, COMPUTE, timing=t, rel_error=errors[label]))
