@@ -117,3 +117,50 @@ def test_the_report_keeps_number_formats_apart():
     assert "cublasGemmEx, bf16 in and out" in text
     t1 = next(s for s in secs if s.title.startswith("Table 1") and s.title.endswith("bf16"))
     assert "2 x (MK + KN + MN)" in t1.tables()[0].caption and "bf16 (dense tensor cores)" in t1.tables()[0].caption
+
+
+def test_a_fused_layer_names_its_epilogue_and_rejects_what_it_cannot_measure():
+    from gemmlab.bench.fused import Layer
+
+    assert Layer(8, 8, 8).epilogue == "bias_col+gelu_tanh"
+    assert Layer(8, 8, 8, bias="row", activation="none").epilogue == "bias_row"
+    assert Layer(8, 8, 8, bias="none", activation="silu").epilogue == "silu"
+    assert Layer(8, 8, 8, bias="row", activation="gelu_erf").describe() == "bias per row, then GELU (erf)"
+    for kwargs, words in (({"dtype": "float32"}, "--dtype 'float32'"), ({"bias": "both"}, "--bias 'both'"),
+                          ({"activation": "tanh"}, "--activation 'tanh'"),
+                          ({"bias": "none", "activation": "none"}, "no epilogue"), ({"m": 0}, "positive")):
+        args = {"m": 8, "n": 8, "k": 8, **kwargs}
+        with pytest.raises(ValueError, match=words):
+            Layer(**args).check()
+
+
+def _layer_recs(run="L1"):
+    out = []
+    for kernel, label, family, ms, epi in (("wgmma", "gemmlab wgmma", "gpu", 1.60, "bias_col+gelu_tanh"),
+                                           ("torch_eager", "torch eager", "gpu_peer", 1.92, "bias_col+gelu_tanh"),
+                                           ("cublaslt_fused", "cuBLASLt fused (nvmath)", "gpu_peer", 1.62,
+                                            "bias_col+gelu_tanh"),
+                                           ("cublas", "cuBLAS product alone", "gpu_peer", 1.58, "")):
+        r = _rec(kernel, "bf16", family=family, ms=ms, n=8192, rung=12)
+        r.label, r.epilogue, r.run_id = label, epi, run
+        out.append(r)
+    return out
+
+
+def test_the_report_shows_fused_layers_apart_from_the_ladder():
+    recs = [_rec("cublas", "bf16", family="gpu_peer", ms=0.20), _rec("wgmma", "bf16", ms=0.19)] + _layer_recs()
+    res = Results(recs, [{"run_id": "r1", "notes": []}, {"run_id": "L1", "notes": []}])
+    ctx = ReportContext(res)
+    # The layer run's bare product is the layer's yardstick, not a point of the bf16 ladder at 8192.
+    assert {r.m for r in ctx.gpu_records("GPU A, bf16")} == {4096}
+    (key, layer), = ctx.layers().items()
+    assert key[2] == "bias_col+gelu_tanh" and key[3] == (8192, 8192, 8192) and len(layer) == 4
+    secs = build_report(res)
+    sec = next(s for s in secs if s.title.startswith("Fused layer"))
+    assert sec.title == "Fused layer bias_col+gelu_tanh, 8192 x 8192 x 8192, bf16, GPU A"
+    t = sec.tables()[0]
+    assert t.column("call")[0] == "cuBLAS product alone" and t.column("call")[1] == "gemmlab wgmma"
+    row = dict(zip(t.column("call"), t.column("x torch eager")))
+    assert row["gemmlab wgmma"] == "1.20x" and row["torch eager"] == "1.00x"
+    text = sec.blocks[0].text
+    assert "torch eager's 1.92 ms: 1.2x" in text and "0.988x its speed" in text

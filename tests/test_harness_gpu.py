@@ -355,3 +355,44 @@ def test_sweep_command_in_bf16_writes_results_and_a_report(tmp_path):
     assert bad.exit_code != 0 and "fp32 only" in bad.output
     bad = CliRunner().invoke(app, ["sweep", "--dtype", "float16", "-k", "naive", "--sizes", "64"])
     assert bad.exit_code != 0 and "naive does not run fp16" in bad.output
+
+
+@pytest.mark.parametrize("bias,activation", [("column", "gelu_tanh"), ("row", "relu"), ("none", "silu"),
+                                             ("column", "gelu_erf"), ("row", "none")])
+def test_fused_layer_calls_are_verified_and_timed_side_by_side(bias, activation):
+    """`bench.fused.measure`: gemmlab's one launch, torch eager, cuBLASLt's fused epilogue where nvmath-python
+    loads and offers it, and the bare product; every call checked against the float64 layer, then timed."""
+    torch = pytest.importorskip("torch")
+    from gemmlab.bench import fused
+
+    layer = fused.Layer(640, 384, 320, bias=bias, activation=activation)
+    res = fused.measure(layer, budget_ms=20)
+    for r in res.records:
+        print(f"{layer.epilogue:>20} {r.label:>24}: {r.status} err {r.rel_error} {r.median_ms} ms {r.note}")
+    print("notes:", res.notes())
+    assert all(r.ok for r in res.records), [(r.label, r.note) for r in res.records if not r.ok]
+    kinds = {r.kernel for r in res.records}
+    assert {fused.EAGER, fused.BARE} <= kinds and kinds & {"wgmma", "mma_sync"}
+    for r in res.records:
+        assert r.rel_error < 1e-2 and r.dtype == "bfloat16" and r.precision == "bf16"
+        assert r.epilogue == ("" if r.kernel == fused.BARE else layer.epilogue)
+    nvmath_there = fused._nvmath_epilog(layer)[0] is not None
+    assert (fused.CUBLASLT in kinds) == nvmath_there
+    if not nvmath_there:
+        assert any("cuBLASLt fused epilogue skipped" in n for n in res.notes())
+    assert torch.cuda.memory_allocated() < 64 << 20  # the float64 references are gone
+
+
+def test_fused_command_prints_the_calls_and_writes_a_report(tmp_path):
+    pytest.importorskip("torch")
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    r = CliRunner().invoke(app, ["fused", "--shape", "512x384x256", "--budget-ms", "20", "-o", str(tmp_path),
+                                 "--report"], terminal_width=200)
+    print(r.output)
+    assert r.exit_code == 0, r.output
+    assert "torch eager" in r.output and "cuBLAS product alone" in r.output and "x torch eager" in r.output
+    report = (tmp_path / "report.md").read_text()
+    assert "## Fused layer bias_col+gelu_tanh, 512 x 384 x 256, bf16" in report

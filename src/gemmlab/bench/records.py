@@ -57,6 +57,7 @@ class Record:
     l2: str                             # "cold" or "warm"
     pinned: bool | None                 # host memory of an end-to-end run (None: not applicable)
     precision: str = ""                 # number format: fp32, tf32, fp16, bf16 ("" in older files: fp32)
+    epilogue: str = ""                  # a fused layer's epilogue (bench.fused): "bias_col+gelu_tanh"; "": a product
     # ---- outcome
     status: str = OK                    # "ok", "failed" (verification; never timed), "error"
     rel_error: float | None = None      # ||C - ref|| / ||ref||, reference in float64
@@ -146,7 +147,7 @@ class Record:
     def key(self) -> tuple:
         """Identity for merging: the same run measuring the same thing twice is one record."""
         return (self.run_id, self.gpu, self.processor, self.kernel, json.dumps(self.params, sort_keys=True),
-                self.dtype, self.fmt, self.m, self.n, self.k, self.alpha, self.beta, self.mode, self.l2, self.pinned)
+                self.dtype, self.fmt, self.epilogue, self.m, self.n, self.k, self.alpha, self.beta, self.mode, self.l2, self.pinned)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

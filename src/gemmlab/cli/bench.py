@@ -50,3 +50,64 @@ def bench(
         raise typer.Exit(130)
     if any(not r.ok for r in results.records):
         raise typer.Exit(1)
+
+
+@app.command()
+def fused(
+    size: int = typer.Option(8192, "--size", "-s", help="M = N = K unless --shape is given"),
+    shape: Optional[str] = typer.Option(None, "--shape", help="M x N x K, e.g. 16384x4096x14336"),
+    dtype: str = typer.Option("bfloat16", "--dtype", help="bfloat16 or float16 (A, B and C)"),
+    bias: str = typer.Option("column", "--bias", help="column (length N, a linear layer's), row (length M) or none"),
+    activation: str = typer.Option("gelu_tanh", "--activation", help="gelu_tanh, gelu_erf, relu, silu or none"),
+    compile_mode: Optional[str] = typer.Option(None, "--compile", metavar="MODE",
+                                               help="also time torch.compile in this mode (default, "
+                                                    "max-autotune, ...); compiling takes a while"),
+    budget_ms: float = typer.Option(300.0, help="time budget per call, ms"),
+    seed: int = typer.Option(0),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="results directory (default gemmlab-results/<run id>)"),
+    report: bool = typer.Option(False, help="also write the report beside the results"),
+) -> None:
+    """A fused GEMM layer, act(A @ B + bias), in one gemmlab launch against torch eager, torch.compile, cuBLASLt's
+    own fused epilogue (where nvmath-python is installed) and cuBLAS's product alone; verified, then timed."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..bench import fused as fz
+    from ..bench.peers import torch_unavailable_reason
+    from ..bench.sweep import parse_shape
+    from ..runtime import device
+    from ._app import fail
+
+    try:
+        m, n, k = parse_shape(shape) if shape else (size, size, size)
+        layer = fz.Layer(m, n, k, dtype=dtype, bias=bias, activation=activation)
+        layer.check()
+    except ValueError as exc:
+        fail(str(exc))
+    reason = device.gpu_unavailable_reason() or torch_unavailable_reason()
+    if reason:
+        fail(f"gemmlab fused times GPU calls beside torch's: {reason}")
+    with console.status("starting") as status:
+        res = fz.measure(layer, compile_mode=compile_mode, budget_ms=budget_ms, seed=seed,
+                         command=" ".join(["gemmlab", *sys.argv[1:]]), on_progress=lambda t: status.update(escape(t)))
+    recs = res.records
+    eager = next((r for r in recs if r.kernel == fz.EAGER and r.ok), None)
+    bare = next((r for r in recs if r.kernel == fz.BARE and r.ok), None)
+    t = Table(title=f"{m} x {n} x {k} {layer.dtype}: {layer.describe()} (medians, cold L2; TFLOP/s of the product)")
+    for col in ("call", "time", "TFLOP/s", "x torch eager", "x cuBLAS product", "rel. error"):
+        t.add_column(col, justify="left" if col == "call" else "right")
+    for r in sorted((r for r in recs if r.ok), key=lambda r: r.median_ms):
+        t.add_row(escape(r.label), _measure._time(r.median_ms), f"{r.tflops:.1f}",
+                  f"{eager.median_ms / r.median_ms:.3f}" if eager else "-",
+                  f"{bare.median_ms / r.median_ms:.3f}" if bare else "-", f"{r.rel_error:.1e}")
+    console.print(t)
+    for note in res.notes():
+        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False)
+    for r in recs:
+        if not r.ok:
+            console.print(f"[red]{escape(f'{r.label}: {r.status}: {r.note}')}[/red]", highlight=False)
+    target = out or Path("gemmlab-results") / res.runs[0]["run_id"]
+    paths = _measure.write_outputs(res, target, report=report, at=None)
+    console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
+    if any(not r.ok for r in recs if r.family == "gpu"):
+        raise typer.Exit(1)

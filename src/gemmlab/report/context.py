@@ -55,6 +55,9 @@ class ReportContext:
     _latest: list[Record] = field(init=False, repr=False)
 
     def __post_init__(self):
+        # Runs that measured fused layers: their bare products are yardsticks of the layer section, not
+        # points of the ladder's.
+        self._layer_runs = {r.run_id for r in self.results.records if r.epilogue}
         latest: dict[tuple, Record] = {}
         for r in self.results.ok():
             k = _identity(r)
@@ -84,19 +87,32 @@ class ReportContext:
         devices = self.devices()
         found: dict[str, tuple] = {}
         for r in self._latest:
-            if r.is_gpu:
+            if r.is_gpu and not r.epilogue and r.run_id not in self._layer_runs:
                 found.setdefault(group_of(r), (devices.index(r.gpu), _FORMAT_ORDER.get(r.fmt, 9)))
         return sorted(found, key=found.__getitem__)
 
     def format_of(self, group: str) -> NumberFormat:
         """The number format of a group's results."""
-        r = next((x for x in self._latest if x.is_gpu and group_of(x) == group), None)
+        r = next((x for x in self._latest if x.is_gpu and group_of(x) == group and not x.epilogue), None)
         return format_of_record(r.dtype, r.precision) if r is not None else FORMATS["fp32"]
 
     def gpu_records(self, gpu: str, mode: str = COMPUTE, square: bool | None = None) -> list[Record]:
         """The records of one group (a GPU and a number format; see `gpus`)."""
-        return [r for r in self._latest if r.is_gpu and group_of(r) == gpu and r.mode == mode
-                and (square is None or r.square == square)]
+        return [r for r in self._latest if r.is_gpu and group_of(r) == gpu and r.mode == mode and not r.epilogue
+                and (square is None or r.square == square) and r.run_id not in self._layer_runs]
+
+    def layers(self) -> dict[tuple, list[Record]]:
+        """Fused-layer measurements (`bench.fused`), {(GPU, format, epilogue, shape, run id): records}: the
+        fused calls and, from the same run, the product alone they are compared with."""
+        out: dict[tuple, list[Record]] = {}
+        for r in self._latest:
+            if r.epilogue:
+                out.setdefault((r.gpu, r.fmt, r.epilogue, r.shape, r.run_id), [])
+        for key, recs in out.items():
+            gpu, fmt, _, shape, run = key
+            recs.extend(r for r in self._latest if r.run_id == run and r.gpu == gpu and r.fmt == fmt
+                        and r.shape == shape and r.epilogue in ("", key[2]))
+        return out
 
     def cpu_records(self, square: bool | None = None) -> list[Record]:
         return [r for r in self._latest if r.family == CPU and (square is None or r.square == square)]

@@ -326,6 +326,37 @@ def table1(ctx: ReportContext) -> list[Section]:
     return out
 
 
+def fused_layers(ctx: ReportContext) -> list[Section]:
+    """One table per fused layer measured (`gemmlab fused`): each call's time, its ratio to torch eager and
+    to cuBLAS's bare product, and its error against the float64 layer."""
+    out = []
+    for (gpu, fmt, epilogue, shape, _), recs in ctx.layers().items():
+        m, n, k = shape
+        eager = next((r for r in recs if r.kernel == "torch_eager"), None)
+        bare = next((r for r in recs if r.kernel == "cublas" and not r.epilogue), None)
+        ours = next((r for r in recs if r.family == GPU), None)
+        s = Section(f"Fused layer {epilogue}, {m} x {n} x {k}, {fmt}, {gpu}")
+        text = (f"C = act(A @ B + bias) with the epilogue {epilogue}, {fmt} in and out. TFLOP/s count the product "
+                "only (2 M N K); every call was checked against the layer in float64, and all were timed "
+                "interleaved in one run.")
+        if ours and eager:
+            text += (f" gemmlab's one launch ({ours.label}) takes {num(ours.median_ms, 4)} ms against torch eager's "
+                     f"{num(eager.median_ms, 4)} ms: {num(eager.median_ms / ours.median_ms)}x.")
+        if ours and bare:
+            text += (f" cuBLAS's product alone, without the bias and activation, takes {num(bare.median_ms, 4)} ms: "
+                     f"the fused layer runs at {num(bare.median_ms / ours.median_ms)}x its speed.")
+        s.blocks.append(Paragraph(text))
+        rows = [[r.label, num(r.median_ms, 4), num(r.tflops),
+                 f"{eager.median_ms / r.median_ms:.2f}x" if eager else "-",
+                 f"{bare.median_ms / r.median_ms:.2f}x" if bare else "-",
+                 f"{r.rel_error:.1e}" if r.rel_error is not None else "-", r.idea]
+                for r in sorted(recs, key=lambda r: r.median_ms or 0)]
+        s.blocks.append(Table(["call", "time (ms)", "TFLOP/s", "x torch eager", "x cuBLAS product", "rel. error",
+                               "what it runs"], rows, align=["l", "r", "r", "r", "r", "r", "l"]))
+        out.append(s)
+    return out
+
+
 def trust(ctx: ReportContext) -> Section | None:
     recs = [r for r in ctx.records if r.is_gpu]
     if not recs and not ctx.records:
@@ -430,5 +461,6 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")[:60]
 
 
-for _builder in (overview, ladder_story, throughput, end_to_end, cpu_and_gpu, table1, trust, all_results, method):
+for _builder in (overview, ladder_story, throughput, end_to_end, cpu_and_gpu, table1, fused_layers, trust, all_results,
+                 method):
     register(_builder)
