@@ -362,7 +362,7 @@ def test_sweep_command_in_bf16_writes_results_and_a_report(tmp_path):
 def test_fused_layer_calls_are_verified_and_timed_side_by_side(bias, activation):
     """`bench.fused.measure`: gemmlab's one launch, torch eager, cuBLASLt's fused epilogue where nvmath-python
     loads and offers it, and the bare product; every call checked against the float64 layer, then timed."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from gemmlab.bench import fused
 
     layer = fused.Layer(640, 384, 320, bias=bias, activation=activation)
@@ -380,7 +380,6 @@ def test_fused_layer_calls_are_verified_and_timed_side_by_side(bias, activation)
     assert (fused.CUBLASLT in kinds) == nvmath_there
     if not nvmath_there:
         assert any("cuBLASLt fused epilogue skipped" in n for n in res.notes())
-    assert torch.cuda.memory_allocated() < 64 << 20  # the float64 references are gone
 
 
 def test_fused_command_prints_the_calls_and_writes_a_report(tmp_path):
