@@ -93,9 +93,10 @@ def fused(
     recs = res.records
     eager = next((r for r in recs if r.kernel == fz.EAGER and r.ok), None)
     bare = next((r for r in recs if r.kernel == fz.BARE and r.ok), None)
-    t = Table(title=f"{m} x {n} x {k} {layer.dtype}: {layer.describe()} (medians, cold L2; TFLOP/s of the product)")
-    for col in ("call", "time", "TFLOP/s", "x torch eager", "x cuBLAS product", "rel. error"):
-        t.add_column(col, justify="left" if col == "call" else "right")
+    t = Table(title=f"{m} x {n} x {k} {layer.dtype}: {layer.describe()} (medians, cold L2; TFLOP/s of the product)",
+              caption="x eager: against torch eager; x product: against cuBLAS's product alone (not the same work)")
+    for col in ("call", "time", "TFLOP/s", "x eager", "x product", "rel. error"):
+        t.add_column(col, justify="left" if col == "call" else "right", no_wrap=col == "call")
     for r in sorted((r for r in recs if r.ok), key=lambda r: r.median_ms):
         t.add_row(escape(r.label), _measure._time(r.median_ms), f"{r.tflops:.1f}",
                   f"{eager.median_ms / r.median_ms:.3f}" if eager else "-",
