@@ -248,3 +248,19 @@ def test_sgemm_split_workspace_rows_are_padded_to_four_floats():
     floats, ints = SGEMM.workspace(333, 777, 999, p)
     assert floats == 4 * 333 * 780 and ints == 3 * 4 * 2
     assert SGEMM.workspace(333, 777, 999, SGEMM.validate({})) == (0, 0)
+
+
+def test_an_epilogue_may_bring_the_rungs_preferred_parameters_unless_the_caller_names_them():
+    """GELU with erf runs rung 12 without the deferred stores (extra["epilogue_params"]); the caller's own
+    DEFER wins, and the other activations keep the default."""
+    erf = api.explain_choice("bfloat16", shape=(8192, 8192, 8192), cc=(9, 0), sm_count=132, epilogue=True,
+                             activation="gelu_erf")
+    assert erf.spec.name == "wgmma" and erf.params["DEFER"] == 0 and "for gelu_erf: DEFER=0" in erf.params_detail
+    tanh = api.explain_choice("bfloat16", shape=(8192, 8192, 8192), cc=(9, 0), sm_count=132, epilogue=True,
+                              activation="gelu_tanh")
+    assert tanh.params["DEFER"] == 1 and "for gelu" not in tanh.params_detail
+    named = api.explain_choice("bfloat16", shape=(8192, 8192, 8192), cc=(9, 0), kernel="wgmma", epilogue=True,
+                               activation="gelu_erf", params={"DEFER": 1})
+    assert named.params["DEFER"] == 1
+    assert api._epilogue_params(registry.get("wgmma"), "gelu_erf", {"DEFER": 1}) == {}
+    assert api._epilogue_params(registry.get("mma_sync"), "gelu_erf", None) == {}

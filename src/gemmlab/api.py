@@ -188,7 +188,8 @@ def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, pre
 def explain_choice(dtype: str = "float32", precision: str | None = None, *, shape: tuple[int, int, int] | None = None,
                    cc: tuple[int, int] | None = None, info: device.DeviceInfo | None = None,
                    sm_count: int | None = None, epilogue: bool = False, kernel: str = AUTO,
-                   params: Mapping[str, int] | None = None, out_dtype=None) -> KernelChoice:
+                   params: Mapping[str, int] | None = None, out_dtype=None,
+                   activation: str | None = None) -> KernelChoice:
     """The decision `matmul` makes, as data: which rung (every rung with its verdict) and, with `shape`,
     which parameters and why (given, this device's tuned entry, the spec's heuristic, or its defaults).
 
@@ -216,8 +217,17 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     partial, source, detail = resolve_params(spec, m, n, k, info, element=element, given=params,
                                              sm_count=sm_count if info is None else None)
     out_label = _dtype_label(out_dtype) if out_dtype is not None else dtype
-    full = spec.validate({**partial, **_type_params(spec, element, out_label)})
+    for_epilogue = _epilogue_params(spec, activation, params)
+    if for_epilogue:
+        detail += f"; for {activation}: {_fmt_params(for_epilogue)} (the rung's preference for that epilogue)"
+    full = spec.validate({**partial, **for_epilogue, **_type_params(spec, element, out_label)})
     return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail)
+
+
+def _epilogue_params(spec: KernelSpec, activation: str | None, given: Mapping[str, int] | None) -> dict[str, int]:
+    """Parameters the rung prefers for this activation (extra["epilogue_params"]), except those the caller named."""
+    pref = spec.extra.get("epilogue_params", {}).get(activation or "none", {})
+    return {name: v for name, v in pref.items() if name not in (given or {})}
 
 
 def _element(dtype: str, precision: str) -> str:
@@ -1008,6 +1018,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
             vb = arrays.row_major(db)
         types = _type_params(spec, element, out_label, b_transposed)
         chosen = resolve_params(spec, m, n, k, info, element=element, given=params)[0]
+        chosen.update(_epilogue_params(spec, activation, params))
         chosen.update(types)
         prepared = prepare(spec, chosen)
         vec, mode = _epilogue_inputs(bias, activation, residual, m, n, out_label, cp)

@@ -128,8 +128,8 @@ def build(layer: Layer, torch, gemmlab, *, compile_mode: str | None = None, seed
     out = torch.empty(m, n, device=dev, dtype=dt)
     bias32 = bias_t.float() if bias_t is not None else None  # the same values, as gemmlab's fp32 bias
     gl_act = None if layer.activation == "none" else layer.activation
-    choice = gemmlab.explain_choice(layer.dtype, shape=(m, n, k), epilogue=True,
-                                    info=_device_info())
+    choice = gemmlab.explain_choice(layer.dtype, shape=(m, n, k), epilogue=True, info=_device_info(),
+                                    activation=gl_act)
     calls = [LayerCall(choice.spec.name, f"gemmlab {choice.spec.name}", "gpu",
                        f"one launch: {layer.describe()} applied to the accumulator before the one store",
                        lambda: gemmlab.matmul(a, b, out, bias=bias32, activation=gl_act), lambda: out,
