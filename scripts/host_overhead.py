@@ -1,6 +1,6 @@
 """Host time per gemmlab.matmul call on torch tensors (what a repeat call costs the CPU), beside torch.matmul.
 
-    PYTHONPATH=src python3 scripts/host_overhead.py [--n 4096] [--calls 200]
+    PYTHONPATH=src python3 scripts/host_overhead.py [--n 4096] [--calls 200] [--profile]
 
 At the default N = 256 the GPU work is small, so the host is what is measured: the
 wall time of enqueuing `calls` launches, divided by `calls`, before the final synchronisation.
@@ -16,6 +16,7 @@ import gemmlab
 ap = argparse.ArgumentParser()
 ap.add_argument("--n", type=int, default=256)
 ap.add_argument("--calls", type=int, default=200)
+ap.add_argument("--profile", action="store_true", help="also cProfile the gemmlab auto call (top 20, cumulative)")
 args = ap.parse_args()
 n = args.n
 a = torch.randn(n, n, device="cuda").bfloat16()
@@ -37,3 +38,15 @@ for name, fn in cases.items():
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     print(f"{name:30s} host {1e6 * (t1 - t0) / args.calls:7.1f} us/call")
+
+if args.profile:
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(args.calls):
+        cases["gemmlab auto"]()
+    prof.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(20)
