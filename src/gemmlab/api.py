@@ -892,7 +892,10 @@ def _epilogue_args(spec: KernelSpec, bias, activation, residual, m, n, out_label
 # A repeat tensor-core call on the same arrays (same memory, shapes, strides, dtypes) with the same kernel,
 # parameters and epilogue skips conversion, checks, dispatch and tensor-map encoding: the arguments of the
 # last launch are reused with the new alpha and beta. Only arrays whose memory the kernel reads and writes
-# directly qualify (see the end of _matmul_tensor), so a plan can never run on a stale copy.
+# directly qualify, or A and B staged into row-padded copies (operands whose rows the copy engine cannot
+# read), which the plan refreshes from the caller's arrays before every launch (see the end of
+# _matmul_tensor), so a plan can never run on a stale copy. (Without the staged case, an odd K such as
+# 1023 paid the whole Python path, about 350 us of host time, on every call.)
 
 _TENSOR_PLANS_MAX = 64
 _ALPHA, _BETA = 3, 8  # positions of alpha and beta in the kernel's argument list
@@ -906,12 +909,17 @@ class _TensorPlan:
     smem: int
     args: tuple
     device: int
+    copies: tuple = ()  # (caller's operand, its staged row-padded copy): refreshed before every launch
 
     def launch(self, c, alpha, beta, stream):
         args = list(self.args)
         args[_ALPHA], args[_BETA] = np.float32(alpha), np.float32(beta)
         cp = device.require_cupy()
         with cp.cuda.Device(self.device):
+            if self.copies:
+                with _on_stream(stream):  # ordered before the kernel on the same stream
+                    for src, dst in self.copies:
+                        dst[...] = src
             self.kernel(self.grid, self.block, tuple(args), smem=self.smem, stream=stream)
         return c
 
@@ -1004,11 +1012,14 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
         # aligned) are copied into row-padded arrays for rungs that say so (extra["stage_operands"]): a copy
         # of A and B costs far less than falling back to a lower rung.
         eb = 4 if element == "tf32" else 2
+        copies: tuple = ()  # (the caller's operand, its staged copy)
         ideal = spec or choose_kernel(in_label, info.compute_capability, precision,
                                       epilogue=_wants_epilogue(bias, activation, residual))
         if ideal.extra.get("stage_operands") and _operand_problems(
                 ideal, (int(va.array.data.ptr), va.ld, int(vb.array.data.ptr), vb.ld), eb):
+            staged_from = (va, vb)
             va, vb = _staged(ideal, va, vb, m, n, k)
+            copies = tuple((x0.array, x.array) for x0, x in zip(staged_from, (va, vb)) if x.array is not x0.array)
         if spec is None:  # the operands are known now: rungs with operand rules (extra["operand_problems"]) are checked
             spec = choose_kernel(in_label, info.compute_capability, precision,
                                  epilogue=_wants_epilogue(bias, activation, residual),
@@ -1065,17 +1076,24 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
                 args += more  # (the arrays stay alive in args, and in a remembered launch's)
             prepared.kernel(grid, geo.block, args, smem=geo.smem, stream=stream)
             # Remember the launch for a repeat call on the same arrays, when every array the kernel reads
-            # or writes is the caller's own memory (no staging copy that a later call would leave stale).
+            # or writes is the caller's own memory, or (A, B) a staged copy of it that the plan refreshes.
+            refresh = {id(dst): int(src.data.ptr) for src, dst in copies}
+
+            def callers(x, ptr) -> bool:  # x is the caller's memory at ptr, or a staged copy of it
+                return int(x.data.ptr) == ptr or refresh.get(id(x)) == ptr
+
             if (keep is None and c is not None and dc is not None and not arrays.is_host(kinds[2])
                     and int(vc.array.data.ptr) == _ptr(c) == int(dc.data.ptr)
                     and all(not arrays.is_host(kd) for kd in kinds[:2])
-                    and int(va.array.data.ptr) == _ptr(a) and int(vb.array.data.ptr) == _ptr(b)
+                    and callers(va.array, _ptr(a)) and callers(vb.array, _ptr(b))
                     and (vec is None or int(vec.data.ptr) == _ptr(bias))
                     and (vr is None or int(vr.array.data.ptr) == _ptr(residual))):
                 if plan_key is not None:
                     if len(_tensor_plans) >= _TENSOR_PLANS_MAX:
                         _tensor_plans.clear()
-                    _tensor_plans[plan_key] = _TensorPlan(prepared.kernel, grid, geo.block, geo.smem, args, dev)
+                    used = tuple((src, dst) for src, dst in copies if dst is va.array or dst is vb.array)
+                    _tensor_plans[plan_key] = _TensorPlan(prepared.kernel, grid, geo.block, geo.smem, args, dev,
+                                                          used)
 
     if c is None:
         return _as_dtype(vc.array, out_label, kinds[0])
