@@ -901,26 +901,25 @@ _TENSOR_PLANS_MAX = 64
 _ALPHA, _BETA = 3, 8  # positions of alpha and beta in the kernel's argument list
 
 
-@dataclass
 class _TensorPlan:
-    kernel: Any
-    grid: tuple
-    block: tuple
-    smem: int
-    args: tuple
-    device: int
-    copies: tuple = ()  # (caller's operand, its staged row-padded copy): refreshed before every launch
+    """A remembered tensor-core launch: its arguments packed once (runtime.launch.PackedLaunch), alpha and
+    beta rewritten in place, the staged copies (if any) refreshed first."""
+
+    def __init__(self, kernel, grid, block, smem: int, args: tuple, device_id: int, copies: tuple = ()):
+        self.packed = launch.PackedLaunch(kernel, grid, block, args, smem)
+        self.device = device_id
+        self.copies = copies  # (caller's operand, its staged row-padded copy)
 
     def launch(self, c, alpha, beta, stream):
-        args = list(self.args)
-        args[_ALPHA], args[_BETA] = np.float32(alpha), np.float32(beta)
         cp = device.require_cupy()
+        self.packed.set_float(_ALPHA, alpha)
+        self.packed.set_float(_BETA, beta)
         with cp.cuda.Device(self.device):
             if self.copies:
                 with _on_stream(stream):  # ordered before the kernel on the same stream
                     for src, dst in self.copies:
                         dst[...] = src
-            self.kernel(self.grid, self.block, tuple(args), smem=self.smem, stream=stream)
+            self.packed(stream.ptr if stream is not None else cp.cuda.get_current_stream().ptr)
         return c
 
 
@@ -945,7 +944,8 @@ def _array_sig(x):
     if x is None:
         return ()
     if hasattr(x, "data_ptr") and getattr(x, "is_cuda", False):
-        return ("torch", x.data_ptr(), tuple(x.shape), x.stride(), str(x.dtype), x.device.index)
+        # (device addresses are unique across a process's GPUs: unified addressing)
+        return ("torch", x.data_ptr(), x.shape, x.stride(), x.dtype)
     data = getattr(x, "data", None)
     if data is not None and hasattr(data, "ptr") and hasattr(x, "strides"):
         return ("cupy", data.ptr, x.shape, x.strides, x.dtype.str, x.device.id)

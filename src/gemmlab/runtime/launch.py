@@ -70,6 +70,50 @@ class LoadedKernel:
         self.function(grid, block, tuple(args), shared_mem=smem, stream=stream)
 
 
+class PackedLaunch:
+    """One launch's arguments packed once into the driver's form (a pointer per argument to its bytes), for
+    a call repeated many times: relaunching is one cuLaunchKernel, and a scalar can be changed in place
+    (`set_float`). CuPy's launcher packs every argument again on every call, which costs more host time
+    than a small tensor-core GEMM takes on the GPU.
+
+    Arguments as for `LoadedKernel.__call__`: np.int32 / np.float32 (and other fixed-size numpy scalars,
+    including by-value structs such as tensor maps) are copied; device arrays are passed as their address,
+    and the caller keeps them alive (the plan holds `args`)."""
+
+    def __init__(self, kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 args: Sequence[Any], smem: int = 0):
+        if smem:
+            kernel.ensure_dynamic_smem(smem)
+        f = kernel.function
+        handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
+        if not handle:
+            raise TypeError("this kernel object exposes no driver handle to launch directly")
+        self.handle, self.grid, self.block, self.smem = int(handle), tuple(grid), tuple(block), int(smem)
+        self.args = tuple(args)  # keeps the device arrays alive
+        self._values = []
+        for i, a in enumerate(self.args):
+            if isinstance(a, np.generic):
+                raw = a.tobytes()
+                self._values.append((ctypes.c_ubyte * len(raw)).from_buffer_copy(raw))
+            elif hasattr(a, "data") and hasattr(a.data, "ptr"):  # a CuPy array: its address
+                self._values.append(ctypes.c_uint64(int(a.data.ptr)))
+            else:
+                raise TypeError(f"argument {i} ({type(a).__name__}) cannot be packed: use np.int32, np.float32, "
+                                "a numpy struct or a device array")
+        self._pointers = (ctypes.c_void_p * max(1, len(self._values)))(
+            *[ctypes.addressof(v) for v in self._values])
+
+    def set_float(self, index: int, value: float) -> None:
+        """Argument `index` (an np.float32 when packed) becomes `value`."""
+        raw = np.float32(value).tobytes()
+        ctypes.memmove(self._values[index], raw, 4)
+
+    def __call__(self, stream_ptr: int) -> None:
+        cp = require_cupy()
+        cp.cuda.driver.launchKernel(self.handle, *self.grid, *self.block, self.smem, int(stream_ptr),
+                                    ctypes.addressof(self._pointers), 0)
+
+
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem_bytes", ctypes.c_uint),
                 ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
