@@ -908,18 +908,21 @@ class _TensorPlan:
     def __init__(self, kernel, grid, block, smem: int, args: tuple, device_id: int, copies: tuple = ()):
         self.packed = launch.PackedLaunch(kernel, grid, block, args, smem)
         self.device = device_id
-        self.copies = copies  # (caller's operand, its staged row-padded copy)
+        self.copies = copies  # (caller's operand, its staged row-padded copy), as row-major views
+        # each refresh as one pitched copy: (dst, dst pitch, src, src pitch, row bytes, rows), in bytes
+        self._copy_args = tuple((int(d.array.data.ptr), d.ld * d.array.itemsize, int(s.array.data.ptr),
+                                 s.ld * s.array.itemsize, s.cols * s.array.itemsize, s.rows) for s, d in copies)
 
     def launch(self, c, alpha, beta, stream):
         cp = device.require_cupy()
         self.packed.set_float(_ALPHA, alpha)
         self.packed.set_float(_BETA, beta)
         with cp.cuda.Device(self.device):
-            if self.copies:
-                with _on_stream(stream):  # ordered before the kernel on the same stream
-                    for src, dst in self.copies:
-                        dst[...] = src
-            self.packed(stream.ptr if stream is not None else cp.cuda.get_current_stream().ptr)
+            ptr = stream.ptr if stream is not None else cp.cuda.get_current_stream().ptr
+            for dst, dpitch, src, spitch, width, rows in self._copy_args:  # before the kernel, same stream
+                cp.cuda.runtime.memcpy2DAsync(dst, dpitch, src, spitch, width, rows,
+                                              cp.cuda.runtime.memcpyDeviceToDevice, ptr)
+            self.packed(ptr)
         return c
 
 
@@ -1019,7 +1022,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
                 ideal, (int(va.array.data.ptr), va.ld, int(vb.array.data.ptr), vb.ld), eb):
             staged_from = (va, vb)
             va, vb = _staged(ideal, va, vb, m, n, k)
-            copies = tuple((x0.array, x.array) for x0, x in zip(staged_from, (va, vb)) if x.array is not x0.array)
+            copies = tuple((x0, x) for x0, x in zip(staged_from, (va, vb)) if x.array is not x0.array)
         if spec is None:  # the operands are known now: rungs with operand rules (extra["operand_problems"]) are checked
             spec = choose_kernel(in_label, info.compute_capability, precision,
                                  epilogue=_wants_epilogue(bias, activation, residual),
@@ -1077,7 +1080,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
             prepared.kernel(grid, geo.block, args, smem=geo.smem, stream=stream)
             # Remember the launch for a repeat call on the same arrays, when every array the kernel reads
             # or writes is the caller's own memory, or (A, B) a staged copy of it that the plan refreshes.
-            refresh = {id(dst): int(src.data.ptr) for src, dst in copies}
+            refresh = {id(dst.array): int(src.array.data.ptr) for src, dst in copies}
 
             def callers(x, ptr) -> bool:  # x is the caller's memory at ptr, or a staged copy of it
                 return int(x.data.ptr) == ptr or refresh.get(id(x)) == ptr
@@ -1091,7 +1094,7 @@ def _matmul_tensor(a, b, c, kinds, dts, m, n, k, alpha, beta, kernel, stream, bi
                 if plan_key is not None:
                     if len(_tensor_plans) >= _TENSOR_PLANS_MAX:
                         _tensor_plans.clear()
-                    used = tuple((src, dst) for src, dst in copies if dst is va.array or dst is vb.array)
+                    used = tuple((src, dst) for src, dst in copies if dst.array is va.array or dst.array is vb.array)
                     _tensor_plans[plan_key] = _TensorPlan(prepared.kernel, grid, geo.block, geo.smem, args, dev,
                                                           used)
 
