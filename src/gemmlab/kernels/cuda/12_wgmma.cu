@@ -217,6 +217,29 @@ __device__ __forceinline__ float tanh_mufu(float x) {
     return y;
 }
 
+// GELU with erf for 16-bit outputs: x Phi(x), Phi(x) = (1 + erf(z)) / 2 with z = x / sqrt 2, and erf from
+// Abramowitz and Stegun 7.1.28: for z >= 0, 1 - erf(z) = p(z)^-16, p(z) = 1 + a1 z + ... + a6 z^6, absolute
+// error at most 3e-7. So 1 + erf(z) is 2 - r^16 for z >= 0 and r^16 for z < 0, r = 1 / p(|z|): a degree-6
+// polynomial, one MUFU.RCP and four squarings, with no cancellation in the negative tail. libdevice's erff
+// takes about 30 FP32 operations over two branches and an exponential; the layer with erf measured 0.953 of
+// the plain product at 8192^3 against 1.021 for the tanh form (docs/performance.md). The error, 1.5e-7 |x|
+// from the formula and about 2^-18 of the tail from the reciprocal, is far below a 16-bit output's rounding.
+__device__ __forceinline__ float gelu_erf_16(float x) {
+    const float z = fabsf(x) * 0.7071067811865476f;
+    float p = fmaf(4.30638e-5f, z, 2.765672e-4f);
+    p = fmaf(p, z, 1.520143e-4f);
+    p = fmaf(p, z, 9.2705272e-3f);
+    p = fmaf(p, z, 4.22820123e-2f);
+    p = fmaf(p, z, 7.05230784e-2f);
+    p = fmaf(p, z, 1.0f);
+    float r = __fdividef(1.0f, p);  // MUFU.RCP; 0 once p passes 2^126 (the tail is then 0 in any case)
+    r *= r;
+    r *= r;
+    r *= r;
+    r *= r;  // r^16 = 1 - erf(|z|)
+    return 0.5f * x * (x >= 0.0f ? 2.0f - r : r);
+}
+
 // The activation of the epilogues from registers (ACT a compile-time flag), by output type: the
 // exponentials cost multi-function-unit operations, 16 results per SM per clock, and the timeline put the
 // GELU epilogue at that bound (about 1,300 cycles a box of 64 columns, 2 operations an element).
@@ -226,6 +249,7 @@ __device__ __forceinline__ float tanh_mufu(float x) {
 //   below the output's resolution at the data's scale.
 // - fp16 out (rounding up to 2^-11 |x|, only twice that error): GELU as x / (1 + e^z) (gelu_tanh_sigmoid) and
 //   SiLU as x / (1 + e^-x), exponential and division, accurate to about 1e-5 relative everywhere.
+// - 16-bit out, GELU with erf: gelu_erf_16 above.
 // - fp32 out: epilogue.cuh's exact forms.
 template <int C_TYPE, int ACT>
 __device__ __forceinline__ float activate_direct(float v) {
@@ -238,6 +262,8 @@ __device__ __forceinline__ float activate_direct(float v) {
         return fmaf(h, tanh_mufu(h), h);
     } else if constexpr (C_TYPE == 2 && ACT == EPI_ACT_GELU_TANH) {
         return gelu_tanh_sigmoid(v);
+    } else if constexpr (C_TYPE != 1 && ACT == EPI_ACT_GELU_ERF) {
+        return gelu_erf_16(v);
     } else {
         return activate<C_TYPE != 1>(v, ACT);
     }
