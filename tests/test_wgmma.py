@@ -30,7 +30,10 @@ def test_targets_only_sm_90a():
 @needs_nvrtc
 @pytest.mark.parametrize("params", [{}, dict(BM=256, BN=128, STAGES=3), dict(BM=128, BN=128, STAGES=6), dict(A_TYPE=1, C_TYPE=3),
                                     dict(A_TYPE=3, B_LAYOUT=2), dict(A_TYPE=3, BN=128, C_TYPE=3, B_LAYOUT=2),
-                                    dict(C_TYPE=3, DEFER=0), dict(A_TYPE=1, C_TYPE=2, DEFER=0),
+                                    dict(C_TYPE=3, DEFER=0), dict(A_TYPE=1, C_TYPE=2, DEFER=0), dict(C_TYPE=3),
+                                    dict(A_TYPE=1, C_TYPE=2), dict(C_TYPE=3, STREAM_K=1),
+                                    dict(A_TYPE=1, C_TYPE=2, STREAM_K=1), dict(C_TYPE=3, CLUSTER=1),
+                                    dict(C_TYPE=2, BM=256, BN=128, STAGES=3),
                                     dict(BN=128, SCHEDULE=2, STAGES=5), dict(B_LAYOUT=2),
                                     dict(BM=64, BN=256, SCHEDULE=2, STAGES=5, HELD=2),
                                     dict(A_TYPE=3, B_LAYOUT=3), dict(A_TYPE=3, B_LAYOUT=3, BN=128, CLUSTER=1, C_TYPE=3),
