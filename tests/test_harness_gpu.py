@@ -357,15 +357,16 @@ def test_sweep_command_in_bf16_writes_results_and_a_report(tmp_path):
     assert bad.exit_code != 0 and "naive does not run fp16" in bad.output
 
 
-@pytest.mark.parametrize("bias,activation", [("column", "gelu_tanh"), ("row", "relu"), ("none", "silu"),
-                                             ("column", "gelu_erf"), ("row", "none")])
-def test_fused_layer_calls_are_verified_and_timed_side_by_side(bias, activation):
+@pytest.mark.parametrize("bias,activation,dtype", [("column", "gelu_tanh", "bfloat16"), ("row", "relu", "bfloat16"),
+                                                   ("none", "silu", "bfloat16"), ("column", "gelu_erf", "bfloat16"),
+                                                   ("row", "none", "bfloat16"), ("column", "gelu_tanh", "float16")])
+def test_fused_layer_calls_are_verified_and_timed_side_by_side(bias, activation, dtype):
     """`bench.fused.measure`: gemmlab's one launch, torch eager, cuBLASLt's fused epilogue where nvmath-python
     loads and offers it, and the bare product; every call checked against the float64 layer, then timed."""
     pytest.importorskip("torch")
     from gemmlab.bench import fused
 
-    layer = fused.Layer(640, 384, 320, bias=bias, activation=activation)
+    layer = fused.Layer(640, 384, 320, dtype=dtype, bias=bias, activation=activation)
     res = fused.measure(layer, budget_ms=20)
     for r in res.records:
         print(f"{layer.epilogue:>20} {r.label:>24}: {r.status} err {r.rel_error} {r.median_ms} ms {r.note}")
@@ -374,7 +375,7 @@ def test_fused_layer_calls_are_verified_and_timed_side_by_side(bias, activation)
     kinds = {r.kernel for r in res.records}
     assert {fused.EAGER, fused.BARE} <= kinds and kinds & {"wgmma", "mma_sync"}
     for r in res.records:
-        assert r.rel_error < 1e-2 and r.dtype == "bfloat16" and r.precision == "bf16"
+        assert r.rel_error < 1e-2 and r.dtype == dtype and r.precision == {"bfloat16": "bf16", "float16": "fp16"}[dtype]
         assert r.epilogue == ("" if r.kernel == fused.BARE else layer.epilogue)
     nvmath_there = fused._nvmath_epilog(layer)[0] is not None
     assert (fused.CUBLASLT in kinds) == nvmath_there
