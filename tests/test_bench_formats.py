@@ -164,3 +164,23 @@ def test_the_report_shows_fused_layers_apart_from_the_ladder():
     assert row["gemmlab wgmma"] == "1.20x" and row["torch eager"] == "1.00x"
     text = sec.blocks[0].text
     assert "torch eager's 1.92 ms: 1.2x" in text and "0.988x its speed" in text
+
+
+def test_format_sweeps_say_in_one_line_what_they_need(monkeypatch):
+    from typer.testing import CliRunner
+
+    from gemmlab.bench import peers
+    from gemmlab.cli import app
+    from gemmlab.runtime import device
+
+    r = CliRunner().invoke(app, ["sweep", "--dtype", "bfloat16", "--sizes", "64"])
+    if not device.gpu_available():
+        assert r.exit_code == 1 and "bf16 sweep (--dtype bfloat16) runs on the GPU" in r.output
+    monkeypatch.setattr(device, "gpu_available", lambda: True)
+    monkeypatch.setattr(peers, "torch_unavailable_reason", lambda: "torch is not installed")
+    r = CliRunner().invoke(app, ["sweep", "--dtype", "bfloat16", "--sizes", "64"])
+    assert r.exit_code == 1 and "needs torch" in r.output and "torch is not installed" in r.output
+    r = CliRunner().invoke(app, ["sweep", "--dtype", "float16", "-k", "cpu_naive", "--sizes", "64"])
+    assert r.exit_code == 1 and "run fp32 only, not fp16" in r.output
+    r = CliRunner().invoke(app, ["sweep", "--dtype", "float16", "-k", "sgemm", "--sizes", "64"])
+    assert r.exit_code == 1 and "sgemm does not run fp16" in r.output and "wgmma" in r.output

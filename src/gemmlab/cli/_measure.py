@@ -47,6 +47,12 @@ def build_plan(
     if not nf.is_fp32 and not gpu:
         fail(f"the {nf.name} sweep (--dtype {dtype}{' --precision ' + precision if precision else ''}) runs on "
              f"the GPU, and there is none: {device.gpu_unavailable_reason()}")
+    if nf.needs_torch:
+        from ..bench.peers import torch_unavailable_reason
+
+        reason = torch_unavailable_reason()
+        if reason:
+            fail(f"the {nf.name} sweep needs torch (its operands are torch tensors: CuPy has no bfloat16): {reason}")
     plan = sw.default_plan(gpu=True, fmt=nf.name)  # the full menu; trimmed below
     try:
         if kernels:
