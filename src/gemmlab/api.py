@@ -908,7 +908,9 @@ class _TensorPlan:
     def __init__(self, kernel, grid, block, smem: int, args: tuple, device_id: int, copies: tuple = ()):
         self.packed = launch.PackedLaunch(kernel, grid, block, args, smem)
         self.device = device_id
-        self.copies = copies  # (caller's operand, its staged row-padded copy), as row-major views
+        # (caller's operand, its staged row-padded copy), as row-major views: held so that the memory the
+        # pointers below name stays alive as long as the plan
+        self.copies = copies
         # each refresh as one pitched copy: (dst, dst pitch, src, src pitch, row bytes, rows), in bytes
         self._copy_args = tuple((int(d.array.data.ptr), d.ld * d.array.itemsize, int(s.array.data.ptr),
                                  s.ld * s.array.itemsize, s.cols * s.array.itemsize, s.rows) for s, d in copies)

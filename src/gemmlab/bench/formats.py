@@ -68,6 +68,8 @@ def number_format(dtype: str = "float32", precision: str | None = None) -> Numbe
     return FORMATS[precision]
 
 
-def format_of_record(dtype: str, precision: str) -> NumberFormat:
-    """The format a saved record names ('' from files older than formats: fp32)."""
-    return FORMATS.get(precision) or FORMATS[NATIVE_PRECISION.get(dtype, "fp32")]
+def format_named(name: str) -> NumberFormat:
+    """FORMATS[name], or a ValueError listing the formats."""
+    if name not in FORMATS:
+        raise ValueError(f"number format {name!r} is not one of {', '.join(FORMATS)}")
+    return FORMATS[name]

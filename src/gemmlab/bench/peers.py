@@ -127,22 +127,30 @@ class StrictTorch:
         self._torch.set_float32_matmul_precision(self._saved[1])
 
 
-def _torch_views(a, b, c):
-    """Zero-copy torch views of CuPy arrays, and a function giving torch the current CuPy stream."""
+def torch_on_cupy_stream(device):
+    """A function returning a context in which torch issues its work on CuPy's current stream (torch's own
+    default stream is not ordered with a non-blocking CuPy stream); `device` is a torch device."""
     import torch
 
     cp = require_cupy()
-    ta, tb, tc = (x if isinstance(x, torch.Tensor) else torch.from_dlpack(x) for x in (a, b, c))
     streams: dict[int, object] = {}
 
     def on_current_stream():
         ptr = cp.cuda.get_current_stream().ptr
         s = streams.get(ptr)
         if s is None:
-            s = streams[ptr] = torch.cuda.ExternalStream(ptr, device=tc.device)
+            s = streams[ptr] = torch.cuda.ExternalStream(ptr, device=device)
         return torch.cuda.stream(s)
 
-    return ta, tb, tc, on_current_stream
+    return on_current_stream
+
+
+def _torch_views(a, b, c):
+    """Zero-copy torch views of CuPy arrays, and a function giving torch the current CuPy stream."""
+    import torch
+
+    ta, tb, tc = (x if isinstance(x, torch.Tensor) else torch.from_dlpack(x) for x in (a, b, c))
+    return ta, tb, tc, torch_on_cupy_stream(tc.device)
 
 
 def bind_torch(a, b, c, alpha: float = 1.0, beta: float = 0.0):

@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..kernels.spec import NATIVE_PRECISION
+from .formats import FORMATS
+
 FORMAT = "gemmlab-results"
 SCHEMA = 1
 
@@ -113,11 +116,11 @@ class Record:
     @property
     def fmt(self) -> str:
         """The number format's name: fp32, tf32, fp16 or bf16."""
-        return self.precision or {"float16": "fp16", "bfloat16": "bf16"}.get(self.dtype, "fp32")
+        return self.precision or NATIVE_PRECISION.get(self.dtype, "fp32")
 
     @property
     def itemsize(self) -> int:
-        return 2 if self.dtype in ("float16", "bfloat16") else 4
+        return FORMATS[self.fmt].itemsize if self.fmt in FORMATS else 4
 
     @property
     def ok(self) -> bool:

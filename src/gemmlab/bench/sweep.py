@@ -32,7 +32,7 @@ import numpy as np
 
 from ..runtime import device
 from . import environment, peers
-from .formats import FORMATS, FP32, NumberFormat
+from .formats import FORMATS, FP32, NumberFormat, format_named
 from .records import COMPUTE, CPU, END_TO_END, ERROR, FAILED, OK, Record, Results, derive
 from .runners import PEER_NAMES, CpuRunner, GpuRunner, Unavailable, all_cpu, all_gpu_rungs, cpu_runner, kind_of
 from .runners import peer_runner, rung_runner
@@ -160,19 +160,13 @@ def default_plan(gpu: bool | None = None, fmt: str = "fp32") -> Plan:
     """`gemmlab bench` with no arguments: the whole ladder, the peers and the CPU baselines; for another
     number format (`fmt`), the rungs that run it and the peers in it (the CPU baselines are fp32 only)."""
     gpu = device.gpu_available() if gpu is None else gpu
-    nf = number_format_named(fmt)
+    nf = format_named(fmt)
     cpu = [(name, {}) for name in all_cpu()] if nf.is_fp32 else []
     if not gpu:
         return Plan(shapes=[], cpu=cpu, cpu_shapes=[(s, s, s) for s in DEFAULT_CPU_SIZES], fmt=fmt)
     sizes = DEFAULT_GPU_SIZES if nf.is_fp32 else DEFAULT_TENSOR_SIZES
     return Plan(shapes=[(s, s, s) for s in sizes], gpu=[(n, {}) for n in all_gpu_rungs(nf)],
                 peers=list(PEER_NAMES), cpu=cpu, fmt=fmt)
-
-
-def number_format_named(name: str) -> NumberFormat:
-    if name not in FORMATS:
-        raise ValueError(f"number format {name!r} is not one of {', '.join(FORMATS)}")
-    return FORMATS[name]
 
 
 def split_names(names: Sequence[str], params: dict | None = None) -> tuple[list, list, list]:
@@ -234,8 +228,10 @@ class Sweep:
 
     def _peak_tflops(self) -> float | None:
         """The peak of the plan's number format on this GPU (fp32: the recorded fp32 peak)."""
-        if self.fmt.is_fp32 or not device.gpu_available():
-            return self.env.get("peak_fp32_tflops") if self.fmt.is_fp32 else None
+        if self.fmt.is_fp32:
+            return self.env.get("peak_fp32_tflops")
+        if not device.gpu_available():
+            return None
         return device.device_info().peak_tensor_tflops(self.fmt.dtype, self.fmt.precision)
 
     def _clocks(self) -> dict[str, Any]:
@@ -290,7 +286,8 @@ class Sweep:
             kernel=runner.kernel, label=runner.label, family=runner.family, rung=runner.rung, idea=runner.idea,
             params=dict(runner.params), dtype=fmt.dtype, m=m, n=n, k=k, alpha=self.plan.alpha,
             beta=self.plan.beta, mode=mode, l2=t.get("l2", l2), pinned=pinned, precision=fmt.name, status=status,
-            rel_error=rel_error, verify_tol=self.plan.tolerance, note=note, method=t.get("method", ""), samples=t.get("samples", 0),
+            rel_error=rel_error, verify_tol=self.plan.tolerance, note=note, method=t.get("method", ""),
+            samples=t.get("samples", 0),
             calls_per_sample=t.get("calls_per_sample", 1), discarded=t.get("discarded", 0),
             median_ms=t.get("median_ms"), min_ms=t.get("min_ms"), max_ms=t.get("max_ms"),
             q1_ms=t.get("q1_ms"), q3_ms=t.get("q3_ms"), sm_mhz_min=t.get("sm_mhz_min"),
@@ -428,7 +425,7 @@ class Sweep:
         ref = plan.alpha * (ops.host64(ha) @ ops.host64(hb))
         if plan.beta != 0:
             ref += plan.beta * ops.host64(hc)
-        to_device, to_host = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
+        to_device, to_host = cp.cuda.runtime.memcpyHostToDevice, cp.cuda.runtime.memcpyDeviceToHost
         d_a, d_b, d_c = (peers.device_pointer(x) for x in (a, b, c))
 
         def end_to_end(call):
@@ -505,20 +502,13 @@ class _Operands:
     def __init__(self, cp, fmt: NumberFormat):
         self.cp, self.fmt = cp, fmt
         self.torch = None
-        self._streams: dict[int, Any] = {}
         if fmt.needs_torch:
             import torch
 
             self.torch = torch
             self.device = torch.device("cuda", cp.cuda.Device().id)
+            self._on_stream = peers.torch_on_cupy_stream(self.device)
         self.host_dtype = np.dtype(np.uint16) if fmt.needs_torch else np.dtype(fmt.dtype)
-
-    def _on_stream(self):
-        ptr = self.cp.cuda.get_current_stream().ptr
-        s = self._streams.get(ptr)
-        if s is None:
-            s = self._streams[ptr] = self.torch.cuda.ExternalStream(ptr, device=self.device)
-        return self.torch.cuda.stream(s)
 
     def empty(self, shape):
         if self.torch is not None:

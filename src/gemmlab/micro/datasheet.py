@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..runtime.device import BF16_MIN_CC, TENSOR_FLOP_PER_CLK_PER_SM, DeviceInfo, fp32_lanes_per_sm
+from ..runtime.device import DeviceInfo, fp32_lanes_per_sm, tensor_flop_per_clk_per_sm
 
 # Shared memory: 32 banks x 4 bytes per clock per SM, the same on every architecture since Maxwell.
 SMEM_BYTES_PER_CLK_PER_SM = 128
@@ -53,9 +53,8 @@ def fp32_fma(dev: DeviceInfo, clock_mhz: float | None = None) -> Datasheet:
 
 def tensor(dev: DeviceInfo, dtype: str, clock_mhz: float | None = None) -> Datasheet | None:
     """Dense tensor-core rate for fp16 / bf16 inputs with fp32 accumulation; None where unknown or absent."""
-    cc = tuple(dev.compute_capability)
-    per = TENSOR_FLOP_PER_CLK_PER_SM.get(cc)
-    if per is None or (dtype == "bfloat16" and cc < BF16_MIN_CC):
+    per = tensor_flop_per_clk_per_sm(dev.compute_capability, dtype)
+    if per is None:
         return None
     mhz = _clock(dev, clock_mhz)
     value = dev.sm_count * per * mhz * 1e6

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..bench.formats import FORMATS, NumberFormat, format_of_record
+from ..bench.formats import FORMATS, NumberFormat
 from ..bench.records import COMPUTE, CPU, GPU, GPU_PEER, Record, Results
 
 REFERENCE = "cublas"
@@ -94,7 +94,7 @@ class ReportContext:
     def format_of(self, group: str) -> NumberFormat:
         """The number format of a group's results."""
         r = next((x for x in self._latest if x.is_gpu and group_of(x) == group and not x.epilogue), None)
-        return format_of_record(r.dtype, r.precision) if r is not None else FORMATS["fp32"]
+        return FORMATS.get(r.fmt, FORMATS["fp32"]) if r is not None else FORMATS["fp32"]
 
     def gpu_records(self, gpu: str, mode: str = COMPUTE, square: bool | None = None) -> list[Record]:
         """The records of one group (a GPU and a number format; see `gpus`)."""

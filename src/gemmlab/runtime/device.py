@@ -105,20 +105,8 @@ class DeviceInfo:
         """The dense tensor-core peak at the boost clock for `dtype` inputs with fp32 accumulation (fp16,
         bf16; float32 with precision "tf32": half the 16-bit rate, as on A100 and H100); None where the
         architecture has no such path or no published rate."""
-        cc = tuple(self.compute_capability)
-        per = TENSOR_FLOP_PER_CLK_PER_SM.get(cc)
-        if per is None:
-            return None
-        if dtype == "float32":
-            if precision != "tf32" or cc < TF32_MIN_CC:
-                return None
-            per //= 2
-        elif dtype == "bfloat16":
-            if cc < BF16_MIN_CC:
-                return None
-        elif dtype != "float16":
-            return None
-        return self.sm_count * per * self.sm_clock_khz * 1e3 / 1e12
+        per = tensor_flop_per_clk_per_sm(self.compute_capability, dtype, precision)
+        return None if per is None else self.sm_count * per * self.sm_clock_khz * 1e3 / 1e12
 
     @property
     def peak_dram_gbps(self) -> float:
@@ -142,6 +130,20 @@ TENSOR_FLOP_PER_CLK_PER_SM = {
 }
 BF16_MIN_CC = (8, 0)
 TF32_MIN_CC = (8, 0)
+
+
+def tensor_flop_per_clk_per_sm(cc: tuple[int, int], dtype: str, precision: str | None = None) -> int | None:
+    """Dense tensor-core FLOPs per clock and SM for `dtype` inputs with fp32 accumulation (float32 only at
+    precision "tf32", half the 16-bit rate); None where the architecture has no such path or no known rate."""
+    cc = tuple(cc)
+    per = TENSOR_FLOP_PER_CLK_PER_SM.get(cc)
+    if per is None:
+        return None
+    if dtype == "float32":
+        return per // 2 if precision == "tf32" and cc >= TF32_MIN_CC else None
+    if dtype == "bfloat16":
+        return per if cc >= BF16_MIN_CC else None
+    return per if dtype == "float16" else None
 
 
 def fp32_lanes_per_sm(cc: tuple[int, int]) -> int:

@@ -102,6 +102,8 @@ class PackedLaunch:
                                 "a numpy struct or a device array")
         self._pointers = (ctypes.c_void_p * max(1, len(self._values)))(
             *[ctypes.addressof(v) for v in self._values])
+        self._params = ctypes.addressof(self._pointers)
+        self._launch = require_cupy().cuda.driver.launchKernel
 
     def set_float(self, index: int, value: float) -> None:
         """Argument `index` (an np.float32 when packed) becomes `value`."""
@@ -109,9 +111,7 @@ class PackedLaunch:
         ctypes.memmove(self._values[index], raw, 4)
 
     def __call__(self, stream_ptr: int) -> None:
-        cp = require_cupy()
-        cp.cuda.driver.launchKernel(self.handle, *self.grid, *self.block, self.smem, int(stream_ptr),
-                                    ctypes.addressof(self._pointers), 0)
+        self._launch(self.handle, *self.grid, *self.block, self.smem, int(stream_ptr), self._params, 0)
 
 
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
