@@ -1,21 +1,27 @@
-"""Arrays in and out: numpy (host), CuPy, torch and anything with __cuda_array_interface__ or DLPack.
+"""Arrays in and out: numpy (host), CuPy, torch and anything with __cuda_array_interface__ or DLPack; and
+which stream and which allocator an array belongs to.
 
 Rules, in one place:
-- Host arrays (numpy, CPU torch tensors) are copied to the GPU and the result copied back.
-- Device arrays are used where they lie, without copies, when each row is contiguous (unit stride
-  along columns) and rows are evenly spaced: the row spacing becomes the BLAS leading dimension.
-  Any other layout (a transposed view, Fortran order, a negative or zero stride) is copied to a
-  C-contiguous buffer first.
+- Host arrays are moved to the GPU first (numpy through CuPy, CPU torch tensors through torch) and the
+  result moved back.
+- Device arrays are used where they lie, without copies, when each row is contiguous (unit stride along
+  columns) and rows are evenly spaced: the row spacing becomes the BLAS leading dimension. Any other
+  layout (a transposed view, Fortran order, a negative or zero stride) is copied to a row-major buffer
+  first; a column-major B is read as Bᵀ in place by the rungs that can.
+- Every array belongs to a *home*, the framework whose allocator and streams it follows: torch tensors to
+  torch (outputs and scratch from `torch.empty`, work on torch's current stream of the tensor's device),
+  CuPy and foreign device arrays to CuPy (its pool and its current stream).
 - The result comes back as the type that came in: numpy for numpy, CuPy for CuPy, torch for torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
 from typing import Any
 
 import numpy as np
 
+from .formats import ITEMSIZE, dtype_label
 from .runtime.device import require_cupy
 
 NUMPY, CUPY, TORCH_CUDA, TORCH_CPU, FOREIGN_CUDA = "numpy", "cupy", "torch_cuda", "torch_cpu", "foreign_cuda"
@@ -29,6 +35,8 @@ def kind_of(x: Any) -> str:
     if mod == "cupy":
         return CUPY
     if mod == "torch":
+        if not hasattr(x, "is_cuda"):
+            raise TypeError(f"expected an array, got torch's {type(x).__name__}")
         return TORCH_CUDA if x.is_cuda else TORCH_CPU
     if hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__"):
         return FOREIGN_CUDA
@@ -41,11 +49,9 @@ def is_host(kind: str) -> bool:
     return kind in (NUMPY, TORCH_CPU)
 
 
-def dtype_name(x: Any, kind: str) -> str:
+def dtype_name(x: Any, kind: str | None = None) -> str:
     """'float32', 'float16', 'bfloat16', ... for any supported array type."""
-    if kind in (TORCH_CUDA, TORCH_CPU):
-        return str(x.dtype).replace("torch.", "")
-    return str(x.dtype)
+    return dtype_label(x.dtype)
 
 
 def to_host_numpy(x: Any, kind: str) -> np.ndarray:
@@ -54,92 +60,224 @@ def to_host_numpy(x: Any, kind: str) -> np.ndarray:
     return x
 
 
-def to_cupy(x: Any, kind: str):
-    """A CuPy view of a device array (no copy), or a device copy of a host array."""
-    cp = require_cupy()
-    if kind == CUPY:
-        return x
-    if kind == TORCH_CUDA:
-        return cp.asarray(x.detach())  # zero-copy through __cuda_array_interface__
-    if kind == FOREIGN_CUDA:
-        if hasattr(x, "__cuda_array_interface__"):
-            return cp.asarray(x)
-        return cp.from_dlpack(x)
-    return cp.asarray(to_host_numpy(x, kind))
-
-
-def from_cupy(result, kind: str, like: Any = None):
-    """Return `result` (a CuPy array) as the array type the caller used."""
-    if kind == CUPY or kind == FOREIGN_CUDA:
-        return result
-    if kind == TORCH_CUDA:
-        import torch
-
-        return torch.from_dlpack(result)
-    host = result.get()
-    if kind == TORCH_CPU:
-        import torch
-
-        return torch.from_numpy(host)
-    return host
-
-
-@dataclass(frozen=True)
-class RowMajorView:
-    """A device matrix as the kernels see it: base array, rows, columns, leading dimension (elements)."""
-
-    array: Any
-    rows: int
-    cols: int
-    ld: int
-
-
-def row_major(x) -> RowMajorView:
-    """Describe a 2-D CuPy array as (rows, cols, ld), copying it only when its layout needs it."""
-    cp = require_cupy()
-    rows, cols = x.shape
+def strides_in_elements(x: Any) -> tuple[int, ...]:
+    """Strides in elements for a torch tensor or a numpy / CuPy array."""
+    if callable(getattr(x, "stride", None)):
+        return tuple(x.stride())
     item = x.itemsize
-    s0, s1 = x.strides
-    unit_cols = s1 == item or cols <= 1
-    spaced_rows = s0 > 0 and s0 % item == 0 and s0 // item >= cols or rows <= 1
-    if not (unit_cols and spaced_rows):
-        x = cp.ascontiguousarray(x)
-        s0 = x.strides[0]
-    ld = max(s0 // item, cols, 1) if rows > 1 else max(cols, 1)
-    return RowMajorView(x, rows, cols, ld)
+    return tuple(s // item if s % item == 0 else s / item for s in x.strides)
 
 
-def rows_aligned(v: RowMajorView, align: int = 16) -> bool:
-    """Whether the base address and the row pitch of `v` are multiples of `align` bytes (an empty matrix
-    counts as aligned: nothing of it is read)."""
-    return v.rows == 0 or v.cols == 0 or (v.array.data.ptr % align == 0 and (v.ld * v.array.itemsize) % align == 0)
+def row_pitch(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The leading dimension (elements) of a 2-D array that the kernels can read in place as row-major: unit
+    stride along columns and evenly spaced, non-overlapping rows; None for any other layout."""
+    rows, cols = shape
+    s0, s1 = strides
+    if not (s1 == 1 or cols <= 1):
+        return None
+    if rows <= 1:
+        return max(cols, 1)
+    if not isinstance(s0, int) or s0 < max(cols, 1):
+        return None
+    return s0
 
 
-def aligned_rows(v: RowMajorView, align: int = 16) -> RowMajorView:
-    """`v` itself when its base address and row pitch are multiples of `align` bytes; otherwise a copy whose
-    rows are padded to the next multiple (the padding is never read: the matrix keeps its column count)."""
-    item = v.array.itemsize
-    if rows_aligned(v, align):
-        return v
+def column_pitch(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The leading dimension of the transpose of a 2-D array that is column-major (each column contiguous,
+    columns evenly spaced): what a rung that reads Bᵀ in place needs; None otherwise (and for vectors)."""
+    rows, cols = shape
+    if rows <= 1 or cols <= 1:
+        return None
+    return row_pitch((cols, rows), (strides[1], strides[0]))
+
+
+# ------------------------------------------------------------------------------------------------ homes
+
+class Home:
+    """What a framework lends a call: its current stream on a device, its allocator, its copies. Kept small:
+    the launch layer needs pointers, a stream handle and memory, and nothing else of an array."""
+
+    name = ""
+
+    def ptr(self, x) -> int:
+        raise NotImplementedError
+
+    def stream(self, device: int) -> int:
+        """The raw handle of the framework's current stream on `device`."""
+        raise NotImplementedError
+
+    def empty(self, shape: tuple[int, ...], label: str, device: int):
+        """Uninitialised memory of `label` ('float32', 'bfloat16', 'int32', ...) from the framework's allocator."""
+        raise NotImplementedError
+
+    def contiguous(self, x):
+        raise NotImplementedError
+
+    def copy_into(self, dst, src) -> None:
+        raise NotImplementedError
+
+    def stream_scope(self, stream, device: int):
+        """A context in which `stream` (a torch or CuPy stream, or a raw handle) is the framework's current
+        stream on `device`, so that its allocations and copies are ordered with the launch."""
+        raise NotImplementedError
+
+    def device_of(self, x) -> int:
+        raise NotImplementedError
+
+
+def stream_handle(stream) -> int:
+    """The raw handle of a torch stream, a CuPy stream or an int."""
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+        return int(stream)
+    for attr in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        v = getattr(stream, attr, None)
+        if isinstance(v, (int, np.integer)):
+            return int(v)
+    raise TypeError(f"stream must be a torch.cuda.Stream, a CuPy stream or a raw stream handle (int), "
+                    f"got {type(stream).__name__}")
+
+
+class TorchHome(Home):
+    name = "torch"
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self._raw_stream = torch._C._cuda_getCurrentRawStream
+        self._dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                        "int32": torch.int32, "int16": torch.int16, "uint8": torch.uint8, "float64": torch.float64}
+        self._empty = torch.empty
+
+    def ptr(self, x) -> int:
+        return x.data_ptr()
+
+    def stream(self, device: int) -> int:
+        return self._raw_stream(device)
+
+    def empty(self, shape, label, device):
+        return self._empty(shape, dtype=self._dtypes[label], device=f"cuda:{device}")
+
+    def contiguous(self, x):
+        return x.contiguous()
+
+    def copy_into(self, dst, src) -> None:
+        dst.copy_(src)
+
+    def stream_scope(self, stream, device):
+        torch = self.torch
+        if isinstance(stream, torch.cuda.Stream):
+            if stream.device.index != device:
+                raise ValueError(f"stream= is on cuda:{stream.device.index}, the operands on cuda:{device}")
+            return torch.cuda.stream(stream)
+        return torch.cuda.stream(torch.cuda.ExternalStream(stream_handle(stream), device=f"cuda:{device}"))
+
+    def device_of(self, x) -> int:
+        return x.device.index
+
+
+class CupyHome(Home):
+    name = "cupy"
+
+    def __init__(self):
+        cp = require_cupy()
+        self.cp = cp
+        self._get_stream = cp.cuda.get_current_stream
+        self._dtypes = {"float32": cp.float32, "float16": cp.float16, "bfloat16": cp.int16, "int16": cp.int16,
+                        "int32": cp.int32, "uint8": cp.uint8, "float64": cp.float64}
+
+    def ptr(self, x) -> int:
+        return x.data.ptr
+
+    def stream(self, device: int) -> int:
+        return self._get_stream().ptr
+
+    def empty(self, shape, label, device):
+        with self.cp.cuda.Device(device):
+            return self.cp.empty(shape, dtype=self._dtypes[label])
+
+    def contiguous(self, x):
+        return self.cp.ascontiguousarray(x)
+
+    def copy_into(self, dst, src) -> None:
+        dst[...] = src
+
+    def stream_scope(self, stream, device):
+        cp = self.cp
+        if isinstance(stream, cp.cuda.Stream) or isinstance(stream, getattr(cp.cuda, "ExternalStream", ())):
+            return stream
+        return cp.cuda.ExternalStream(stream_handle(stream), device)
+
+    def device_of(self, x) -> int:
+        return x.data.device_id
+
+
+_homes: dict[str, Home] = {}
+
+
+def home(kind: str) -> Home:
+    """The home of device arrays of `kind` (torch tensors: torch; the others: CuPy)."""
+    name = "torch" if kind == TORCH_CUDA else "cupy"
+    h = _homes.get(name)
+    if h is None:
+        h = _homes[name] = TorchHome() if name == "torch" else CupyHome()
+    return h
+
+
+def device_array(x, kind: str):
+    """A device array of the home's type for `x`: x itself for torch and CuPy, a zero-copy CuPy view of a
+    foreign device array, a device copy of a host array (numpy through CuPy, CPU torch through torch)."""
+    if kind in (CUPY, TORCH_CUDA):
+        return x
+    if kind == TORCH_CPU:
+        return x.detach().cuda()
     cp = require_cupy()
-    step = max(align // item, 1)
-    ld = -(-v.cols // step) * step
-    out = cp.empty((v.rows, ld), dtype=v.array.dtype)[:, :v.cols]  # rows x cols, rows ld apart
-    out[...] = v.array[:, :v.cols]
-    return RowMajorView(out, v.rows, v.cols, ld)
+    if kind == FOREIGN_CUDA:
+        return cp.asarray(x) if hasattr(x, "__cuda_array_interface__") else cp.from_dlpack(x)
+    if dtype_label(x.dtype) == "bfloat16":  # a numpy bfloat16 (ml_dtypes): moved as its bits
+        return cp.asarray(np.ascontiguousarray(x).view(np.int16))
+    return cp.asarray(x)
 
 
-def data_span(x) -> tuple[int, int]:
-    """[start, end) byte addresses a CuPy array may touch, for overlap checks."""
-    if x.size == 0:
+def host_result(result, kind: str, label: str):
+    """A device result returned to the caller's host type (numpy or CPU torch), or as it is."""
+    if kind == TORCH_CPU:
+        return result.cpu()
+    if kind == NUMPY:
+        host = result.get()
+        if label == "bfloat16":
+            return _bfloat16_view(host)
+        return host
+    if kind == CUPY and label == "bfloat16":
+        return _bfloat16_view(result)
+    return result
+
+
+def _bfloat16_view(x):
+    """int16 bits as ml_dtypes' bfloat16 where that package is there; the bits themselves otherwise."""
+    try:
+        import ml_dtypes
+
+        return x.view(np.dtype(ml_dtypes.bfloat16))
+    except (ImportError, TypeError, ValueError):
+        return x
+
+
+def itemsize(label: str) -> int:
+    return ITEMSIZE[label]
+
+
+def data_span(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], item: int) -> tuple[int, int]:
+    """[start, end) byte addresses an array may touch (strides in elements), for overlap checks."""
+    if any(s == 0 for s in shape):
         return (0, 0)
-    ptr = x.data.ptr
-    lo = ptr + sum(min(0, (n - 1) * s) for n, s in zip(x.shape, x.strides))
-    hi = ptr + sum(max(0, (n - 1) * s) for n, s in zip(x.shape, x.strides)) + x.itemsize
-    return lo, hi
+    lo = ptr + item * sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+    hi = ptr + item * sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + item
+    return int(lo), int(hi)
 
 
-def overlaps(x, y) -> bool:
-    a0, a1 = data_span(x)
-    b0, b1 = data_span(y)
-    return a0 < b1 and b0 < a1 and a0 != a1 and b0 != b1
+def overlaps(x: tuple[int, int], y: tuple[int, int]) -> bool:
+    return x[0] < y[1] and y[0] < x[1] and x[0] != x[1] and y[0] != y[1]
+
+
+nullcontext = contextlib.nullcontext

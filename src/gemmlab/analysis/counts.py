@@ -94,7 +94,7 @@ class L1Traffic:
 def l1_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geometry) -> L1Traffic:
     t = spec.traffic(m, n, k, params)
     smem_bytes = float(ELEM * t.smem_loads)
-    hook = spec.extra.get("smem_wavefronts") if isinstance(spec.extra, dict) else None
+    hook = spec.smem_wavefronts
     if callable(hook):
         smem_ld, source = float(hook(m, n, k, dict(params))), "spec"
     else:

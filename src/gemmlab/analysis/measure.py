@@ -11,12 +11,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from .. import api
+from ..formats import FP32
 from ..kernels import registry
 from ..kernels.spec import KernelSpec
 from ..micro.clocks import ClockSampler
 from ..runtime.device import DeviceInfo, device_info, require_cupy
 
-VERIFY_TOL = 1e-4
+VERIFY_TOL = FP32.verify_tol
 
 
 @dataclass

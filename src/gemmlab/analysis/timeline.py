@@ -1,7 +1,7 @@
 """Where a persistent kernel's time goes, tile by tile, measured inside the kernel.
 
-A rung whose spec names a trace switch (extra["timeline"]: {"define": a preprocessor macro, "k_step": the
-k of one main-loop step, a function of the parameters}) can be built with it.
+A rung whose spec names a trace switch (`spec.trace`: a preprocessor macro, and the k of one main-loop step
+as a function of the parameters) can be built with it.
 Each block then records the global timer and its SM clock at entry and at each consumer's exit, and its
 SM; each consumer warpgroup records, per work unit (a tile, or a stream-K run of one), its SM clock at
 four points: the unit begins, its first slot of data is there, its last wgmma is done, its epilogue is
@@ -254,13 +254,13 @@ def record(a, b, c=None, *, kernel: str = "wgmma", **matmul_kwargs) -> Timeline:
     from ..runtime import compiler, device, launch
 
     spec = registry.get(kernel)
-    trace = spec.extra.get("timeline")
-    if not trace:
-        raise ValueError(f"kernel {kernel!r} has no traced build (its spec names no extra['timeline'] switch)")
+    trace = spec.trace
+    if trace is None:
+        raise ValueError(f"kernel {kernel!r} has no traced build (its spec names no trace switch)")
     cupy = device.require_cupy()
     m, k = a.shape
     n = b.shape[1]
-    switches = (f"-D{trace['define']}", f"-DGEMMLAB_TRACE_BLOCKS={TRACE_BLOCKS}", f"-DGEMMLAB_TRACE_UNITS={TRACE_UNITS}")
+    switches = (f"-D{trace.define}", f"-DGEMMLAB_TRACE_BLOCKS={TRACE_BLOCKS}", f"-DGEMMLAB_TRACE_UNITS={TRACE_UNITS}")
     with compiler.options_added(*switches):
         api.forget_launches()
         try:
@@ -283,4 +283,4 @@ def record(a, b, c=None, *, kernel: str = "wgmma", **matmul_kwargs) -> Timeline:
             api.forget_launches()
     p = dict(prepared.params)
     return Timeline(kernel, m, n, k, p, blocks, units, dtype=str(getattr(a, "dtype", "")),
-                    extra={"k_step": int(trace["k_step"](p))}, epilogue=epilogue)
+                    extra={"k_step": int(trace.k_step(p))}, epilogue=epilogue)

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from .. import api
+from ..formats import FP32
 from ..kernels import registry
 from ..runtime.device import device_info, require_cupy
 from . import peers
 from .timing import Timing, time_gpu, tflops
 
-VERIFY_TOL = 1e-4  # ||C - ref|| / ||ref|| for fp32 accumulation up to K ~ 16k
+VERIFY_TOL = FP32.verify_tol  # ||C - ref|| / ||ref|| for fp32 accumulation up to K ~ 16k
 
 
 @dataclass

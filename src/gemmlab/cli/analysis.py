@@ -441,7 +441,7 @@ def cliff(
 
 @app.command()
 def timeline(
-    kernel: str = typer.Argument("wgmma", help="a rung with a traced build (its spec names extra['timeline'])"),
+    kernel: str = typer.Argument("wgmma", help="a rung with a traced build (its spec's trace)"),
     size: int = typer.Option(4096, "--size", "-s", help="M = N = K unless --m/--n/--k are given"),
     m: Optional[int] = typer.Option(None, "--m"),
     n: Optional[int] = typer.Option(None, "--n"),
@@ -462,8 +462,8 @@ def timeline(
     from .core import _operand
 
     spec = _spec_or_fail(kernel)
-    if not spec.extra.get("timeline"):
-        with_trace = [s.name for s in registry.all_specs() if s.extra.get("timeline")]
+    if spec.trace is None:
+        with_trace = [s.name for s in registry.all_specs() if s.trace is not None]
         fail(f"{spec.name} has no traced build; these have: {', '.join(with_trace)}")
     if dtype not in ("float16", "bfloat16"):
         fail(f"--dtype takes float16 or bfloat16, got {dtype!r}")

@@ -9,7 +9,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from .. import __version__, api
+from .. import __version__, api, formats
 from ..kernels import registry
 from ..runtime import compiler, device
 from ..runtime.errors import GemmlabError
@@ -134,8 +134,6 @@ def kernels(
 # ------------------------------------------------------------------------------------------- run
 
 
-# Verification tolerance per precision (relative Frobenius error against float64).
-RUN_TOLERANCE = {"fp32": 1e-4, "tf32": 2e-3, "fp16": 1e-2, "bf16": 2e-2}
 
 
 def parse_cc(text: str) -> tuple[int, int]:
@@ -219,7 +217,7 @@ def run(
             fail(f"{kernel} failed verification: relative error {err:.2e}")
         return
 
-    dt = api._dtype_label(dtype)
+    dt = formats.dtype_label(dtype)
     if dt not in ("float32", "float16", "bfloat16"):
         fail(f"--dtype takes float32, float16 or bfloat16, got {dtype!r}")
     info = device.device_info() if device.gpu_available() else None
@@ -261,7 +259,7 @@ def run(
     except (ValueError, TypeError) as exc:
         fail(str(exc))
     err = rel_error(_as_cupy64(c), ref)
-    tol = RUN_TOLERANCE[resolved]
+    tol = formats.FORMATS[resolved].verify_tol
     if not err < tol:
         fail(f"{choice.spec.name} failed verification: relative error {err:.2e} at {M}x{N}x{K} ({dt} at {resolved}, "
              f"tolerance {tol:.0e})")

@@ -110,6 +110,6 @@ def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str) -> comp
 
 
 def module_names(spec: KernelSpec, params: Mapping[str, int]) -> list[str]:
-    """The kernels one instantiation's module holds: the rung's, then its second kernel (extra["after"])."""
-    after = spec.extra.get("after")
-    return [spec.name_expression(params)] + ([after] if after else [])
+    """The kernels one instantiation's module holds: the rung's, then its second kernel (if any)."""
+    after = spec.second_kernel
+    return [spec.name_expression(params)] + ([after.name] if after else [])

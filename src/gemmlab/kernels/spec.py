@@ -21,11 +21,7 @@ CUDA_DIR = Path(__file__).with_name("cuda")
 
 Params = Mapping[str, int]
 
-# The precision each input dtype runs at unless the caller asks for another: the dtype's own.
-NATIVE_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-# Precisions a caller may ask for instead of the native one, with the input dtype they apply to: tf32 runs
-# fp32 operands on the tensor cores (inputs rounded to a 10-bit mantissa, fp32 accumulation). Never a default.
-REDUCED_PRECISIONS = {"tf32": "float32"}
+from ..formats import NATIVE_PRECISION, REDUCED_PRECISIONS  # noqa: F401  (the one formats table)
 
 
 @dataclass(frozen=True)
@@ -85,6 +81,77 @@ _SEARCH_SPACES: dict[int, tuple] = {}  # id(spec) -> (spec, its search space)
 
 
 @dataclass(frozen=True)
+class Staging:
+    """Operands the launch layer copies into rows padded to a multiple of 16 bytes when their base address or
+    row pitch is not one, because the kernel reads them in 16-byte pieces (or through the copy engine): a
+    copy costs far less than a slower rung. `operands` is "A", "B" or "AB", or a function of the parameters
+    that returns one; only products of at least `min_macs` multiply-adds are staged (below that the copy
+    costs more than the kernel's checked path loses)."""
+
+    operands: str | Callable[[dict[str, int]], str]
+    min_macs: int = 0
+
+    def letters(self, m: int, n: int, k: int, params: Params) -> str:
+        if m * n * k < self.min_macs:
+            return ""
+        return self.operands(dict(params)) if callable(self.operands) else self.operands
+
+
+@dataclass(frozen=True)
+class SecondKernel:
+    """A kernel of the same module launched after the rung's own, on the same stream (split-K's reduction):
+    its name and its geometry for (M, N, K, params), None where this instantiation needs no second launch.
+    It takes (M, N, SPLIT_K, alpha, beta, C, ldc, the float workspace, the epilogue arguments)."""
+
+    name: str
+    geometry: Callable[[int, int, int, dict[str, int]], Launch | None]
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Scratch a launch needs: `floats` fp32 values, `ints` int32 values that are zero at launch and that the
+    kernel leaves zero, and int32 scalars passed after the two pointers (e.g. a tile count)."""
+
+    floats: int = 0
+    ints: int = 0
+    scalars: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TensorMapBox:
+    """One tensor map (TMA descriptor) the kernel takes by value, as a description: which operand's memory
+    ("A", "B" or "C"), the matrix as stored (`rows` x `cols`, row-major, `elem_bytes` per element; 0: the
+    operand's own element size), and the box one copy moves. `optional`: where the operand's rows do not
+    allow a map, the kernel gets an all-zero one and takes its other path. The launch layer encodes it."""
+
+    operand: str
+    rows: int
+    cols: int
+    box_rows: int
+    box_cols: int
+    elem_bytes: int = 0
+    swizzle: int = 128
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A traced build: the -D switch that records each block's and tile's times (analysis.timeline), and the
+    k elements of one step for (params)."""
+
+    define: str
+    k_step: Callable[[dict[str, int]], int]
+
+
+# The argument groups a kernel takes after the standard eleven (M, N, K, alpha, A, lda, B, ldb, beta, C,
+# ldc), in the order a spec's `arguments` lists them:
+# - "workspace": the float workspace and the int counters (pointers), then the workspace's scalars;
+# - "epilogue": bias (fp32 vector), R (residual), ldr, flags (formats.epilogue_flags);
+# - "tensor_maps": the maps `tensor_maps` describes, by value.
+ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps")
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     name: str
     rung: int
@@ -99,10 +166,9 @@ class KernelSpec:
     # For rungs whose best parameters depend on the problem: (M, N, K, SM count) -> parameters, used when
     # the caller names none (a tuned entry for the device takes precedence; see gemmlab.tune).
     heuristic: Callable[[int, int, int, int], dict[str, int]] | None = None
-    # For rungs that need scratch memory: (M, N, K, params) -> (floats, ints). Such kernels take two more
-    # arguments after ldc: a float workspace and an int array that must be zero at launch and that the
-    # kernel leaves zero. None: the kernel takes the standard eleven arguments only.
-    workspace: Callable[[int, int, int, dict[str, int]], tuple[int, int]] | None = None
+    # For rungs that need scratch memory: (M, N, K, params, blocks launched) -> Workspace ("workspace" in
+    # `arguments`). None: none.
+    workspace: Callable[[int, int, int, dict[str, int], int], Workspace] | None = None
     min_cc: tuple[int, int] = (7, 5)
     # Exact architectures the rung is built for, when it uses features only they have (wgmma and
     # setmaxnreg: "sm_90a"). Empty: any architecture from min_cc up, built for the device's own.
@@ -113,15 +179,42 @@ class KernelSpec:
     # Reduced precisions the rung also offers (keys of REDUCED_PRECISIONS, e.g. "tf32"), used only when a
     # caller asks for one (`matmul(..., precision="tf32")`), never for plain fp32 work.
     precisions: tuple[str, ...] = ()
-    # Free-form facts other code reads. Among them: "epilogue" (True: the kernel takes the fused-epilogue
-    # arguments bias, R, ldr, flags after the standard ones and any workspace; see epilogue.cuh),
-    # "type_params" (template parameters set from the dtypes, not by callers), "type_defaults" ({input
-    # element type: parameters} replacing the defaults for that type), "stage_operands" (the letters of
-    # the operands, "A", "B" or "AB", that the API copies into rows padded to 16-byte multiples when their
-    # base or row pitch is not one, because the kernel's fast path reads them in 16-byte pieces; or a
-    # function of the parameters that returns them), and
-    # "stage_min_macs" (stage only products of at least this many multiply-adds; default 0).
-    extra: dict = field(default_factory=dict)
+    # Argument groups after the standard eleven, in the kernel's order (ARGUMENT_GROUPS).
+    arguments: tuple[str, ...] = ()
+    # The fused epilogue of epilogue.cuh (bias, activation, residual) is taken: "epilogue" is in `arguments`.
+    # Parameters an activation wants unless the caller names them ({activation: {name: value}}).
+    epilogue_params: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # Template parameters set from the arrays (dtypes, layout, precision, out_dtype), never by callers, and
+    # per input element type ("tf32", ...) parameters that replace the defaults.
+    type_params: tuple[str, ...] = ()
+    type_defaults: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # Operands copied into 16-byte aligned rows before the launch (None: read as they are).
+    staging: Staging | None = None
+    # What keeps a call's operands from this rung: (a_ptr, lda, b_ptr, ldb, element bytes) -> problems
+    # (empty: fine); kernel="auto" passes over a rung whose rules fail and that does not stage them.
+    operand_rules: Callable[[int, int, int, int, int], list[str]] | None = None
+    second_kernel: SecondKernel | None = None
+    # A persistent grid: no more blocks than can be resident at once, in whole clusters of cluster(params).
+    persistent: bool = False
+    cluster: Callable[[dict[str, int]], int] | None = None
+    # The tensor maps the kernel takes ("tensor_maps" in `arguments`): (M, N, K, params) -> boxes.
+    tensor_maps: Callable[[int, int, int, dict[str, int]], tuple[TensorMapBox | None, ...]] | None = None
+    # For analysis: a traced build, and shared-memory wavefronts where they are not the traffic model's.
+    trace: Trace | None = None
+    smem_wavefronts: Callable[[int, int, int, dict[str, int]], int] | None = None
+
+    def __post_init__(self):
+        unknown = [g for g in self.arguments if g not in ARGUMENT_GROUPS]
+        if unknown:
+            raise ValueError(f"kernel {self.name}: argument groups {unknown} are not among {ARGUMENT_GROUPS}")
+        for group, hook in (("workspace", self.workspace), ("tensor_maps", self.tensor_maps)):
+            if (group in self.arguments) != (hook is not None):
+                raise ValueError(f"kernel {self.name}: the {group!r} argument group and the {group} hook go together")
+
+    @property
+    def epilogue(self) -> bool:
+        """Whether the rung takes the fused epilogue (bias, activation, residual)."""
+        return "epilogue" in self.arguments
 
     # -------------------------------------------------------------------------------- parameters
 

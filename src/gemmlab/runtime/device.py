@@ -231,3 +231,9 @@ def clocks_now(index: int = 0) -> dict[str, Any]:
             pynvml.nvmlShutdown()
     except Exception:
         return {}
+
+
+def stream_capturing(stream: int) -> bool:
+    """Whether the stream with this raw handle is being captured into a CUDA graph."""
+    cupy = require_cupy()
+    return cupy.cuda.runtime.streamIsCapturing(int(stream)) != 0

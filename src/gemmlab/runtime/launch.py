@@ -70,48 +70,48 @@ class LoadedKernel:
         self.function(grid, block, tuple(args), shared_mem=smem, stream=stream)
 
 
-class PackedLaunch:
-    """One launch's arguments packed once into the driver's form (a pointer per argument to its bytes), for
-    a call repeated many times: relaunching is one cuLaunchKernel, and a scalar can be changed in place
-    (`set_float`). CuPy's launcher packs every argument again on every call, which costs more host time
-    than a small tensor-core GEMM takes on the GPU.
+class ArgPack:
+    """A kernel's arguments packed once into the driver's form (a pointer per argument to its bytes), with
+    slots rewritten in place between launches: a launch is then one cuLaunchKernel, where CuPy's launcher
+    packs every argument again on every call (more host time than a small GEMM takes on the GPU).
 
-    Arguments as for `LoadedKernel.__call__`: np.int32 / np.float32 (and other fixed-size numpy scalars,
-    including by-value structs such as tensor maps) are copied; device arrays are passed as their address,
-    and the caller keeps them alive (the plan holds `args`)."""
+    Values: np.int32 / np.float32 / np.uint64 (device addresses) / np.int64 scalars, and by-value structs
+    (numpy void scalars, e.g. tensor maps), in the kernel's parameter order. Not thread-safe: a caller that
+    shares a pack across threads holds a lock from the first `set` to `launch`."""
 
-    def __init__(self, kernel: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int],
-                 args: Sequence[Any], smem: int = 0):
-        if smem:
-            kernel.ensure_dynamic_smem(smem)
-        f = kernel.function
-        handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
-        if not handle:
-            raise TypeError("this kernel object exposes no driver handle to launch directly")
-        self.handle, self.grid, self.block, self.smem = int(handle), tuple(grid), tuple(block), int(smem)
-        self.args = tuple(args)  # keeps the device arrays alive
-        self._values = []
-        for i, a in enumerate(self.args):
-            if isinstance(a, np.generic):
-                raw = a.tobytes()
-                self._values.append((ctypes.c_ubyte * len(raw)).from_buffer_copy(raw))
-            elif hasattr(a, "data") and hasattr(a.data, "ptr"):  # a CuPy array: its address
-                self._values.append(ctypes.c_uint64(int(a.data.ptr)))
+    _CTYPES = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.float32): ctypes.c_float,
+               np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int64}
+
+    def __init__(self, values: Sequence[Any]):
+        self.slots: list = []
+        for i, v in enumerate(values):
+            if not isinstance(v, np.generic):
+                raise TypeError(f"argument {i} ({type(v).__name__}) cannot be packed: use np.int32, np.float32, "
+                                "np.uint64 for an address, or a numpy struct")
+            ct = self._CTYPES.get(v.dtype)
+            if ct is not None:
+                self.slots.append(ct(v.item()))
             else:
-                raise TypeError(f"argument {i} ({type(a).__name__}) cannot be packed: use np.int32, np.float32, "
-                                "a numpy struct or a device array")
-        self._pointers = (ctypes.c_void_p * max(1, len(self._values)))(
-            *[ctypes.addressof(v) for v in self._values])
-        self._params = ctypes.addressof(self._pointers)
-        self._launch = require_cupy().cuda.driver.launchKernel
+                raw = v.tobytes()
+                self.slots.append((ctypes.c_ubyte * len(raw)).from_buffer_copy(raw))
+        self._pointers = (ctypes.c_void_p * max(1, len(self.slots)))(*[ctypes.addressof(v) for v in self.slots])
+        self.address = ctypes.addressof(self._pointers)
 
-    def set_float(self, index: int, value: float) -> None:
-        """Argument `index` (an np.float32 when packed) becomes `value`."""
-        raw = np.float32(value).tobytes()
-        ctypes.memmove(self._values[index], raw, 4)
+    def set_bytes(self, index: int, raw: bytes) -> None:
+        ctypes.memmove(self.slots[index], raw, len(raw))
 
-    def __call__(self, stream_ptr: int) -> None:
-        self._launch(self.handle, *self.grid, *self.block, self.smem, int(stream_ptr), self._params, 0)
+
+def driver_launch():
+    """cuLaunchKernel(function, grid x/y/z, block x/y/z, shared bytes, stream, params, extra), as CuPy binds it."""
+    return require_cupy().cuda.driver.launchKernel
+
+
+def function_handle(kernel: LoadedKernel) -> int:
+    f = kernel.function  # a CuPy Function (its .ptr) or RawKernel (.kernel.ptr)
+    handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
+    if not handle:
+        raise TypeError("this kernel object exposes no driver handle to launch directly")
+    return int(handle)
 
 
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig

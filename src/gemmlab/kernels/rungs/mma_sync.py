@@ -10,28 +10,18 @@ parameter.
 from __future__ import annotations
 
 from ..spec import KernelSpec, Launch, Param, Traffic, cdiv, pow2_choices
+from ...formats import A_TYPES, C_TYPES, INPUT_TYPES, TF32, TYPE_PARAMS  # noqa: F401  (re-exported)
+from ...formats import ACT_SHIFT, BIAS_MODES, RESIDUAL_FLAG, epilogue_flags  # noqa: F401
+from ...formats import ACTIVATION_CODES as ACTIVATIONS  # noqa: F401
 from ._tiling import DYNAMIC_SMEM_LIMIT
 
-# Element type codes shared with epilogue.cuh (from 1: spec parameters are positive). A_TYPES are the 16-bit
-# input types every tensor-core rung takes; this rung adds tf32 (fp32 storage), INPUT_TYPES is its full set.
-A_TYPES = {"float16": 1, "bfloat16": 2}
-TF32 = 3
-INPUT_TYPES = {**A_TYPES, "tf32": TF32}
-C_TYPES = {"float32": 1, "float16": 2, "bfloat16": 3}
-TYPE_PARAMS = ("A_TYPE", "C_TYPE")
+# Element type codes (shared with epilogue.cuh) and epilogue flags come from the one formats table
+# (gemmlab.formats): A_TYPES are the 16-bit input types every tensor-core rung takes; this rung adds tf32 (fp32
+# storage), INPUT_TYPES is its full set.
 # Parameters that replace the defaults for one input type. tf32 stages BK = 16 fp32 columns: the same 64
 # bytes per row, the same shared memory per stage and the same blocks per SM as BK = 32 of fp16 / bf16.
 TYPE_DEFAULTS = {"tf32": {"BK": 16}}
 
-# Epilogue flags (the `epilogue` kernel argument), as in 11_mma_sync.cu.
-BIAS_MODES = {None: 0, "row": 1, "col": 2}
-ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4}
-ACT_SHIFT = 2
-RESIDUAL_FLAG = 32
-
-
-def epilogue_flags(bias_mode: str | None, activation: str | None, residual: bool) -> int:
-    return BIAS_MODES[bias_mode] | (ACTIVATIONS[activation] << ACT_SHIFT) | (RESIDUAL_FLAG if residual else 0)
 
 
 def warps(p: dict[str, int]) -> int:
@@ -136,5 +126,7 @@ SPEC = KernelSpec(
     min_cc=(8, 0),
     dtypes=("float16", "bfloat16"),
     precisions=("tf32",),
-    extra={"type_params": TYPE_PARAMS, "type_defaults": TYPE_DEFAULTS, "epilogue": True, "element_bytes": 2},
+    arguments=("epilogue",),
+    type_params=TYPE_PARAMS,
+    type_defaults=TYPE_DEFAULTS,
 )

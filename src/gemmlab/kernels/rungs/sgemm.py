@@ -1,6 +1,6 @@
 from typing import NamedTuple
 
-from ..spec import KernelSpec, Launch, Param, cdiv
+from ..spec import KernelSpec, Launch, Param, SecondKernel, Staging, Workspace, cdiv
 from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_traffic, warp_tile_params
 
 
@@ -70,13 +70,13 @@ def _after_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch | None:
     return Launch((cdiv(m * cdiv(n, 4), REDUCE_THREADS), 1, 1), (REDUCE_THREADS, 1, 1))
 
 
-def _workspace(m: int, n: int, k: int, p: dict[str, int]) -> tuple[int, int]:
+def _workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int = 0) -> Workspace:
     """Split-K needs a partial-sum slab per slice (M rows of N rounded up to a multiple of 4 floats), and
     per tile of C a counter per group of slices and one for the tile."""
     if p["SPLIT_K"] == 1:
-        return 0, 0
+        return Workspace()
     groups = cdiv(p["SPLIT_K"], SPLIT_GROUP)
-    return p["SPLIT_K"] * m * cdiv(n, 4) * 4, cdiv(m, p["BM"]) * cdiv(n, p["BN"]) * (groups + 1)
+    return Workspace(p["SPLIT_K"] * m * cdiv(n, 4) * 4, cdiv(m, p["BM"]) * cdiv(n, p["BN"]) * (groups + 1))
 
 
 # Tile shapes per shape class, with what the heuristic needs to know about each on the reference H100:
@@ -129,7 +129,7 @@ MIN_K_PER_SLICE_AFTER = 96
 # for a whole tile's time.
 MIN_K_PER_TAIL_SLICE = 128
 # Products of at least this many multiply-adds with 16-byte B copies get a B whose rows are not 16-byte
-# aligned copied into padded rows by the API (extra["stage_min_macs"]).
+# aligned copied into padded rows by the launch layer (the spec's Staging).
 STAGE_MIN_MACS = 1 << 30
 REDUCE_COST = 6
 MAX_SPLIT = 128
@@ -267,8 +267,8 @@ SPEC = KernelSpec(
     # checked path, for products of 2^30 multiply-adds or more (measured: 4097^3 0.71 -> 0.90 of cuBLAS,
     # 2047 x 2049 x 1023 0.58 -> 0.75; 333 x 777 x 999 0.36 -> 0.20, the copy's cost). With B_COPY = 4 any
     # B runs the unchecked loops as it is. A needs no alignment (four-byte copies).
-    # REDUCE = 2: the API launches "after" (its name in this file) once the kernel is done, on a grid over
-    # C ("after_geometry"), with (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, the epilogue arguments).
-    extra={"epilogue": True, "stage_operands": lambda p: "B" if p["B_COPY"] == 16 else "",
-           "stage_min_macs": STAGE_MIN_MACS, "after": "sgemm_split_reduce", "after_geometry": _after_geometry},
+    # REDUCE = 2: the launch layer runs sgemm_split_reduce once the kernel is done, on a grid over C.
+    arguments=("workspace", "epilogue"),
+    staging=Staging(lambda p: "B" if p["B_COPY"] == 16 else "", min_macs=STAGE_MIN_MACS),
+    second_kernel=SecondKernel("sgemm_split_reduce", _after_geometry),
 )

@@ -53,6 +53,6 @@ SPEC = KernelSpec(
     traffic_model=_traffic,
     # Shared-memory wavefronts (the header's count): per 32 FMAs a warp issues 32 scalar loads of Bs and
     # 8 four-wide broadcast loads of As, 40 in all, i.e. 5/4 per FMA step of every warp.
-    extra={"smem_wavefronts": lambda m, n, k, p: cdiv(m, p["BLOCK_DIM"]) * cdiv(n, p["BLOCK_DIM"])
-           * cdiv(p["BLOCK_DIM"] ** 2, 32) * cdiv(k, p["BLOCK_DIM"]) * p["BLOCK_DIM"] * 5 / 4},
+    smem_wavefronts=(lambda m, n, k, p: cdiv(m, p["BLOCK_DIM"]) * cdiv(n, p["BLOCK_DIM"])
+           * cdiv(p["BLOCK_DIM"] ** 2, 32) * cdiv(k, p["BLOCK_DIM"]) * p["BLOCK_DIM"] * 5 / 4),
 )

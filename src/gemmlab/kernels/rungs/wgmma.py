@@ -2,17 +2,14 @@
 
 Built for sm_90a only (wgmma and setmaxnreg exist on no other target). The element types and the epilogue
 follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launch needs beyond the common
-argument list come from here: the tensor maps of A, B and C (`host_args`, encoded by runtime/tma.py) and the
-persistent grid (as many blocks as can be resident at once, in whole clusters: `extra["persistent"]` and
-`extra["cluster"]`), and stream-K's workspace for the last round of tiles (`workspace_args`, once the grid is
-known).
+argument list are described here and made by the launch layer: the tensor maps of A, B and C (`tensor_maps`),
+the persistent grid (as many blocks as can be resident at once, in whole clusters: `persistent`, `cluster`),
+and stream-K's workspace for the last round of tiles (`workspace`, once the grid is known).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..spec import KernelSpec, Launch, Param, Traffic, cdiv
+from ..spec import KernelSpec, Launch, Param, Staging, TensorMapBox, Trace, Traffic, Workspace, cdiv
 from . import mma_sync
 
 BK = 64                 # one 128-byte swizzle row per stage: 64 fp16/bf16 (32 tf32, same bytes)
@@ -92,7 +89,7 @@ def _constraints(p: dict[str, int]) -> list[str]:
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
     # One block per tile, in clusters of CLUSTER vertically adjacent tiles (an odd tile-row count is rounded
     # up: the extra block stores nothing); the launcher caps the grid at the blocks that can be resident at
-    # once (extra["persistent"], whole clusters) and each cluster then walks the cluster tiles. With
+    # once (the spec's `persistent`, whole clusters) and each cluster then walks the cluster tiles. With
     # B_LAYOUT 3 the tiles are of C^T (N x M).
     cl = p["CLUSTER"]
     if p["B_LAYOUT"] == B_SWAPPED:
@@ -173,20 +170,15 @@ def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> in
     return tiles % clusters + clusters
 
 
-def workspace_args(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> tuple[tuple, object]:
-    """(the kernel's last three arguments: stream-K's workspace, its flags and its tile count; what keeps
-    them alive). The workspace holds one slot of partial sums per consumer of each block (BM x BN fp32 per
-    block: 17 MB for 132 blocks of 128 x 256), taken from CuPy's pool on the current stream; the flags start
-    at zero and every launch leaves them at zero (each flag a block sets is cleared by the block that reads
-    it), so a remembered launch may repeat them."""
+def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspace:
+    """Stream-K's scratch on a persistent grid of `blocks` blocks: one slot of partial sums per consumer of
+    each block (BM x BN fp32 per block: 17 MB for 132 blocks of 128 x 256), two flags per block (zero at
+    launch; each flag a block sets is cleared by the block that reads it, so every launch leaves them
+    zero), and the count of stream-K tiles as the kernel's last argument. Nothing when stream-K is off."""
     sk = stream_k_tiles(m, n, k, p, blocks)
     if not sk:
-        return (np.uint64(0), np.uint64(0), np.int32(0)), None
-    import cupy
-
-    ws = cupy.empty(blocks * p["BM"] * p["BN"], dtype=cupy.float32)
-    flags = cupy.zeros(blocks * 2, dtype=cupy.int32)
-    return (ws, flags, np.int32(sk)), (ws, flags)
+        return Workspace(scalars=(0,))
+    return Workspace(blocks * p["BM"] * p["BN"], blocks * 2, (sk,))
 
 
 GROUP_CHOICES = (1, 4, 8, 16)
@@ -262,60 +254,32 @@ def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int
     return errs
 
 
-def host_args(va, vb, m: int, n: int, k: int, p: dict[str, int], b_transposed: bool = False,
-              vc=None) -> tuple[tuple, object]:
-    """(the three tensor maps in the kernel's argument order, an array to keep alive until the launch).
+def tensor_maps(m: int, n: int, k: int, p: dict[str, int]) -> tuple[TensorMapBox | None, ...]:
+    """The kernel's three tensor maps (A's, B's, C's, in its argument order), described for the launch layer
+    to encode.
 
-    va: row-major view of A (M x K) with `.array` (CuPy) and `.ld`. vb: row-major view of B (K x N), or of
-    B^T (N x K) when `b_transposed` (B given column-major, e.g. a transposed N x K weight): then B_LAYOUT
-    is 2 and B is read K-major in place. fp16 / bf16 with row-major B: B in boxes of 64 x 64, read
-    N-major. tf32 with row-major B: B_LAYOUT 3 (C^T = B^T A^T) reads B N-major in boxes of 32 x 32 and A
-    K-major; B_LAYOUT 2 on a row-major B first copies it to B^T (a tiled transpose at about the memory
-    bandwidth, counted in the call's time; its rows padded to 16 bytes). vc: row-major view of C; where the
-    instantiation can store through TMA (`tma_store`) and C's rows allow it, the third map describes C in
-    boxes of a consumer's rows x 64 columns (16-bit C) or of 32 x 32 (fp32 C of the transposed path); else it
-    is all zero, and the kernel stores from registers.
+    fp16 / bf16 with a row-major B (B_LAYOUT 1): A in boxes of BM rows x one 128-byte k step, B in boxes of
+    a k step x 64 columns, read N-major. B_LAYOUT 2: B^T (N x K) read K-major, each block of a cluster copying
+    its share of BN rows (the launch layer passes B^T: the caller's transposed weight as it is, or for tf32
+    a transposed copy). B_LAYOUT 3 (tf32 on a row-major B, C^T = B^T A^T): the wgmma's A operand is B, read
+    N-major in boxes of 32 x 32, its B operand A, read K-major. C's map (boxes of a consumer's rows x 64
+    columns; 32 x 32 on the transposed path) exists only where the instantiation can store through TMA
+    (`tma_store`); it is optional: where C's rows are not 16-byte aligned the kernel stores from registers.
     """
-    from ... import arrays
-    from ...runtime import tma
-
-    zero = tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))
-    if m == 0 or n == 0 or k == 0:  # nothing is read: the kernel only runs the epilogue (or nothing)
-        return (zero, zero, zero), None
     eb = element_bytes(p)
-    a_ptr, b_ptr, ldb = int(va.array.data.ptr), int(vb.array.data.ptr), vb.ld
-    keep = None
-    layout = p["B_LAYOUT"]
-    if layout == B_KMAJOR and not b_transposed:  # tf32 on row-major B, the transposed copy asked for
-        import cupy
-
-        from ..transpose import transpose_into
-
-        ldb = -(-k // 4) * 4  # rows padded to 16 bytes
-        keep = cupy.empty((n, ldb), dtype=vb.array.dtype)  # N x K
-        transpose_into(vb.array, k, n, vb.ld, keep, ldb)
-        b_ptr = int(keep.data.ptr)
-    elif b_transposed and layout != B_KMAJOR:
-        raise ValueError(f"B is given transposed (column-major) but B_LAYOUT = {layout} reads it row-major")
-    errs = operand_problems(a_ptr, va.ld, b_ptr, ldb, eb)
-    if errs:  # the API stages such operands (extra["stage_operands"]); a direct caller is told
-        raise ValueError("wgmma reads A and B by TMA: " + "; ".join(errs) + " (copy them into 16-byte aligned rows)")
     bk = 128 // eb
     share = p["BN"] // p["CLUSTER"]  # rows of a K-major operand each block of a cluster copies
-    tc = zero
-    if vc is not None and tma_store(p) and arrays.rows_aligned(vc):  # boxes of 128-byte rows
+    layout = p["B_LAYOUT"]
+    c = None
+    if tma_store(p):
         box = (32, 32) if layout == B_SWAPPED else (consumer_rows(p), 64)
-        tc = tma.kernel_arg(tma.encode_2d(int(vc.array.data.ptr), vc.array.itemsize, m, n, vc.ld, *box, swizzle=128))
-    if layout == B_SWAPPED:  # the wgmma's A operand is B (N-major, 32-column boxes), its B operand A
-        ta = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 32, swizzle=128)
-        tb = tma.encode_2d(a_ptr, eb, m, k, va.ld, share, bk, swizzle=128)
-        return (tma.kernel_arg(ta), tma.kernel_arg(tb), tc), keep
-    ta = tma.encode_2d(a_ptr, eb, m, k, va.ld, p["BM"], bk, swizzle=128)
+        c = TensorMapBox("C", m, n, *box, optional=True)
+    if layout == B_SWAPPED:
+        return (TensorMapBox("B", k, n, bk, 32, eb), TensorMapBox("A", m, k, share, bk, eb), c)
+    a = TensorMapBox("A", m, k, p["BM"], bk, eb)
     if layout == B_KMAJOR:
-        tb = tma.encode_2d(b_ptr, eb, n, k, ldb, share, bk, swizzle=128)
-    else:
-        tb = tma.encode_2d(b_ptr, eb, k, n, ldb, bk, 64, swizzle=128)
-    return (tma.kernel_arg(ta), tma.kernel_arg(tb), tc), keep
+        return (a, TensorMapBox("B", n, k, share, bk, eb), c)
+    return (a, TensorMapBox("B", k, n, bk, 64, eb), c)
 
 
 SPEC = KernelSpec(
@@ -360,15 +324,17 @@ SPEC = KernelSpec(
     targets=("sm_90a",),
     dtypes=("float16", "bfloat16"),
     precisions=("tf32",),
-    extra={"type_params": (*mma_sync.TYPE_PARAMS, "B_LAYOUT"), "epilogue": True, "element_bytes": 2, "persistent": True,
-           "cluster": lambda p: p["CLUSTER"], "host_args": host_args, "workspace": workspace_args,
-           "operand_problems": operand_problems,
-           "stage_operands": "AB",
-           # Parameters an epilogue wants unless the caller names them (api._epilogue_params). GELU with erf
-           # does not take the deferred stores (its temporaries beside the 64 held registers spill), so under
-           # DEFER=1 it stores from registers; DEFER=0 gives it the TMA-store path. Measured, BF16, x the plain
-           # product, flushed and interleaved: 4096^3 0.69 -> 0.86, 8192^3 0.82 -> 0.91 (docs/performance.md).
-           "epilogue_params": {"gelu_erf": {"DEFER": 0}},
-           # the -D switch of a build that records each block's and each tile's times (analysis.timeline)
-           "timeline": {"define": "GEMMLAB_TRACE", "k_step": lambda p: 128 // element_bytes(p)}},
+    arguments=("epilogue", "tensor_maps", "workspace"),
+    type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT"),
+    persistent=True,
+    cluster=lambda p: p["CLUSTER"],
+    tensor_maps=tensor_maps,
+    workspace=workspace,
+    operand_rules=operand_problems,
+    staging=Staging("AB"),
+    # GELU with erf does not take the deferred stores (its temporaries beside the 64 held registers spill), so
+    # under DEFER=1 it stores from registers; DEFER=0 gives it the TMA-store path. Measured, BF16, x the plain
+    # product, flushed and interleaved: 4096^3 0.69 -> 0.86, 8192^3 0.82 -> 0.91 (docs/performance.md).
+    epilogue_params={"gelu_erf": {"DEFER": 0}},
+    trace=Trace("GEMMLAB_TRACE", lambda p: 128 // element_bytes(p)),
 )

@@ -1,0 +1,29 @@
+"""The API: `matmul` and the decision behind it.
+
+One job per module, arrows downwards:
+- `checks`: a call's shapes, dtypes, scalars, epilogue and a named kernel's parameters, before any GPU is
+  touched, into a `Request`;
+- `dispatch`: which rung and which parameters (`choose_kernel`, `explain_choice`, `resolve_params`);
+- `plan`: the decision made once per call signature (`make_plan` → `Plan`), and the loaded kernels;
+- `launch`: `run`, the one function every GPU call goes through (copies, allocation, scratch, tensor
+  maps, the packed launch);
+- `matmul`: the public entry, with the one repeat-call cache in front of `launch.run`.
+"""
+
+from ..kernels import registry
+from .checks import AUTO, INT32_MAX, Request
+from .dispatch import (Candidate, KernelChoice, choose_kernel, default_params, epilogue_params, explain_choice,
+                       resolve_params, tuned_cache, type_params, validated_params)
+from .call import forget_launches, matmul
+from .plan import CaptureError, Plan, Prepared, loaded, prepare, resident_blocks
+
+
+def kernels():
+    """The GPU ladder, in rung order."""
+    return registry.all_specs()
+
+
+__all__ = ["AUTO", "INT32_MAX", "Candidate", "CaptureError", "KernelChoice", "Plan", "Prepared", "Request",
+           "choose_kernel", "default_params", "epilogue_params", "explain_choice", "forget_launches", "kernels",
+           "loaded", "matmul", "prepare", "registry", "resident_blocks", "resolve_params", "tuned_cache",
+           "type_params", "validated_params"]

@@ -1,0 +1,176 @@
+"""Checking a call: shapes, dtypes, scalars, the epilogue's arguments and a named kernel's parameters, all
+before any GPU is touched. The result is a `Request`: everything about the call that does not depend on
+the values in the arrays, which the dispatcher turns into a plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import arrays, formats
+from ..kernels import registry
+
+AUTO = "auto"
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Request:
+    m: int
+    n: int
+    k: int
+    dtype: str                 # A's and B's dtype
+    precision: str             # resolved: "fp32", "tf32", "fp16", "bf16"
+    out: str                   # the output dtype
+    kernel: str                # a rung's name or "auto"
+    params: tuple              # the caller's parameters, sorted (name, value) pairs
+    bias: str | None           # None, "row" or "col"
+    activation: str | None
+    residual: bool
+    has_c: bool
+
+    @property
+    def element(self) -> str:
+        return formats.element_type(self.dtype, self.precision)
+
+    @property
+    def epilogue(self) -> bool:
+        return self.bias is not None or self.activation is not None or self.residual
+
+    @property
+    def flags(self) -> int:
+        return formats.epilogue_flags(self.bias, self.activation, self.residual)
+
+
+def fmt_shape(shape) -> str:
+    return " x ".join(str(s) for s in shape) if len(shape) else "a scalar"
+
+
+def _shape_error(a_shape, b_shape) -> str:
+    return f"A is {fmt_shape(a_shape)}, B is {fmt_shape(b_shape)}"
+
+
+def check_scalars(alpha, beta) -> None:
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(v, (int, float, np.floating, np.integer)) or isinstance(v, bool):
+            raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+        if not math.isfinite(float(v)):
+            raise ValueError(f"{name} must be finite, got {v}")
+
+
+def check_shapes(a, b, c) -> tuple[int, int, int]:
+    for name, x in (("A", a), ("B", b), ("C", c)):
+        if x is not None and len(x.shape) != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)} ({len(x.shape)}-D)")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: {_shape_error(a.shape, b.shape)} (A's columns must equal B's rows)")
+    if c is not None and tuple(c.shape) != (m, n):
+        raise ValueError(f"C must be {m} x {n} for {_shape_error(a.shape, b.shape)}, got {fmt_shape(c.shape)}")
+    return int(m), int(n), int(k)
+
+
+def bias_mode(bias, m: int, n: int) -> str | None:
+    """None, "col" (length N, or 1 x N) or "row" (length M != N, or M x 1); raises naming the shape or dtype."""
+    if bias is None:
+        return None
+    shape = tuple(bias.shape)
+    if shape in ((n,), (1, n)):
+        mode = "col"
+    elif shape in ((m,), (m, 1)):
+        mode = "row"
+    else:
+        raise ValueError(f"bias must have N = {n} elements (per column) or M = {m} (per row), got shape {fmt_shape(shape)}")
+    kind = arrays.kind_of(bias)
+    dt = arrays.dtype_name(bias)
+    if dt not in ("float32", "float16", "float64", "bfloat16"):
+        raise TypeError(f"bias must be a float vector, got {dt}")
+    if kind not in (arrays.TORCH_CUDA, arrays.TORCH_CPU) and dt == "bfloat16":
+        raise TypeError("a bfloat16 bias must be a torch tensor (or convert it to float32)")
+    return mode
+
+
+def check_residual(residual, m: int, n: int, out: str) -> None:
+    if residual is None:
+        return
+    if tuple(residual.shape) != (m, n):
+        raise ValueError(f"residual must be M x N = {m} x {n}, got {fmt_shape(residual.shape)}")
+    if arrays.dtype_name(residual) != out:
+        raise TypeError(f"residual must have the output dtype {out}, got {arrays.dtype_name(residual)}")
+
+
+def epilogue_rungs(dtype: str) -> list[str]:
+    return [s.name for s in registry.specs_for_dtype(dtype) if s.epilogue]
+
+
+def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, out_dtype, precision,
+               params) -> Request:
+    """Everything wrong with a GPU call, as one clear error naming the shape, dtype or parameter at fault;
+    else the call's Request."""
+    check_scalars(alpha, beta)
+    m, n, k = check_shapes(a, b, c)
+    if beta != 0 and c is None:
+        raise ValueError(f"beta = {beta} needs a C to scale; pass c (an M x N = {m} x {n} array) or beta = 0")
+    host = [arrays.is_host(kd) for kd in kinds if kd is not None]
+    if any(host) and not all(host):
+        raise TypeError(f"A, B and C must all be host arrays or all device arrays, got {', '.join(kd for kd in kinds if kd)}")
+    dt_a, dt_b = arrays.dtype_name(a), arrays.dtype_name(b)
+    resolved = formats.resolve_precision(dt_a, dt_b, precision)
+    if out_dtype is not None:
+        out = formats.dtype_label(out_dtype)
+        if out not in formats.C_TYPES:
+            raise ValueError(f"out_dtype={out_dtype!r} is not one of {', '.join(repr(x) for x in formats.C_TYPES)}")
+    else:
+        out = arrays.dtype_name(c) if c is not None else dt_a
+    if resolved == "fp32" and out != "float32":
+        raise ValueError(f"out_dtype={out_dtype!r}: strict fp32 kernels write float32; a float16 / bfloat16 output "
+                         "needs precision='tf32' or 16-bit inputs")
+    if c is not None and arrays.dtype_name(c) != out:
+        raise TypeError(f"C is {arrays.dtype_name(c)} but the output dtype is {out} (out_dtype); pass C of the output dtype")
+    act = formats.check_activation(activation)
+    mode = bias_mode(bias, m, n)
+    check_residual(residual, m, n, out)
+    for name, v in (("M", m), ("N", n), ("K", k)):
+        if v > INT32_MAX:
+            raise ValueError(f"{name} = {v} exceeds the kernels' 32-bit index range")
+    if kernel == AUTO and params:
+        raise ValueError(f"parameters {sorted(params)} need a named kernel, not kernel='auto'")
+    try:
+        ptuple = tuple(sorted(params.items()))
+        hash(ptuple)
+    except TypeError:
+        raise TypeError(f"kernel parameters must be integers, got {params!r}") from None
+    req = Request(m, n, k, dt_a, resolved, out, kernel, ptuple, mode, act, residual is not None, c is not None)
+    if kernel != AUTO:
+        check_named(req)
+    return req
+
+
+def check_named(req: Request) -> None:
+    """A named rung must run the inputs' dtype at the precision, take an epilogue if one is asked for, and
+    accept the caller's parameters (named after the rung), before any GPU is needed."""
+    spec = registry.get(req.kernel)
+    if not registry.takes(spec, req.dtype, req.precision):
+        if req.precision == formats.NATIVE_PRECISION[req.dtype]:
+            also = "".join(f" (float32 with precision={p!r})" for p in spec.precisions)
+            raise TypeError(f"kernel {spec.name} takes {' or '.join(spec.dtypes)} inputs{also}; A and B are "
+                            f"{req.dtype} (use kernel='auto' or a rung that takes them)")
+        offer = [s.name for s in registry.specs_for(req.dtype, req.precision)]
+        raise TypeError(f"kernel {spec.name} has no precision={req.precision!r} mode for {req.dtype} inputs (kernels "
+                        f"that do: {', '.join(offer) or 'none'}; or kernel='auto')")
+    if req.epilogue and not spec.epilogue:
+        raise ValueError(f"kernel {spec.name} takes no fused epilogue (bias, activation, residual); kernels "
+                         f"that do: {', '.join(epilogue_rungs(req.dtype)) or 'none'} (or kernel='auto')")
+    given = dict(req.params)
+    for name in spec.type_params:
+        if name in given:
+            raise ValueError(f"parameter {name} is set from the arrays' dtypes, layout, precision and out_dtype; "
+                             "do not pass it")
+    spec.validate({**_type_defaults(spec, req.element), **given})
+
+
+def _type_defaults(spec, element: str) -> dict:
+    return dict(spec.type_defaults.get(element, {}))

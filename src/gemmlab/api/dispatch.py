@@ -1,0 +1,286 @@
+"""Which rung runs a call, and with which parameters, as data.
+
+kernel="auto": the highest rung that runs the inputs' dtype at the asked precision, on this device's
+compute capability (min_cc, and exact targets such as sm_90a), with a fused epilogue when one is asked
+for, and whose operand rules (`spec.operand_rules`) the arrays meet or whose staging fixes them. Nothing
+here names a rung: a new rung is chosen wherever its spec says it fits.
+
+Parameters: the caller's (a named kernel), else this device's tuned entry for the shape class, else the
+spec's heuristic, else its defaults; under all of them the element type's defaults (`spec.type_defaults`),
+then the activation's preferences (`spec.epilogue_params`) unless the caller named them, then the type
+parameters set from the arrays (A_TYPE, C_TYPE, B_LAYOUT). `explain_choice` returns the whole decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from .. import formats
+from ..formats import NATIVE_PRECISION, REDUCED_PRECISIONS
+from ..kernels import KernelSpec, registry
+from ..runtime import device
+from .checks import AUTO
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One rung as kernel="auto" saw it: whether it fits the call, and why (not)."""
+
+    name: str
+    rung: int
+    min_cc: tuple[int, int]
+    fits: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """What a GEMM runs and why: the rung (with every rung considered) and, given a problem shape, its
+    parameters and where they came from. `gemmlab run --explain` prints `describe()`."""
+
+    dtype: str
+    precision: str
+    cc: tuple[int, int] | None
+    epilogue: bool
+    candidates: tuple[Candidate, ...]
+    spec: KernelSpec
+    named: bool = False                  # the caller named the kernel (no choice was made)
+    shape: tuple[int, int, int] | None = None
+    params: dict[str, int] | None = None  # the full parameter set it runs (validated)
+    params_source: str | None = None      # "given", "tuned", "heuristic" or "defaults"
+    params_detail: str = ""
+
+    def describe(self) -> str:
+        where = f"compute capability {self.cc[0]}.{self.cc[1]}" if self.cc else "an unknown compute capability"
+        what = f"{self.dtype} inputs at {self.precision}" + (" with a fused epilogue" if self.epilogue else "")
+        head = (f"kernel {self.spec.name} (named) for {what} on {where}" if self.named else
+                f'kernel="auto" for {what} on {where}: {self.spec.name} (rung {self.spec.rung:02d})')
+        lines = [head, f"  {'rung':4s}  {'kernel':14s}  {'min cc':6s}  verdict"]
+        for c in self.candidates:
+            lines.append(f"  {c.rung:02d}    {c.name:14s}  {c.min_cc[0]}.{c.min_cc[1]:<4d}  {c.reason}")
+        if self.params is not None:
+            m, n, k = self.shape
+            lines.append(f"parameters for M x N x K = {m} x {n} x {k}: {self.params_source} ({self.params_detail})")
+            lines.append("  " + " ".join(f"{key}={v}" for key, v in self.params.items()))
+        return "\n".join(lines)
+
+
+_ranked_memo: dict[tuple, tuple[tuple[KernelSpec, str | None], ...]] = {}
+
+
+def _ranked(dtype: str, precision: str, cc: tuple[int, int] | None, epilogue: bool):
+    """Every rung with None (it fits) or the reason it does not, before any operand rule. Memoised."""
+    key = (dtype, precision, cc, epilogue, id(registry.REGISTRY), len(registry.REGISTRY))
+    hit = _ranked_memo.get(key)
+    if hit is None:
+        out = []
+        for s in registry.all_specs():
+            why = None
+            if not registry.takes(s, dtype, precision):
+                runs = [f"{d} at {NATIVE_PRECISION.get(d, d)}" for d in s.dtypes]
+                runs += [f"{REDUCED_PRECISIONS[p]} at {p}" for p in s.precisions if p in REDUCED_PRECISIONS]
+                why = f"runs {' / '.join(runs)}, not {dtype} at {precision}"
+            elif cc is not None:
+                why = registry.cc_problem(s, cc)
+            if why is None and epilogue and not s.epilogue:
+                why = "takes no fused epilogue (bias, activation, residual)"
+            out.append((s, why))
+        hit = _ranked_memo[key] = tuple(out)
+    return hit
+
+
+def operand_problems(spec: KernelSpec, operands, element_bytes: int) -> list[str]:
+    """What keeps the operands (a_ptr, lda, b_ptr, ldb) from the rung as they are; empty when nothing does."""
+    if spec.operand_rules is None or operands is None:
+        return []
+    return list(spec.operand_rules(*operands, element_bytes))
+
+
+def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None):
+    ranked = _ranked(dtype, precision, cc, epilogue)
+    element_bytes = formats.element_bytes(formats.element_type(dtype, precision))
+    verdicts: list[tuple[KernelSpec, str | None]] = list(ranked)
+    chosen = None
+    for i in range(len(verdicts) - 1, -1, -1):  # from the top rung down: the first that fits is taken
+        s, why = verdicts[i]
+        if why is not None:
+            continue
+        problems = operand_problems(s, operands, element_bytes)
+        if problems and s.staging is None:
+            verdicts[i] = (s, "operands: " + "; ".join(problems))
+            continue
+        chosen = s
+        break
+    cands = []
+    for s, why in verdicts:
+        if s is chosen:
+            reason = "chosen: the highest rung that fits"
+        elif why is None:
+            reason = "fits; a higher rung is chosen" if chosen is not None and s.rung < chosen.rung else "fits"
+        else:
+            reason = why
+        cands.append(Candidate(s.name, s.rung, tuple(s.min_cc), why is None, reason))
+    return chosen, tuple(cands)
+
+
+def _no_kernel(dtype: str, precision: str, cc, epilogue: bool) -> TypeError:
+    where = "" if cc is None else f" on compute capability {cc[0]}.{cc[1]}"
+    at = "" if precision == NATIVE_PRECISION.get(dtype) else f" at precision {precision!r}"
+    with_epi = " with a fused epilogue" if epilogue else ""
+    return TypeError(f"no GPU kernel supports dtype {dtype}{at}{with_epi}{where}")
+
+
+def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, precision: str | None = None, *,
+                  epilogue: bool = False, operands: tuple | None = None) -> KernelSpec:
+    """The kernel `kernel="auto"` runs: the highest rung that runs `dtype` at `precision` (None: the dtype's
+    own) on compute capability `cc` (None: any), with a fused epilogue when `epilogue`, and whose operand
+    rules (a_ptr, lda, b_ptr, ldb) the arrays meet, or which stages operands that do not, when `operands`
+    are given. TypeError if none does."""
+    precision = precision or NATIVE_PRECISION.get(dtype, "fp32")
+    spec, _ = _decide(dtype, precision, tuple(cc) if cc is not None else None, epilogue, operands)
+    if spec is None:
+        raise _no_kernel(dtype, precision, cc, epilogue)
+    return spec
+
+
+def explain_choice(dtype: str = "float32", precision: str | None = None, *, shape: tuple[int, int, int] | None = None,
+                   cc: tuple[int, int] | None = None, info: device.DeviceInfo | None = None,
+                   sm_count: int | None = None, epilogue: bool = False, kernel: str = AUTO,
+                   params: Mapping[str, int] | None = None, out_dtype=None,
+                   activation: str | None = None, b_kmajor: bool = False) -> KernelChoice:
+    """The decision `matmul` makes, as data: which rung (every rung with its verdict) and, with `shape`,
+    which parameters and why (given, this device's tuned entry, the spec's heuristic, or its defaults).
+
+    info: the device (its compute capability, SM count and tuned entries); without one, `cc` and
+    `sm_count` stand in and no tuned entries are read. Raises as matmul does for a bad dtype/precision."""
+    dtype = formats.dtype_label(dtype)
+    precision = formats.resolve_precision(dtype, dtype, precision)
+    if cc is None and info is not None:
+        cc = info.compute_capability
+    cc = tuple(cc) if cc is not None else None
+    if info is not None and cc != tuple(info.compute_capability):
+        info = None  # a what-if for another device: this one's tuned entries do not apply
+    if kernel == AUTO:
+        spec, cands = _decide(dtype, precision, cc, epilogue)
+        if spec is None:
+            raise _no_kernel(dtype, precision, cc, epilogue)
+    else:
+        spec = registry.get(kernel)
+        why = next(w for s, w in _ranked(dtype, precision, cc, epilogue) if s.name == spec.name)
+        cands = (Candidate(spec.name, spec.rung, tuple(spec.min_cc), why is None, why or "named by the caller"),)
+    choice = KernelChoice(dtype, precision, cc, epilogue, cands, spec, named=kernel != AUTO)
+    if shape is None:
+        return choice
+    m, n, k = shape
+    element = formats.element_type(dtype, precision)
+    out = formats.dtype_label(out_dtype) if out_dtype is not None else dtype
+    full, source, detail = full_params(spec, m, n, k, info, element, out, params, activation, b_kmajor,
+                                       sm_count=sm_count if info is None else None)
+    return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail)
+
+
+def full_params(spec: KernelSpec, m: int, n: int, k: int, info, element: str, out: str,
+                given: Mapping[str, int] | None, activation: str | None, b_kmajor: bool,
+                sm_count: int | None = None) -> tuple[dict[str, int], str, str]:
+    """The validated parameter set a call runs, where it came from, and why (resolve_params, then the
+    activation's preferences, then the type parameters)."""
+    partial, source, detail = resolve_params(spec, m, n, k, info, element=element, given=given, sm_count=sm_count)
+    for_epilogue = epilogue_params(spec, activation, given)
+    if for_epilogue:
+        detail += f"; for {activation}: {_fmt_params(for_epilogue)} (the rung's preference for that epilogue)"
+    _, full = validated_params(spec, {**partial, **for_epilogue, **type_params(spec, element, out, b_kmajor)})
+    return full, source, detail
+
+
+def epilogue_params(spec: KernelSpec, activation: str | None, given: Mapping[str, int] | None) -> dict[str, int]:
+    """Parameters the rung prefers for this activation (spec.epilogue_params), except those the caller named."""
+    pref = spec.epilogue_params.get(activation or "none", {})
+    return {name: v for name, v in pref.items() if name not in (given or {})}
+
+
+def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False) -> dict[str, int]:
+    """A_TYPE / C_TYPE (and B_LAYOUT where the rung has it) for rungs whose element types and operand layout
+    are template parameters. B_LAYOUT 2: B read K-major in place, because it is given transposed
+    (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared memory), computed
+    as C^T = B^T A^T; 1: B row-major as it is."""
+    if not spec.type_params:
+        return {}
+    out_p = {"A_TYPE": formats.INPUT_TYPES[element], "C_TYPE": formats.C_TYPES[out]}
+    if "B_LAYOUT" in spec.type_params:
+        out_p["B_LAYOUT"] = 2 if b_kmajor else 3 if element == "tf32" else 1
+    return out_p
+
+
+_validated: dict[tuple, dict[str, int]] = {}
+
+
+def validated_params(spec: KernelSpec, params: Mapping[str, Any] | None) -> tuple[tuple, dict[str, int]]:
+    """(cache key, full parameter set) for a rung; raises ValueError naming what is wrong. Memoised."""
+    key = (spec.name, tuple(sorted((params or {}).items())))
+    try:
+        hit = _validated.get(key)
+    except TypeError:  # an unhashable value: let validate() name it
+        spec.validate(params or {})
+        raise
+    if hit is None:
+        hit = spec.validate(params or {})
+        _validated[key] = hit
+    return key, dict(hit)
+
+
+_tuned: dict[str, Any] = {}
+
+
+def tuned_cache(info: device.DeviceInfo):
+    """The device's tuned-parameter store, read once per process."""
+    from ..tune.cache import TunedCache
+
+    key = f"{info.name}/{info.compute_capability}/{info.sm_count}"
+    cache = _tuned.get(key)
+    if cache is None:
+        cache = TunedCache.for_device(info.name, info.compute_capability, info.sm_count)
+        _tuned[key] = cache
+    return cache
+
+
+def default_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo,
+                   element: str = "float32") -> dict[str, int]:
+    """What a call that names no parameters runs: this device's tuned entry for the problem's shape
+    class, else the spec's heuristic, else its defaults (those of `element`, where the spec has
+    type_defaults). A partial set: validate() fills in the rest."""
+    return resolve_params(spec, m, n, k, info, element=element)[0]
+
+
+def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo | None, *,
+                   element: str = "float32", given: Mapping[str, int] | None = None,
+                   sm_count: int | None = None) -> tuple[dict[str, int], str, str]:
+    """(parameters, source, detail): the caller's (`given`), else the device's tuned entry for the
+    shape class (keyed by kernel and element type), else the spec's heuristic (for info's SM count, or
+    `sm_count` without a device), else the defaults. The element type's defaults (spec.type_defaults)
+    sit under all of them."""
+    base = dict(spec.type_defaults.get(element, {}))
+    under = f"; under them the {element} defaults {_fmt_params(base)}" if base else ""
+    if given:  # the caller's parameters complete the spec's defaults, not a schedule chosen for them
+        return {**base, **given}, "given", "named by the caller" + under
+    if info is not None:
+        from ..tune.cache import shape_class
+
+        cache = tuned_cache(info)
+        key = cache.entry_key(spec.name, element, shape_class(m, n, k))
+        tuned = cache.lookup(spec.name, m, n, k, dtype=element)
+        if tuned is not None:
+            return {**base, **tuned}, "tuned", f"entry {key} in {cache.path}"
+        miss = f"no tuned entry {key} in {cache.path}"
+        sm_count = info.sm_count
+    else:
+        miss = "no device to read tuned entries from"
+    if spec.heuristic is not None and sm_count:
+        return ({**base, **spec.heuristic(m, n, k, sm_count)}, "heuristic",
+                f"{miss}; {spec.name}'s shape heuristic for {sm_count} SMs{under}")
+    why = "has no heuristic" if spec.heuristic is None else "has a heuristic but no SM count was given"
+    return base, "defaults", f"{miss}; {spec.name} {why}{under}"
+
+
+def _fmt_params(p: Mapping[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in p.items())

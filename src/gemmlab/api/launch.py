@@ -1,0 +1,224 @@
+"""The one launch path: every GPU call, first or repeated, FP32 or tensor-core, plain or fused, ends in
+`run(plan, ...)`.
+
+It takes the caller's device arrays and a plan, and in order: makes the row-major or 16-byte aligned
+copies the plan asks for, takes the output and the scratch from the arrays' framework (torch's allocator
+for torch tensors, CuPy's pool for CuPy arrays), encodes (or reuses) the tensor maps, writes the
+addresses and scalars into the plan's packed arguments, and launches the kernel, and its second kernel if
+the plan has one, on the given stream with one cuLaunchKernel each. Nothing here synchronises, copies to
+the host or compiles, so a call can be captured in a CUDA graph once its plan exists.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .. import arrays
+from ..formats import ITEMSIZE
+from ..runtime import device, launch, tma
+from .plan import OperandLayout, Plan
+
+_MAPS_PER_PLAN = 16
+
+
+class _Driver:
+    """The few driver entry points a launch needs, looked up once."""
+
+    def __init__(self):
+        cp = device.require_cupy()
+        self.launch = launch.driver_launch()
+        self.memcpy2d = cp.cuda.runtime.memcpy2DAsync
+        self.memset = cp.cuda.runtime.memsetAsync
+        self.d2d = cp.cuda.runtime.memcpyDeviceToDevice
+        self.capturing = cp.cuda.runtime.streamIsCapturing
+
+
+_driver: list = []
+
+
+def driver() -> _Driver:
+    if not _driver:
+        _driver.append(_Driver())
+    return _driver[0]
+
+
+# ----------------------------------------------------------------------------------------- scratch
+# Split-K partial sums and tile counters (the counters zero at launch; every kernel that uses them leaves
+# them zero). One grow-only pair per (device, stream, thread): launches on one stream run in order, and a
+# thread's calls never interleave with another's between a kernel and its second kernel, also where threads
+# share a stream handle (the legacy or the per-thread default stream). Under graph capture the scratch is
+# taken from the framework's allocator for that call alone (the graph's private pool keeps it) and zeroed
+# by a captured memset, so no memory of the eager cache ends up inside a graph.
+
+_scratch: dict[tuple, tuple] = {}
+_scratch_lock = threading.Lock()
+
+
+def _scratch_for(plan: Plan, home: arrays.Home, stream: int):
+    """(float pointer, int pointer, what keeps them alive) for the plan's workspace on `stream`."""
+    ws = plan.workspace
+    if ws is None or (ws.floats == 0 and ws.ints == 0):
+        return 0, 0, None
+    drv = driver()
+    if drv.capturing(stream):
+        f = home.empty((max(ws.floats, 1),), "float32", plan.device)
+        i = home.empty((max(ws.ints, 1),), "int32", plan.device)
+        drv.memset(home.ptr(i), 0, 4 * max(ws.ints, 1), stream)
+        return home.ptr(f), home.ptr(i), (f, i)
+    key = (plan.device, stream, threading.get_ident(), home.name)
+    slot = _scratch.get(key)
+    if slot is None or slot[0] < ws.floats or slot[1] < ws.ints:
+        with _scratch_lock:
+            floats = max(ws.floats, slot[0] if slot else 0, 1)
+            ints = max(ws.ints, slot[1] if slot else 0, 1)
+            f = home.empty((floats,), "float32", plan.device)
+            i = home.empty((ints,), "int32", plan.device)
+            drv.memset(home.ptr(i), 0, 4 * ints, stream)
+            slot = _scratch[key] = (floats, ints, f, i, home.ptr(f), home.ptr(i))
+    return slot[4], slot[5], slot
+
+
+def forget_scratch() -> None:
+    _scratch.clear()
+
+
+# ----------------------------------------------------------------------------------------- operands
+
+def _staged(home: arrays.Home, x, ptr: int, lay: OperandLayout, dev: int, stream: int):
+    """A copy of the rows x cols operand at `ptr` (row pitch lay.ld) in rows padded to 16 bytes."""
+    ld = lay.staged_ld
+    label = {4: "float32", 2: "int16"}[lay.item]
+    out = home.empty((lay.rows, ld), label, dev)
+    if lay.rows and lay.cols:
+        driver().memcpy2d(home.ptr(out), ld * lay.item, ptr, lay.ld * lay.item, lay.cols * lay.item, lay.rows,
+                          driver().d2d, stream)
+    return out, home.ptr(out), ld
+
+
+def _operand(home: arrays.Home, x, lay: OperandLayout, dev: int, stream: int):
+    """(keep-alive, pointer, ld) of an operand as the kernel reads it."""
+    if lay.copy:
+        x = home.contiguous(x)
+        ptr, ld = home.ptr(x), max(lay.cols, 1)
+    else:
+        ptr, ld = home.ptr(x), lay.ld
+    if lay.stage:
+        return _staged(home, x, ptr, OperandLayout(lay.rows, lay.cols, ld, lay.item), dev, stream)
+    return x, ptr, ld
+
+
+def _fp32_vector(home: arrays.Home, bias, dev: int):
+    """The bias as a contiguous fp32 vector of the home's type on `dev` (converted where it is not one)."""
+    if home.name == "torch":
+        torch = home.torch
+        if type(bias).__module__.startswith("torch"):
+            v = bias.detach().reshape(-1).to(device=f"cuda:{dev}", dtype=torch.float32)
+        else:
+            v = torch.as_tensor(np.asarray(bias.get() if hasattr(bias, "get") else bias, dtype=np.float32),
+                                device=f"cuda:{dev}")
+        return v.contiguous()
+    cp = home.cp
+    if type(bias).__module__.startswith("torch"):
+        bias = bias.detach().float()
+        bias = bias.cpu().numpy() if not bias.is_cuda else cp.asarray(bias)
+    with cp.cuda.Device(dev):
+        return cp.ascontiguousarray(cp.asarray(bias, dtype=cp.float32).reshape(-1))
+
+
+def _maps(plan: Plan, ptrs: dict, lds: dict) -> tuple[bytes, ...]:
+    """The plan's tensor maps for these addresses, encoded once per address set."""
+    key = tuple((ptrs[b.operand], lds[b.operand]) if b is not None else None for b in plan.maps)
+    hit = plan.map_cache.get(key)
+    if hit is not None:
+        return hit
+    zero = bytes(tma.TENSOR_MAP_BYTES)
+    out = []
+    req = plan.request
+    for box in plan.maps:
+        if box is None or req.m == 0 or req.n == 0 or req.k == 0:
+            out.append(zero)  # nothing is read through it (or the kernel takes its other path)
+            continue
+        ptr, ld = ptrs[box.operand], lds[box.operand]
+        item = box.elem_bytes or ITEMSIZE[req.out]
+        if box.optional and (ptr % 16 or (ld * item) % 16):
+            out.append(zero)
+            continue
+        out.append(tma.encode_2d(ptr, item, box.rows, box.cols, ld, box.box_rows, box.box_cols, swizzle=box.swizzle))
+    hit = tuple(out)
+    if len(plan.map_cache) >= _MAPS_PER_PLAN:
+        plan.map_cache.clear()
+    plan.map_cache[key] = hit
+    return hit
+
+
+def _span(ptr: int, lay: OperandLayout) -> tuple[int, int]:
+    if lay.rows == 0 or lay.cols == 0:
+        return (0, 0)
+    return ptr, ptr + ((lay.rows - 1) * lay.ld + lay.cols) * lay.item
+
+
+# ----------------------------------------------------------------------------------------- the launch
+
+def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int):
+    """C = act(alpha A B + beta C + bias) + R on `stream`, as the plan says; returns C, or the new output."""
+    req = plan.request
+    dev = plan.device
+    ka, pa, lda = _operand(home, a, plan.a, dev, stream)
+    kb, pb, ldb = _operand(home, b, plan.b, dev, stream)
+    if c is None:
+        out = home.empty((req.m, req.n), req.out, dev)
+        target, pc, ldc = out, home.ptr(out), max(req.n, 1)
+    else:
+        out = c
+        target, pc, ldc = (home.contiguous(c), None, max(req.n, 1)) if plan.c.copy else (c, home.ptr(c), plan.c.ld)
+        if pc is None:
+            pc = home.ptr(target)
+        span = _span(pc, plan.c if not plan.c.copy else OperandLayout(req.m, req.n, ldc, plan.c.item))
+        if arrays.overlaps(span, _span(pa, OperandLayout(plan.a.rows, plan.a.cols, lda, plan.a.item))) or \
+                arrays.overlaps(span, _span(pb, OperandLayout(plan.b.rows, plan.b.cols, ldb, plan.b.item))):
+            raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
+    if req.m == 0 or req.n == 0:
+        return out
+    pbias = pr = ldr = 0
+    vec = kr = None
+    if bias is not None:
+        vec = bias if plan.bias_direct else _fp32_vector(home, bias, dev)
+        pbias = home.ptr(vec)
+    if residual is not None:
+        kr = home.contiguous(residual) if plan.r.copy else residual
+        pr, ldr = home.ptr(kr), (max(req.n, 1) if plan.r.copy else plan.r.ld)
+    pf, pi, keep_ws = _scratch_for(plan, home, stream)
+    maps = _maps(plan, {"A": pa, "B": pb, "C": pc}, {"A": lda, "B": ldb, "C": ldc}) if plan.maps else ()
+
+    s = plan.slots
+    pack = plan.pack
+    slots = pack.slots
+    drv = driver()
+    with plan.lock:
+        slots[3].value = alpha
+        slots[8].value = beta
+        slots[4].value, slots[5].value = pa, lda
+        slots[6].value, slots[7].value = pb, ldb
+        slots[9].value, slots[10].value = pc, ldc
+        if "bias" in s:
+            slots[s["bias"]].value, slots[s["r"]].value, slots[s["ldr"]].value = pbias, pr, ldr
+        if "ws_floats" in s:
+            slots[s["ws_floats"]].value, slots[s["ws_ints"]].value = pf, pi
+        if maps:
+            first = s["maps"]
+            for i, raw in enumerate(maps):
+                pack.set_bytes(first + i, raw)
+        g, bl = plan.grid, plan.block
+        drv.launch(plan.function, g[0], g[1], g[2], bl[0], bl[1], bl[2], plan.smem, stream, pack.address, 0)
+    if plan.second is not None:  # (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, the epilogue arguments)
+        after = plan.second
+        args = launch.ArgPack((np.int32(req.m), np.int32(req.n), np.int32(plan.params["SPLIT_K"]), np.float32(alpha),
+                               np.float32(beta), np.uint64(pc), np.int32(ldc), np.uint64(pf), np.uint64(pbias),
+                               np.uint64(pr), np.int32(ldr), np.int32(req.flags)))
+        drv.launch(plan.second_function, *after.grid, *after.block, after.smem, stream, args.address, 0)
+    if c is not None and target is not c:
+        home.copy_into(c, target)  # C's layout was not row-major: the result goes back into it
+    del ka, kb, vec, kr, keep_ws  # (alive until the launches are queued; the allocators order their reuse)
+    return out

@@ -1,0 +1,273 @@
+"""Deciding once: a checked call (Request) and its operands' layout become a `Plan`: the rung, its full
+parameters and where they came from, the loaded kernel(s), the launch geometry, how each operand is read
+(in place, Bᵀ in place, a row-major copy, a 16-byte aligned staged copy), the epilogue flags, the scratch
+and the tensor maps it needs, and the packed arguments that repeat calls rewrite in place.
+
+A plan depends only on what a repeat-call key captures (shapes, strides, dtypes, devices, 16-byte
+alignment, kernel, parameters, epilogue), never on the values or the addresses of the arrays, so one plan
+serves every call with that key.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .. import arrays, formats
+from ..kernels import KernelSpec, registry
+from ..kernels.spec import Launch, TensorMapBox, Workspace
+from ..runtime import compiler, device, launch
+from ..runtime.errors import GemmlabError
+from . import dispatch
+from .checks import AUTO, INT32_MAX, Request
+
+
+class CaptureError(GemmlabError, RuntimeError):
+    """A call inside CUDA graph capture that would have to compile or load a kernel first."""
+
+
+# ----------------------------------------------------------------------------------------- loaded kernels
+
+@dataclass
+class Prepared:
+    """A loaded kernel instantiation, cached per (kernel, params, device, build options)."""
+
+    spec: KernelSpec
+    params: dict[str, int]
+    kernel: launch.LoadedKernel
+    compile_seconds: float
+    after: launch.LoadedKernel | None = None  # the rung's second kernel, from the same module
+    module: compiler.CompiledModule | None = None
+
+
+_prepared: dict[tuple, Prepared] = {}
+
+
+def is_prepared(spec: KernelSpec, params: Mapping[str, Any], dev: int) -> bool:
+    key, _ = dispatch.validated_params(spec, params)
+    return (key, dev, compiler.added_options()) in _prepared
+
+
+def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> Prepared:
+    """Validate, compile (or fetch from the cache) and load one instantiation on the current device."""
+    key, p = dispatch.validated_params(spec, params)
+    cupy = device.require_cupy()
+    dev = cupy.cuda.Device().id
+    raw_key = (key, dev, compiler.added_options())
+    hit = _prepared.get(raw_key)
+    if hit is not None:
+        return hit
+    info = device.device_info(dev)
+    if info.compute_capability < spec.min_cc:
+        raise ValueError(f"kernel {spec.name} needs compute capability {spec.min_cc}, the device is {info.compute_capability}")
+    module = compiler.compile_file(spec.source_path, registry.module_names(spec, p), spec.require_target(info.arch))
+    after = spec.second_kernel
+    prepared = Prepared(spec, p, launch.load(module, spec.name_expression(p)), module.compile_seconds,
+                        launch.load(module, after.name) if after else None, module)
+    _prepared[raw_key] = prepared
+    return prepared
+
+
+def loaded(kernel: str) -> list[Prepared]:
+    """The loaded instantiations of `kernel` under the compile options in force (compiler.added_options)."""
+    opts = compiler.added_options()
+    return [p for key, p in _prepared.items() if p.spec.name == kernel and key[2] == opts]
+
+
+def resident_blocks(spec: KernelSpec, p: dict[str, int], kernel, geo: Launch, sm_count: int) -> int:
+    """Blocks of a persistent kernel (one per SM) that run at once, in whole clusters: the driver's count
+    of clusters that fit (SMs group into GPCs, and a cluster never spans two), or the SM count rounded
+    down to whole clusters where it cannot say."""
+    cluster = spec.cluster(p) if spec.cluster else 1
+    if cluster == 1:
+        return sm_count
+    fit = kernel.max_active_clusters(cluster, geo.block, geo.smem)
+    return cluster * (fit if fit else sm_count // cluster)
+
+
+# ----------------------------------------------------------------------------------------- operands
+
+@dataclass(frozen=True)
+class OperandLayout:
+    """How the kernel reads one matrix operand: in place with leading dimension `ld` (elements), or from a
+    row-major copy made per call (`copy`), then perhaps from a staged copy in 16-byte aligned rows (`stage`).
+    `transposed`: the operand is read as its transpose (Bᵀ of a column-major B), `rows` x `cols` as read."""
+
+    rows: int
+    cols: int
+    ld: int
+    item: int
+    copy: bool = False
+    stage: bool = False
+    transposed: bool = False
+
+    @property
+    def staged_ld(self) -> int:
+        step = max(16 // self.item, 1)
+        return -(-self.cols // step) * step
+
+
+def layout_of(shape, strides, item: int, *, allow_transposed: bool = False) -> OperandLayout:
+    """The layout a 2-D operand is read with (see arrays.row_pitch / column_pitch)."""
+    rows, cols = int(shape[0]), int(shape[1])
+    if allow_transposed:
+        ld = arrays.column_pitch((rows, cols), strides)
+        if ld is not None and arrays.row_pitch((rows, cols), strides) is None:
+            return OperandLayout(cols, rows, ld, item, transposed=True)
+    ld = arrays.row_pitch((rows, cols), strides)
+    if ld is None:
+        return OperandLayout(rows, cols, max(cols, 1), item, copy=True)
+    return OperandLayout(rows, cols, ld, item)
+
+
+def _aligned(ptr: int, layout: OperandLayout) -> bool:
+    return layout.rows == 0 or layout.cols == 0 or (ptr % 16 == 0 and (layout.ld * layout.item) % 16 == 0)
+
+
+# ----------------------------------------------------------------------------------------- the plan
+
+@dataclass
+class Plan:
+    request: Request
+    device: int
+    spec: KernelSpec
+    params: dict[str, int]
+    params_source: str
+    params_detail: str
+    prepared: Prepared
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    second: Launch | None
+    a: OperandLayout
+    b: OperandLayout
+    c: OperandLayout | None           # the caller's C (None: a new output)
+    r: OperandLayout | None           # the residual
+    bias_direct: bool                 # the bias is an fp32 vector of the home's type, read as it is
+    workspace: Workspace | None
+    maps: tuple[TensorMapBox | None, ...]
+    pack: launch.ArgPack
+    function: int                     # driver handles of the kernel and the second kernel
+    second_function: int
+    slots: dict[str, int]             # argument name -> its index in the pack
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    map_cache: dict = field(default_factory=dict)
+
+    @property
+    def stage(self) -> str:
+        return ("A" if self.a.stage else "") + ("B" if self.b.stage else "")
+
+
+def _bias_direct(home: arrays.Home, bias) -> bool:
+    if bias is None:
+        return True
+    if home.name == "torch":
+        return (type(bias).__module__.startswith("torch") and bias.is_cuda and bias.dtype == home.torch.float32
+                and bias.is_contiguous())
+    return type(bias).__module__.startswith("cupy") and bias.dtype == np.float32 and bias.flags.c_contiguous
+
+
+def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual) -> Plan:
+    """Decide everything about a call on these device arrays (on device `dev`, the current one)."""
+    info = device.device_info(dev)
+    item_in = formats.element_bytes(req.element)
+    item_out = formats.ITEMSIZE[req.out]
+    sa, sb = arrays.strides_in_elements(a), arrays.strides_in_elements(b)
+    la = layout_of(a.shape, sa, item_in)
+    lb_t = layout_of(b.shape, sb, item_in, allow_transposed=True)
+    lb = layout_of(b.shape, sb, item_in)
+    pa, pb = home.ptr(a), home.ptr(b)
+
+    # The rung: named, or the highest that fits (its operand rules checked on the operands as read).
+    if req.kernel == AUTO:
+        ops = None if la.copy or lb.copy else (pa, la.ld, pb, lb.ld)
+        spec = dispatch.choose_kernel(req.dtype, info.compute_capability, req.precision, epilogue=req.epilogue,
+                                      operands=ops)
+    else:
+        spec = registry.get(req.kernel)
+    b_kmajor = lb_t.transposed and "B_LAYOUT" in spec.type_params
+    lb = lb_t if b_kmajor else lb
+
+    given = dict(req.params) or None
+    full, source, detail = dispatch.full_params(spec, req.m, req.n, req.k, info, req.element, req.out, given,
+                                                req.activation, b_kmajor)
+    if device.stream_capturing(home.stream(dev)) and not is_prepared(spec, full, dev):
+        raise CaptureError(f"gemmlab.matmul would compile and load {spec.name} {full} during CUDA graph capture; "
+                           "make one call with the same shapes, dtypes and options before capturing")
+    prepared = prepare(spec, full)
+    p = prepared.params
+
+    # Staging: operands the rung reads in 16-byte pieces, not aligned as given (a copy is aligned).
+    letters = spec.staging.letters(req.m, req.n, req.k, p) if spec.staging else ""
+    if "A" in letters and (la.copy or not _aligned(pa, la)):
+        la = OperandLayout(la.rows, la.cols, la.ld, la.item, la.copy, stage=not la.copy or la.ld * la.item % 16 != 0)
+    if "B" in letters and (lb.copy or not _aligned(pb, lb)):
+        lb = OperandLayout(lb.rows, lb.cols, lb.ld, lb.item, lb.copy, stage=not lb.copy or lb.ld * lb.item % 16 != 0,
+                           transposed=lb.transposed)
+    problems = dispatch.operand_problems(spec, _as_read(pa, la, pb, lb), item_in)
+    if problems:
+        raise ValueError(f"{spec.name} cannot read these operands: {'; '.join(problems)}")
+
+    lc = None
+    if c is not None:
+        sc = arrays.strides_in_elements(c)
+        lc = layout_of(c.shape, sc, item_out)
+    lr = layout_of(residual.shape, arrays.strides_in_elements(residual), item_out) if residual is not None else None
+    for name, lay in (("lda", la), ("ldb", lb), ("ldc", lc), ("ldr", lr)):
+        if lay is not None and lay.ld > INT32_MAX:
+            raise ValueError(f"{name} = {lay.ld} exceeds the kernels' 32-bit index range")
+
+    geo = spec.launch(req.m, req.n, req.k, p)
+    if geo.smem > info.smem_per_block_optin:
+        raise ValueError(f"{spec.name} {p} needs {geo.smem} bytes of shared memory per block; "
+                         f"this device allows {info.smem_per_block_optin}")
+    grid = geo.grid
+    if spec.persistent:  # blocks walk the tiles: no more than can be resident at once
+        grid = (min(grid[0], resident_blocks(spec, p, prepared.kernel, geo, info.sm_count)), 1, 1)
+    for axis, (g, limit) in enumerate(zip(grid, (2**31 - 1, 65535, 65535))):
+        if g > limit:
+            raise ValueError(f"{spec.name} {p} at {req.m} x {req.n} x {req.k} needs a grid of {grid}: axis {axis} "
+                             f"exceeds the device's {limit}")
+    prepared.kernel.ensure_dynamic_smem(geo.smem)
+    second = spec.second_kernel.geometry(req.m, req.n, req.k, p) if spec.second_kernel else None
+    workspace = spec.workspace(req.m, req.n, req.k, p, grid[0] * grid[1] * grid[2]) if spec.workspace else None
+    maps = spec.tensor_maps(req.m, req.n, req.k, p) if spec.tensor_maps else ()
+
+    values, slots = _arguments(spec, req, workspace, len(maps))
+    return Plan(req, dev, spec, p, source, detail, prepared, grid, geo.block, geo.smem, second, la, lb, lc, lr,
+                _bias_direct(home, bias), workspace, maps, launch.ArgPack(values),
+                launch.function_handle(prepared.kernel),
+                launch.function_handle(prepared.after) if prepared.after is not None else 0, slots)
+
+
+def _as_read(pa: int, la: OperandLayout, pb: int, lb: OperandLayout):
+    """(a_ptr, lda, b_ptr, ldb) as the kernel will read them: a staged or copied operand is aligned."""
+    a = (pa, la.ld) if not (la.copy or la.stage) else (0, la.staged_ld)
+    b = (pb, lb.ld) if not (lb.copy or lb.stage) else (0, lb.staged_ld)
+    return (*a, *b)
+
+
+_NULL = np.uint64(0)
+
+
+def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_maps: int):
+    """The kernel's argument list with placeholders, and the index of every argument a call rewrites."""
+    values: list = [np.int32(req.m), np.int32(req.n), np.int32(req.k), np.float32(1), _NULL, np.int32(0), _NULL,
+                    np.int32(0), np.float32(0), _NULL, np.int32(0)]
+    slots = {"alpha": 3, "a": 4, "lda": 5, "b": 6, "ldb": 7, "beta": 8, "c": 9, "ldc": 10}
+    for group in spec.arguments:
+        if group == "workspace":
+            slots["ws_floats"], slots["ws_ints"] = len(values), len(values) + 1
+            values += [_NULL, _NULL, *(np.int32(s) for s in workspace.scalars)]
+        elif group == "epilogue":
+            slots["bias"], slots["r"], slots["ldr"], slots["flags"] = range(len(values), len(values) + 4)
+            values += [_NULL, _NULL, np.int32(0), np.int32(req.flags)]
+        elif group == "tensor_maps":
+            from ..runtime import tma
+
+            slots["maps"] = len(values)
+            values += [tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))] * n_maps
+    return values, slots
