@@ -63,7 +63,9 @@ def _op_call(a, b):
         schema = torch.ops.gemmlab.matmul.default._schema
     except (AttributeError, RuntimeError) as e:
         return None, f"no torch.ops.gemmlab.matmul ({e})"
-    known = {"c": None, "alpha": 1.0, "beta": 0.0, "bias": None, "activation": None, "residual": None}
+    # A plain product's values for the arguments it may require ("params": no kernel parameters).
+    known = {"c": None, "alpha": 1.0, "beta": 0.0, "bias": None, "activation": None, "residual": None,
+             "out_dtype": None, "precision": None, "kernel": "auto", "params": ""}
     args = schema.arguments
     kw = {}
     for arg in args[2:]:  # A and B are the first two, whatever they are called

@@ -97,16 +97,34 @@ def test_cpu_kernel_rejects_mixed_dtypes():
 @pytest.mark.skipif(device.gpu_available(), reason="checks the message shown where there is no GPU")
 def test_without_a_gpu_the_error_is_one_clear_line():
     with pytest.raises(gemmlab.GPUUnavailableError) as info:
-        gemmlab.matmul(_m(4, 4), _m(4, 4))
+        gemmlab.matmul(_m(4, 4), _m(4, 4), kernel="sgemm")
     msg = str(info.value)
     assert msg.startswith("GPU unavailable:") and "\n" not in msg
+
+
+@pytest.mark.skipif(device.gpu_available(), reason="the CPU fallback runs only where there is no GPU")
+def test_without_a_gpu_auto_runs_the_best_cpu_kernel_and_says_so_once(rng):
+    import warnings
+
+    from gemmlab.api import call
+
+    call._warned_cpu[0] = False
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((37, 19), (19, 23), (37, 23)))
+    bias = rng.standard_normal(23).astype(np.float32)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = gemmlab.matmul(a, b)
+        fused = gemmlab.matmul(a, b, c.copy(), alpha=0.5, beta=2.0, bias=bias, activation="relu")
+    assert [str(w.message) for w in seen if "cpu_blas" in str(w.message)] and len(seen) == 1
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fused, np.maximum(0.5 * a @ b + 2 * c + bias, 0), rtol=1e-5, atol=1e-5)
 
 
 def test_import_needs_no_cupy():
     code = ("import sys; sys.modules['cupy'] = None\n"
             "import gemmlab, numpy as np\n"
             "print(len(gemmlab.kernels()))\n"
-            "try:\n    gemmlab.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))\n"
+            "try:\n    gemmlab.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), kernel='naive')\n"
             "except gemmlab.GPUUnavailableError as e:\n    print('refused:', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "refused: GPU unavailable: CuPy is not importable" in out

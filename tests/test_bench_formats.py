@@ -21,7 +21,7 @@ def test_number_format_pairs_dtype_and_precision_and_names_what_does_not_combine
         number_format("bfloat16", "tf32")
     with pytest.raises(ValueError, match="'bf16' does not apply to float32.*tf32"):
         number_format("float32", "bf16")
-    with pytest.raises(ValueError, match="--dtype 'float64'"):
+    with pytest.raises(ValueError, match="dtype 'float64' is not one of"):
         number_format("float64")
     assert [FORMATS[f].verify_tol for f in ("fp32", "tf32", "fp16", "bf16")] == [1e-4, 1e-3, 1e-2, 1e-2]
     assert FORMATS["bf16"].needs_torch and not FORMATS["fp16"].needs_torch

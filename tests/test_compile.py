@@ -21,7 +21,7 @@ ARCHS = ["sm_80", "sm_86", "sm_89", "sm_90"]
 def _param_sets(spec):
     """The defaults and two samples spread over the search space (element-type parameters stay at their
     defaults: tests/test_tensor_cores.py and tests/test_wgmma.py compile every type combination)."""
-    types = spec.extra.get("type_params", ())
+    types = spec.type_params
     space = [p for p in spec.search_space() if all(p[t] == spec.defaults[t] for t in types)]
     step = max(1, len(space) // 2)
     sets = [spec.defaults] + space[::step]
@@ -273,9 +273,9 @@ def test_sgemm_every_form_fits_its_blocks_per_sm_without_spills(arch):
                 params.append((c.per_sm, spec.validate(dict(c.cfg, SPLIT_K=split, WAVE=wave, B_COPY=b_copy,
                                                             REDUCE=reduce))))
     exprs = [spec.name_expression(p) for _, p in params]
-    resources = compiler.compile_file(spec.source_path, exprs + [spec.extra["after"]], arch,
+    resources = compiler.compile_file(spec.source_path, exprs + [spec.second_kernel.name], arch,
                                       need_report=True).resources
-    assert not resources[spec.extra["after"]].uses_local_memory
+    assert not resources[spec.second_kernel.name].uses_local_memory
     for (per_sm, p), expr in zip(params, exprs):
         r = resources[expr]
         assert r.registers > 0 and not r.uses_local_memory, f"{arch} {p}: {r}"

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from gemmlab import api
 from gemmlab.cli import app
 from gemmlab.kernels import cc_problem, get, registry, specs_for, takes
+from gemmlab.kernels.spec import Workspace
 from gemmlab.runtime import device
 from gemmlab.tune.cache import TunedCache
 
@@ -69,24 +70,25 @@ def test_operand_rules_send_auto_to_the_next_rung(monkeypatch):
         seen.append((a_ptr, lda, b_ptr, ldb, element_bytes))
         return [] if lda % 8 == 0 else [f"lda = {lda} is not a multiple of 8"]
 
-    picky = replace(MMA, name="picky", rung=91, precisions=(), extra=dict(MMA.extra, operand_problems=problems))
+    picky = replace(MMA, name="picky", rung=91, precisions=(), operand_rules=problems)
     _with_rungs(monkeypatch, picky)
     assert api.choose_kernel("float16", (9, 0), operands=(256, 64, 512, 64)).name == "picky"
-    assert api.choose_kernel("float16", (9, 0), operands=(256, 63, 512, 64)).name == "mma_sync"
+    # the next rung down stages operands its copy engine cannot read, so it takes them
+    assert api.choose_kernel("float16", (9, 0), operands=(256, 63, 512, 64)).name == "wgmma"
     assert seen[-1] == (256, 63, 512, 64, 2)
     assert api.choose_kernel("float16", (9, 0)).name == "picky"  # operands unknown: the rule is checked per call
-    _, cands = api._decide("float16", "fp16", (9, 0), False, (256, 63, 512, 64))
+    _, cands = api.dispatch._decide("float16", "fp16", (9, 0), False, (256, 63, 512, 64))
     assert "operands: lda = 63 is not a multiple of 8" in {c.name: c for c in cands}["picky"].reason
 
 
 def test_an_epilogue_skips_rungs_without_one(monkeypatch):
-    plain = replace(SGEMM, name="plain_fp32", rung=92, extra={})
+    plain = replace(SGEMM, name="plain_fp32", rung=92, arguments=("workspace",))
     _with_rungs(monkeypatch, plain)
     assert api.choose_kernel("float32", (9, 0)).name == "plain_fp32"
     assert api.choose_kernel("float32", (9, 0), epilogue=True).name == "sgemm"
     why = {c.name: c.reason for c in api.explain_choice("float32", cc=(9, 0), epilogue=True).candidates}
     assert "takes no fused epilogue" in why["plain_fp32"]
-    assert SGEMM.extra.get("epilogue") and MMA.extra.get("epilogue")
+    assert SGEMM.epilogue and MMA.epilogue
 
 
 def test_explain_choice_gives_parameters_and_their_source():
@@ -115,7 +117,7 @@ def test_explain_choice_reads_the_devices_tuned_entry(monkeypatch, tmp_path):
     cache = TunedCache("test-device", tmp_path / "tuned.json", {})
     tuned = dict(SGEMM.defaults, BM=128, BN=128, WM=64, WN=32, TM=8, TN=8)
     cache.store("sgemm", "m-le4096.n-le4096.k-le4096", tuned, 40.0)
-    monkeypatch.setattr(api, "tuned_cache", lambda _info: cache)
+    monkeypatch.setattr(api.dispatch, "tuned_cache", lambda _info: cache)
     c = api.explain_choice("float32", shape=(4096, 4096, 4096), info=info)
     assert c.params_source == "tuned" and c.params["BM"] == 128 and "sgemm/float32/m-le4096" in c.params_detail
     # tf32 entries are keyed apart from strict fp32 ones
@@ -175,10 +177,11 @@ def test_run_explain_without_gpu_or_cc_says_what_to_give():
 def test_operand_staging_follows_the_specs():
     """sgemm copies an unaligned B into padded rows only for products of 2^30 multiply-adds or more, and only
     when it reads B in 16-byte pieces; wgmma stages both operands whatever the size."""
-    assert api._stages(SGEMM, 333, 777, 999) == ""
-    assert api._stages(SGEMM, 4097, 4097, 4097) == "B"
-    assert api._stages(SGEMM, 4097, 4097, 4097, SGEMM.validate({"B_COPY": 4})) == ""
-    assert api._stages(get("wgmma"), 1, 1, 1) == "AB"
+    stage = SGEMM.staging.letters
+    assert stage(333, 777, 999, SGEMM.validate({})) == ""
+    assert stage(4097, 4097, 4097, SGEMM.validate({})) == "B"
+    assert stage(4097, 4097, 4097, SGEMM.validate({"B_COPY": 4})) == ""
+    assert get("wgmma").staging.letters(1, 1, 1, get("wgmma").defaults) == "AB"
 
 
 def test_sgemm_heuristic_copies_unaligned_b_in_four_byte_pieces():
@@ -190,7 +193,7 @@ def test_sgemm_heuristic_copies_unaligned_b_in_four_byte_pieces():
         p = SGEMM.heuristic(m, n, k, 132)
         tile = (p["BM"], p["BN"])
         seen.add((tile, p["SPLIT_K"] > 1))
-        padded = tile == (128, 256) and m * n * k >= SGEMM.extra["stage_min_macs"]
+        padded = tile == (128, 256) and m * n * k >= SGEMM.staging.min_macs
         assert p["B_COPY"] == (16 if padded else 4), (m, n, k, p)
         SGEMM.validate(p)
     assert {((64, 64), False), ((128, 128), True), ((128, 128), False), ((128, 64), False)} <= seen, seen
@@ -222,7 +225,7 @@ def test_sgemm_split_summing_follows_the_split():
     for m, n, k in [(256, 256, 65536), (333, 777, 999), (64, 64, 131072), (4096, 4096, 4096), (4097, 4097, 4097)]:
         p = SGEMM.heuristic(m, n, k, 132)
         assert p["REDUCE"] == sgemm._reduce_for(p["SPLIT_K"], p["WAVE"]), (m, n, k, p)
-        after = SGEMM.extra["after_geometry"](m, n, k, SGEMM.validate(p))
+        after = SGEMM.second_kernel.geometry(m, n, k, SGEMM.validate(p))
         assert (after is not None) == (p["REDUCE"] == 2)
         if after is not None:
             assert after.blocks * after.threads_per_block >= m * -(-n // 4)
@@ -245,13 +248,13 @@ def test_sgemm_split_slices_may_be_shorter_when_the_second_kernel_sums_them():
 
 def test_sgemm_split_workspace_rows_are_padded_to_four_floats():
     p = SGEMM.validate(dict(SPLIT_K=4))
-    floats, ints = SGEMM.workspace(333, 777, 999, p)
-    assert floats == 4 * 333 * 780 and ints == 3 * 4 * 2
-    assert SGEMM.workspace(333, 777, 999, SGEMM.validate({})) == (0, 0)
+    ws = SGEMM.workspace(333, 777, 999, p, 0)
+    assert ws.floats == 4 * 333 * 780 and ws.ints == 3 * 4 * 2 and ws.scalars == ()
+    assert SGEMM.workspace(333, 777, 999, SGEMM.validate({}), 0) == Workspace()
 
 
 def test_an_epilogue_may_bring_the_rungs_preferred_parameters_unless_the_caller_names_them():
-    """GELU with erf runs rung 12 without the deferred stores (extra["epilogue_params"]); the caller's own
+    """GELU with erf runs rung 12 without the deferred stores (spec.epilogue_params); the caller's own
     DEFER wins, and the other activations keep the default."""
     erf = api.explain_choice("bfloat16", shape=(8192, 8192, 8192), cc=(9, 0), sm_count=132, epilogue=True,
                              activation="gelu_erf")
@@ -262,5 +265,5 @@ def test_an_epilogue_may_bring_the_rungs_preferred_parameters_unless_the_caller_
     named = api.explain_choice("bfloat16", shape=(8192, 8192, 8192), cc=(9, 0), kernel="wgmma", epilogue=True,
                                activation="gelu_erf", params={"DEFER": 1})
     assert named.params["DEFER"] == 1
-    assert api._epilogue_params(registry.get("wgmma"), "gelu_erf", {"DEFER": 1}) == {}
-    assert api._epilogue_params(registry.get("mma_sync"), "gelu_erf", None) == {}
+    assert api.epilogue_params(registry.get("wgmma"), "gelu_erf", {"DEFER": 1}) == {}
+    assert api.epilogue_params(registry.get("mma_sync"), "gelu_erf", None) == {}

@@ -134,7 +134,7 @@ def test_tf32_constraints_and_shared_memory():
     assert tc.smem_bytes(p) == tc.smem_bytes(SPEC.defaults)  # the tf32 default stage: fp16's bytes
     with pytest.raises(ValueError, match=r"STAGES = 5 .* 4-byte elements .* shared"):
         SPEC.validate({"A_TYPE": tc.TF32, "BM": 256, "BN": 256, "BK": 32, "WM": 128, "WN": 64, "STAGES": 5})
-    assert SPEC.extra["type_defaults"]["tf32"] == {"BK": 16}
+    assert SPEC.type_defaults["tf32"] == {"BK": 16}
     assert "tf32" in SPEC.precisions and "float32" not in SPEC.dtypes  # the strict fp32 ladder stays fp32
 
 
@@ -202,6 +202,6 @@ def test_bad_arguments_are_refused_before_any_gpu_is_needed(call, err, match):
 
 
 def test_out_dtype_spellings():
-    label = gemmlab.api._dtype_label
+    label = gemmlab.formats.dtype_label
     assert [label(x) for x in ("bf16", "float16", np.float32, np.dtype("float16"), "fp32")] == \
         ["bfloat16", "float16", "float32", "float16", "float32"]

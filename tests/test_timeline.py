@@ -102,12 +102,12 @@ def test_unrecorded_exit_is_an_error():
 
 
 def test_kernels_with_a_traced_build_name_their_switch():
-    named = [s for s in registry.all_specs() if s.extra.get("timeline")]
+    named = [s for s in registry.all_specs() if s.trace is not None]
     assert [s.name for s in named] == ["wgmma"]
     for s in named:
         src = s.source_path.read_text()
-        assert f"#ifdef {s.extra['timeline']['define']}" in src
-        assert s.extra["timeline"]["k_step"](s.validate({})) == 64
+        assert f"#ifdef {s.trace.define}" in src
+        assert s.trace.k_step(s.validate({})) == 64
 
 
 def test_record_refuses_a_kernel_without_a_trace():

@@ -113,64 +113,34 @@ def test_resident_blocks_are_whole_clusters():
         return NS(max_active_clusters=lambda cl, block, smem: asked.append((cl, block, smem)) or fit)
 
     p2, p1 = {**SPEC.defaults, "CLUSTER": 2}, {**SPEC.defaults, "CLUSTER": 1}
-    assert api._resident_blocks(SPEC, p2, kernel(60), geo, 132) == 120  # the driver's count of clusters
+    assert api.resident_blocks(SPEC, p2, kernel(60), geo, 132) == 120  # the driver's count of clusters
     assert asked == [(2, geo.block, geo.smem)]
-    assert api._resident_blocks(SPEC, p2, kernel(None), geo, 133) == 132  # no answer: SMs in whole clusters
-    assert api._resident_blocks(SPEC, p1, kernel(None), geo, 133) == 133 and len(asked) == 2
+    assert api.resident_blocks(SPEC, p2, kernel(None), geo, 133) == 132  # no answer: SMs in whole clusters
+    assert api.resident_blocks(SPEC, p1, kernel(None), geo, 133) == 133 and len(asked) == 2
 
 
 def test_operand_problems_name_the_operand():
     assert wgmma.operand_problems(0x1000, 64, 0x2000, 128) == []
     errs = wgmma.operand_problems(0x1002, 64, 0x2000, 100)
     assert any("A's base address" in e for e in errs) and any("B's rows are 100 elements" in e for e in errs)
-    from types import SimpleNamespace as NS
-
-    def view(ptr, ld):
-        return NS(array=NS(data=NS(ptr=ptr)), ld=ld)
-
-    with pytest.raises(ValueError, match="B's rows are 100"):
-        wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 64, 100, 64, SPEC.defaults)
-    with pytest.raises(ValueError, match="B_LAYOUT = 1 reads it row-major"):
-        wgmma.host_args(view(0x1000, 64), view(0x2000, 64), 64, 100, 64, SPEC.defaults, b_transposed=True)
-    (ta, tb, tc), keep = wgmma.host_args(view(0x1000, 64), view(0x2000, 100), 0, 100, 64, SPEC.defaults)
-    assert keep is None and bytes(ta.tobytes()) == bytes(tc.tobytes()) == bytes(128)  # empty problem: no map is encoded
 
 
-def test_c_gets_a_tensor_map_where_the_copy_engine_can_store_it(monkeypatch):
-    """The third map (C, for the TMA-store epilogue): 16-bit C with 16-byte aligned rows in boxes of a
-    consumer's rows x 64 columns; fp32 C of the transposed tf32 path in boxes of 32 x 32; none (all zero)
-    for other rows, other fp32 C, or no C."""
-    from types import SimpleNamespace as NS
-
-    encoded = []
-
-    def encode(ptr, eb, rows, cols, ld, box_rows, box_cols, swizzle):
-        encoded.append((ptr, eb, rows, cols, ld, box_rows, box_cols))
-        return bytes([len(encoded)]) + bytes(127)
-
-    monkeypatch.setattr(tma, "encode_2d", encode)
-
-    def view(ptr, ld, rows, cols, itemsize=2):
-        return NS(array=NS(data=NS(ptr=ptr), itemsize=itemsize), ld=ld, rows=rows, cols=cols)
-
-    def c_map(p, vc, a_item=2):
-        encoded.clear()
-        (_, _, tc), _ = wgmma.host_args(view(0x1000, 64, 256, 64, a_item), view(0x2000, 256, 64, 256, a_item),
-                                        256, 256, 64, SPEC.validate(p), vc=vc)
-        mine = [e for e in encoded if e[0] == 0x4000 or e[0] == 0x4004]  # C's, among A's and B's
-        assert len(mine) == (bytes(tc.tobytes()) != bytes(128))
-        return mine[0] if mine else None
-
-    assert c_map({"C_TYPE": 3}, view(0x4000, 256, 256, 256)) == (0x4000, 2, 256, 256, 256, 64, 64)
-    assert c_map({"C_TYPE": 2, "SCHEDULE": 2, "BN": 128, "STAGES": 5, "HELD": 2},
-                 view(0x4000, 264, 256, 256))[5:] == (128, 64)  # ping-pong: a consumer takes all BM rows
-    assert c_map({"C_TYPE": 3}, view(0x4000, 258, 256, 256)) is None  # rows 516 bytes apart
-    assert c_map({"C_TYPE": 3}, view(0x4004, 256, 256, 256)) is None  # base off 16 bytes
-    assert c_map({"C_TYPE": 1}, view(0x4000, 256, 256, 256, 4)) is None  # fp32 C of 16-bit inputs
-    assert c_map({"C_TYPE": 3}, None) is None
-    tf32 = {"A_TYPE": 3, "B_LAYOUT": 3, "C_TYPE": 1}
-    assert c_map(tf32, view(0x4000, 256, 256, 256, 4), a_item=4) == (0x4000, 4, 256, 256, 256, 32, 32)
-    assert c_map({**tf32, "C_TYPE": 3}, view(0x4000, 256, 256, 256), a_item=4) is None
+def test_tensor_maps_are_described_per_layout():
+    """A's map in boxes of BM rows x a 128-byte k step, B's in a k step x 64 columns (row-major B) or in the
+    cluster's share of BN rows x a k step (B^T given, K-major), C's only where the copy engine may store it;
+    the transposed tf32 path swaps A and B."""
+    p = SPEC.validate({"C_TYPE": 3})
+    a, b, c = wgmma.tensor_maps(256, 512, 1024, p)
+    assert (a.operand, a.rows, a.cols, a.box_rows, a.box_cols, a.elem_bytes) == ("A", 256, 1024, 128, 64, 2)
+    assert (b.operand, b.rows, b.cols, b.box_rows, b.box_cols) == ("B", 1024, 512, 64, 64)
+    assert c.operand == "C" and c.optional and (c.box_rows, c.box_cols) == (64, 64) and c.elem_bytes == 0
+    _, bt, _ = wgmma.tensor_maps(256, 512, 1024, {**p, "B_LAYOUT": 2})
+    assert (bt.rows, bt.cols, bt.box_rows, bt.box_cols) == (512, 1024, 128, 64)  # 256 / CLUSTER 2 rows each
+    tf32 = SPEC.validate({"A_TYPE": 3, "B_LAYOUT": 3, "C_TYPE": 1})
+    first, second, ct = wgmma.tensor_maps(256, 512, 1024, tf32)
+    assert (first.operand, first.box_rows, first.box_cols, first.elem_bytes) == ("B", 32, 32, 4)
+    assert second.operand == "A" and (ct.box_rows, ct.box_cols) == (32, 32)
+    assert wgmma.tensor_maps(256, 512, 1024, SPEC.validate({"C_TYPE": 1}))[2] is None  # fp32 C of 16-bit inputs
 
 
 def test_tensor_map_checks():

@@ -168,7 +168,7 @@ def test_tf32_row_major_b_is_computed_transposed(params, rng):
     spec = get("wgmma")
     info = device.device_info()
     chosen = api.resolve_params(spec, 520, 300, 200, info, element="tf32", given=params)[0]
-    chosen.update(api._type_params(spec, "tf32", "float32"))
+    chosen.update(api.type_params(spec, "tf32", "float32"))
     assert chosen["B_LAYOUT"] == 3
     for m, n, k in [(520, 300, 200), (129, 264, 72), (4100, 136, 520), (64, 1000, 33)]:
         a = cp.asarray(rng.uniform(-1, 1, (m, k)).astype(np.float32))
@@ -253,14 +253,14 @@ def test_repeat_calls_reuse_the_launch_and_stay_right(rng):
     torch = pytest.importorskip("torch")
     from gemmlab import api
 
-    api._tensor_plans.clear()
+    api.call._plans.clear()
     a = torch.randn(256, 128, device="cuda").bfloat16()
     b = torch.randn(128, 192, device="cuda").bfloat16()
     c = torch.zeros(256, 192, device="cuda")
     bias = torch.randn(192, device="cuda")
     ref = a.double() @ b.double()
     gemmlab.matmul(a, b, c, bias=bias, activation="relu")
-    assert len(api._tensor_plans) == 1
+    assert len(api.call._plans) == 1
     for alpha, beta in ((2.0, 0.0), (1.0, 0.5)):
         old = c.double().clone()
         gemmlab.matmul(a, b, c, alpha=alpha, beta=beta, bias=bias, activation="relu")
@@ -270,13 +270,13 @@ def test_repeat_calls_reuse_the_launch_and_stay_right(rng):
     gemmlab.matmul(a, b, c, bias=bias, activation="relu")
     want = torch.relu(a.double() @ b.double() + bias.double())
     assert ((c.double() - want).norm() / want.norm()).item() <= TOL
-    assert len(api._tensor_plans) == 1
+    assert len(api.call._plans) == 1
     wide = torch.randn(256, 512, device="cuda").bfloat16()
     gemmlab.matmul(wide[:, :128], b, c)  # rows 512 apart: read in place, so it gets a plan of its own
-    assert len(api._tensor_plans) == 2
-    at = torch.randn(128, 256, device="cuda").bfloat16().t()  # column-major A: staged through a copy
+    assert len(api.call._plans) == 2
+    at = torch.randn(128, 256, device="cuda").bfloat16().t()  # column-major A: a row-major copy per call
     gemmlab.matmul(at, b, c)
-    assert len(api._tensor_plans) == 2
+    assert len(api.call._plans) == 3 and list(api.call._plans.values())[-1].a.copy
     want = at.double() @ b.double()
     assert ((c.double() - want).norm() / want.norm()).item() <= TOL
     a32, b32, c32 = a.float(), b.float(), torch.zeros(256, 192, device="cuda")
@@ -284,7 +284,7 @@ def test_repeat_calls_reuse_the_launch_and_stay_right(rng):
         gemmlab.matmul(a32, b32, c32, precision="tf32")
         want = a32.double() @ b32.double()
         assert ((c32.double() - want).norm() / want.norm()).item() <= 1e-3
-    assert len(api._tensor_plans) == 3
+    assert len(api.call._plans) == 4
 
 
 def test_repeat_calls_on_staged_operands_refresh_the_copies(rng):
@@ -296,7 +296,7 @@ def test_repeat_calls_on_staged_operands_refresh_the_copies(rng):
 
     from gemmlab import api
 
-    api._tensor_plans.clear()
+    api.call._plans.clear()
     m, n, k = 1000, 193, 129
     a = torch.randn(m, k, device="cuda").bfloat16()
     b = torch.randn(k, n, device="cuda").bfloat16()
@@ -309,9 +309,9 @@ def test_repeat_calls_on_staged_operands_refresh_the_copies(rng):
         gemmlab.matmul(a, b, c, bias=bias, activation="gelu_tanh")
         want = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
         assert ((c.double() - want).norm() / want.norm()).item() <= TOL, step
-        assert len(api._tensor_plans) == 1
-    (plan,) = api._tensor_plans.values()
-    assert len(plan.copies) == 2  # A and B both staged
+        assert len(api.call._plans) == 1
+    (plan,) = api.call._plans.values()
+    assert plan.stage == "AB"  # A and B both staged, from the caller's arrays on every call
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(50):
@@ -330,7 +330,7 @@ def test_persistent_grid_is_whole_resident_clusters():
     for cluster in (1, 2):
         p = SPEC.validate({"CLUSTER": cluster})
         geo = SPEC.launch(4096, 4096, 4096, p)
-        blocks = api._resident_blocks(SPEC, p, api.prepare(SPEC, p).kernel, geo, info.sm_count)
+        blocks = api.resident_blocks(SPEC, p, api.prepare(SPEC, p).kernel, geo, info.sm_count)
         assert 0 < blocks <= info.sm_count and blocks % cluster == 0, (cluster, blocks)
 
 
@@ -349,11 +349,12 @@ def test_transposed_b_is_read_in_place(precision, mnk, cluster, rng):
     w = torch.randn(n, k, device="cuda").to(dt)  # nn.Linear's weight layout
     ref = x.double() @ w.double().t()
     tol = 1e-3 if precision else TOL
-    api._tensor_plans.clear()
+    api.call._plans.clear()
     c = torch.empty(m, n, device="cuda", dtype=torch.float32)
     gemmlab.matmul(x, w.t(), c, kernel="wgmma", precision=precision, CLUSTER=cluster)
     assert ((c.double() - ref).norm() / ref.norm()).item() <= tol
-    assert len(api._tensor_plans) == 1  # in place: nothing was staged
+    (plan,) = api.call._plans.values()
+    assert plan.b.transposed and plan.stage == "" and not plan.b.copy  # in place: nothing was copied
     if precision is None:
         out = gemmlab.matmul(x, w.t(), kernel="mma_sync", out_dtype="float32")
         assert ((out.double() - ref).norm() / ref.norm()).item() <= tol
@@ -382,7 +383,7 @@ def _grid_clusters(p):
 
     p = SPEC.validate(p)
     geo = SPEC.launch(4096, 4096, 4096, p)
-    return api._resident_blocks(SPEC, p, api.prepare(SPEC, p).kernel, geo, device.device_info().sm_count) // p["CLUSTER"]
+    return api.resident_blocks(SPEC, p, api.prepare(SPEC, p).kernel, geo, device.device_info().sm_count) // p["CLUSTER"]
 
 
 def _stream_k_shape(p, extra_tiles, rows_short=0, n=256, k=552):
@@ -406,16 +407,9 @@ def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
     """The last rounds of tiles spread over all clusters by k steps: sums handed between clusters through
     global memory, edges in both directions (and, in clusters of two, a block below the matrix), an uneven
     last k step; every flag the launch set is zero again after it."""
+    from gemmlab import api
     from gemmlab.kernels.rungs import wgmma
 
-    seen = []
-
-    def spy(*args):
-        more, keep = wgmma.workspace_args(*args)
-        seen.append((int(more[2]), keep))
-        return more, keep
-
-    monkeypatch.setitem(SPEC.extra, "workspace", spy)
     monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)  # stream-K on problems of two and three rounds
     p = {**SPEC.defaults, "A_TYPE": 2, "C_TYPE": 1, **params}
     # rounds 2: a few tiles past one round, all of them in the stream-K part; 3: a whole round first
@@ -424,12 +418,13 @@ def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
         m, n, k = _stream_k_shape(p, extra, rows_short=short, n=n)
         a, a64 = _make("bfloat16", (m, k), rng)
         b, b64 = _make("bfloat16", (k, n), rng)
-        seen.clear()
+        api.call._plans.clear()
         out = gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", **params)
-        assert len(seen) == 1 and seen[0][0] > 0 and seen[0][1] is not None, "stream-K was not taken"
+        (plan,) = api.call._plans.values()
+        assert plan.workspace.scalars[0] > 0 and plan.workspace.ints > 0, "stream-K was not taken"
         assert _rel(_host(out), a64 @ b64) <= TOL, (params, m, n, k)
-        flags = seen[0][1][1]
-        assert int((flags != 0).sum()) == 0  # every flag cleared by the block that read it
+        for slot in api.launch._scratch.values():  # every flag cleared by the block that read it
+            assert int((slot[3] != 0).sum()) == 0
 
 
 @pytest.mark.parametrize("case", ["bias_gelu_bf16", "beta_residual", "tf32_row_major_b", "tf32_b_transposed",
@@ -443,7 +438,7 @@ def test_stream_k_with_epilogues_and_repeat_calls(case, rng, monkeypatch):
     from gemmlab.kernels.rungs import wgmma
 
     monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)  # stream-K on a problem of two rounds
-    api._tensor_plans.clear()
+    api.call._plans.clear()
     tf32 = case.startswith("tf32")
     p = {**SPEC.defaults, "STREAM_K": 1, **({"A_TYPE": 3, "C_TYPE": 1, "B_LAYOUT": 3 if case == "tf32_row_major_b" else 2}
                                             if tf32 else {"A_TYPE": 2, "C_TYPE": 3})}
@@ -470,7 +465,7 @@ def test_stream_k_with_epilogues_and_repeat_calls(case, rng, monkeypatch):
             want = ref
         err = ((c.double() - want).norm() / want.norm()).item()
         assert err <= (1e-3 if tf32 else TOL), (case, err)
-    assert len(api._tensor_plans) == 1
+    assert len(api.call._plans) == 1
 
 
 @pytest.mark.parametrize("params", [dict(), dict(BN=128, STAGES=6), dict(BM=256, BN=128, STAGES=3), dict(CLUSTER=1),

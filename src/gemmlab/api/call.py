@@ -104,11 +104,11 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     sig = _signatures.get(type(a), _learn_signature)
     if sig is _learn_signature:
         sig = _learn_signature(a)
+    if _epoch[0] != _TUNE_STORES[0]:  # a tuned entry was stored: plans may have other parameters now
+        _plans.clear()
+        _epoch[0] = _TUNE_STORES[0]
     key = None
     if sig is not None:
-        if _epoch[0] != _TUNE_STORES[0]:  # a tuned entry was stored: plans may have other parameters now
-            _plans.clear()
-            _epoch[0] = _TUNE_STORES[0]
         key = _key(sig, a, b, c, bias, residual, kernel, params, activation, out_dtype, precision)
         p = _plans.get(key) if key is not None else None
         if p is not None and (type(alpha) is float or type(alpha) is int) and (type(beta) is float or type(beta) is int) \

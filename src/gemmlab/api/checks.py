@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import arrays, formats
-from ..kernels import registry
+from ..kernels import KernelSpec, registry
 
 AUTO = "auto"
 INT32_MAX = 2**31 - 1
@@ -169,8 +169,17 @@ def check_named(req: Request) -> None:
         if name in given:
             raise ValueError(f"parameter {name} is set from the arrays' dtypes, layout, precision and out_dtype; "
                              "do not pass it")
-    spec.validate({**_type_defaults(spec, req.element), **given})
+    spec.validate({**spec.type_defaults.get(req.element, {}), **given, **type_params(spec, req.element, req.out)})
 
 
-def _type_defaults(spec, element: str) -> dict:
-    return dict(spec.type_defaults.get(element, {}))
+def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False) -> dict[str, int]:
+    """A_TYPE / C_TYPE (and B_LAYOUT where the rung has it) for rungs whose element types and operand layout
+    are template parameters. B_LAYOUT 2: B read K-major in place, because it is given transposed
+    (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared memory), computed
+    as C^T = B^T A^T; 1: B row-major as it is."""
+    if not spec.type_params:
+        return {}
+    out_p = {"A_TYPE": formats.INPUT_TYPES[element], "C_TYPE": formats.C_TYPES[out]}
+    if "B_LAYOUT" in spec.type_params:
+        out_p["B_LAYOUT"] = 2 if b_kmajor else 3 if element == "tf32" else 1
+    return out_p

@@ -20,7 +20,7 @@ from .. import formats
 from ..formats import NATIVE_PRECISION, REDUCED_PRECISIONS
 from ..kernels import KernelSpec, registry
 from ..runtime import device
-from .checks import AUTO
+from .checks import AUTO, type_params
 
 
 @dataclass(frozen=True)
@@ -197,19 +197,6 @@ def epilogue_params(spec: KernelSpec, activation: str | None, given: Mapping[str
     """Parameters the rung prefers for this activation (spec.epilogue_params), except those the caller named."""
     pref = spec.epilogue_params.get(activation or "none", {})
     return {name: v for name, v in pref.items() if name not in (given or {})}
-
-
-def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False) -> dict[str, int]:
-    """A_TYPE / C_TYPE (and B_LAYOUT where the rung has it) for rungs whose element types and operand layout
-    are template parameters. B_LAYOUT 2: B read K-major in place, because it is given transposed
-    (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared memory), computed
-    as C^T = B^T A^T; 1: B row-major as it is."""
-    if not spec.type_params:
-        return {}
-    out_p = {"A_TYPE": formats.INPUT_TYPES[element], "C_TYPE": formats.C_TYPES[out]}
-    if "B_LAYOUT" in spec.type_params:
-        out_p["B_LAYOUT"] = 2 if b_kmajor else 3 if element == "tf32" else 1
-    return out_p
 
 
 _validated: dict[tuple, dict[str, int]] = {}
