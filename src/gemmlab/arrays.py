@@ -148,6 +148,7 @@ class TorchHome(Home):
         self._dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                         "int32": torch.int32, "int16": torch.int16, "uint8": torch.uint8, "float64": torch.float64}
         self._empty = torch.empty
+        self._devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
 
     def ptr(self, x) -> int:
         return x.data_ptr()
@@ -156,7 +157,7 @@ class TorchHome(Home):
         return self._raw_stream(device)
 
     def empty(self, shape, label, device):
-        return self._empty(shape, dtype=self._dtypes[label], device=f"cuda:{device}")
+        return self._empty(shape, dtype=self._dtypes[label], device=self._devices[device])
 
     def contiguous(self, x):
         return x.contiguous()

@@ -99,6 +99,8 @@ def _staged(home: arrays.Home, x, ptr: int, lay: OperandLayout, dev: int, stream
 
 def _operand(home: arrays.Home, x, lay: OperandLayout, dev: int, stream: int):
     """(keep-alive, pointer, ld) of an operand as the kernel reads it."""
+    if not (lay.copy or lay.stage):
+        return x, home.ptr(x), lay.ld
     if lay.copy:
         x = home.contiguous(x)
         ptr, ld = home.ptr(x), max(lay.cols, 1)
@@ -212,12 +214,11 @@ def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, be
                 pack.set_bytes(first + i, raw)
         g, bl = plan.grid, plan.block
         drv.launch(plan.function, g[0], g[1], g[2], bl[0], bl[1], bl[2], plan.smem, stream, pack.address, 0)
-    if plan.second is not None:  # (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, the epilogue arguments)
-        after = plan.second
-        args = launch.ArgPack((np.int32(req.m), np.int32(req.n), np.int32(plan.params["SPLIT_K"]), np.float32(alpha),
-                               np.float32(beta), np.uint64(pc), np.int32(ldc), np.uint64(pf), np.uint64(pbias),
-                               np.uint64(pr), np.int32(ldr), np.int32(req.flags)))
-        drv.launch(plan.second_function, *after.grid, *after.block, after.smem, stream, args.address, 0)
+        if plan.second is not None:  # (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, the epilogue arguments)
+            after, two = plan.second, plan.second_pack.slots
+            two[3].value, two[4].value, two[5].value, two[6].value = alpha, beta, pc, ldc
+            two[7].value, two[8].value, two[9].value, two[10].value = pf, pbias, pr, ldr
+            drv.launch(plan.second_function, *after.grid, *after.block, after.smem, stream, plan.second_pack.address, 0)
     if c is not None and target is not c:
         home.copy_into(c, target)  # C's layout was not row-major: the result goes back into it
     del ka, kb, vec, kr, keep_ws  # (alive until the launches are queued; the allocators order their reuse)

@@ -153,6 +153,7 @@ class Plan:
     function: int                     # driver handles of the kernel and the second kernel
     second_function: int
     slots: dict[str, int]             # argument name -> its index in the pack
+    second_pack: launch.ArgPack | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
 
@@ -237,10 +238,15 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     maps = spec.tensor_maps(req.m, req.n, req.k, p) if spec.tensor_maps else ()
 
     values, slots = _arguments(spec, req, workspace, len(maps))
+    # the second kernel's (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, bias, R, ldr, flags)
+    second_pack = None if second is None else launch.ArgPack(
+        (np.int32(req.m), np.int32(req.n), np.int32(p.get("SPLIT_K", 1)), np.float32(1), np.float32(0), _NULL,
+         np.int32(0), _NULL, _NULL, _NULL, np.int32(0), np.int32(req.flags)))
     return Plan(req, dev, spec, p, source, detail, prepared, grid, geo.block, geo.smem, second, la, lb, lc, lr,
                 _bias_direct(home, bias), workspace, maps, launch.ArgPack(values),
                 launch.function_handle(prepared.kernel),
-                launch.function_handle(prepared.after) if prepared.after is not None else 0, slots)
+                launch.function_handle(prepared.after) if prepared.after is not None else 0, slots,
+                second_pack=second_pack)
 
 
 def _as_read(pa: int, la: OperandLayout, pb: int, lb: OperandLayout):
