@@ -240,6 +240,21 @@ def device_array(x, kind: str):
     return cp.asarray(x)
 
 
+def adopt(x, home: Home):
+    """A zero-copy view of device array `x` in `home`'s array type (a CuPy view of a torch tensor, or the
+    reverse), so that one call may mix the two libraries; 16-bit torch tensors travel as int16 bits."""
+    kind = kind_of(x)
+    if (kind == TORCH_CUDA) == (home.name == "torch"):
+        return x
+    if home.name == "torch":
+        return home.torch.as_tensor(x, device=f"cuda:{x.data.device_id}")
+    if dtype_label(x.dtype) == "bfloat16":
+        import torch
+
+        x = x.view(torch.int16)
+    return home.cp.asarray(x.detach())
+
+
 def host_result(result, kind: str, label: str):
     """A device result returned to the caller's host type (numpy or CPU torch), or as it is."""
     if kind == TORCH_CPU:

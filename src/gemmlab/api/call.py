@@ -176,11 +176,13 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
     dev = home.device_of(da)
     dbias = bias
     dres = arrays.device_array(residual, arrays.kind_of(residual)) if residual is not None else None
+    mixed = c is not None and not host_c and arrays.kind_of(dc) != kind
+    db, dc, dres = (None if x is None else arrays.adopt(x, home) for x in (db, dc, dres))
+    if mixed:
+        key = None  # C is written through a view of the other library: no repeat-call key
     for name, x in (("B", db), ("C", dc), ("residual", dres)):
         if x is None:
             continue
-        if arrays.kind_of(x) != kind:
-            raise TypeError(f"A is a {home.name} array but {name} is a {arrays.kind_of(x)} one; pass one array type")
         if home.device_of(x) != dev:
             raise ValueError(f"{name} is on device {home.device_of(x)}, A on device {dev}; move them to one device")
     if arrays.is_host(kinds[0]) and not arrays.is_host(arrays.kind_of(da)):
