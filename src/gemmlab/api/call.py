@@ -37,7 +37,7 @@ def forget_launches() -> None:
 
 
 def _torch_sig(x):
-    return (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15)
+    return (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15)
 
 
 def _cupy_sig(x):

@@ -113,6 +113,8 @@ class OperandLayout:
 def layout_of(shape, strides, item: int, *, allow_transposed: bool = False) -> OperandLayout:
     """The layout a 2-D operand is read with (see arrays.row_pitch / column_pitch)."""
     rows, cols = int(shape[0]), int(shape[1])
+    if rows == 0 or cols == 0:  # nothing of it is read
+        return OperandLayout(rows, cols, max(cols, 1), item)
     if allow_transposed:
         ld = arrays.column_pitch((rows, cols), strides)
         if ld is not None and arrays.row_pitch((rows, cols), strides) is None:
@@ -184,7 +186,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
 
     # The rung: named, or the highest that fits (its operand rules checked on the operands as read).
     if req.kernel == AUTO:
-        ops = None if la.copy or lb.copy else (pa, la.ld, pb, lb.ld)
+        ops = None if la.copy or lb.copy or req.m * req.n * req.k == 0 else (pa, la.ld, pb, lb.ld)
         spec = dispatch.choose_kernel(req.dtype, info.compute_capability, req.precision, epilogue=req.epilogue,
                                       operands=ops)
     else:
@@ -203,12 +205,14 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
 
     # Staging: operands the rung reads in 16-byte pieces, not aligned as given (a copy is aligned).
     letters = spec.staging.letters(req.m, req.n, req.k, p) if spec.staging else ""
+    if req.m * req.n * req.k == 0:
+        letters = ""  # nothing is read
     if "A" in letters and (la.copy or not _aligned(pa, la)):
         la = OperandLayout(la.rows, la.cols, la.ld, la.item, la.copy, stage=not la.copy or la.ld * la.item % 16 != 0)
     if "B" in letters and (lb.copy or not _aligned(pb, lb)):
         lb = OperandLayout(lb.rows, lb.cols, lb.ld, lb.item, lb.copy, stage=not lb.copy or lb.ld * lb.item % 16 != 0,
                            transposed=lb.transposed)
-    problems = dispatch.operand_problems(spec, _as_read(pa, la, pb, lb), item_in)
+    problems = dispatch.operand_problems(spec, _as_read(pa, la, pb, lb), item_in) if req.m * req.n * req.k else []
     if problems:
         raise ValueError(f"{spec.name} cannot read these operands: {'; '.join(problems)}")
 
