@@ -131,7 +131,7 @@ def _fp32_vector(home: arrays.Home, bias, dev: int):
 
 def _maps(plan: Plan, ptrs: dict, lds: dict) -> tuple[bytes, ...]:
     """The plan's tensor maps for these addresses, encoded once per address set."""
-    key = tuple((ptrs[b.operand], lds[b.operand]) if b is not None else None for b in plan.maps)
+    key = (ptrs["A"], ptrs["B"], ptrs["C"], lds["A"], lds["B"], lds["C"])
     hit = plan.map_cache.get(key)
     if hit is not None:
         return hit
@@ -191,7 +191,7 @@ def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, be
     if residual is not None:
         kr = home.contiguous(residual) if plan.r.copy else residual
         pr, ldr = home.ptr(kr), (max(req.n, 1) if plan.r.copy else plan.r.ld)
-    pf, pi, keep_ws = _scratch_for(plan, home, stream)
+    pf, pi, keep_ws = _scratch_for(plan, home, stream) if plan.scratch else (0, 0, None)
     maps = _maps(plan, {"A": pa, "B": pb, "C": pc}, {"A": lda, "B": ldb, "C": ldc}) if plan.maps else ()
 
     s = plan.slots

@@ -156,6 +156,7 @@ class Plan:
     second_function: int
     slots: dict[str, int]             # argument name -> its index in the pack
     second_pack: launch.ArgPack | None = None
+    scratch: bool = False             # the workspace asks for memory
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
 
@@ -250,7 +251,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
                 _bias_direct(home, bias), workspace, maps, launch.ArgPack(values),
                 launch.function_handle(prepared.kernel),
                 launch.function_handle(prepared.after) if prepared.after is not None else 0, slots,
-                second_pack=second_pack)
+                second_pack=second_pack, scratch=workspace is not None and (workspace.floats or workspace.ints) > 0)
 
 
 def _as_read(pa: int, la: OperandLayout, pb: int, lb: OperandLayout):
