@@ -13,7 +13,7 @@ from gemmlab.cli import app
 from gemmlab.kernels import cc_problem, get, registry, specs_for, takes
 from gemmlab.kernels.spec import Workspace
 from gemmlab.runtime import device
-from gemmlab.tune.cache import TunedCache
+from gemmlab.tuned import TunedCache
 
 runner = CliRunner()
 MMA = get("mma_sync")

@@ -7,7 +7,7 @@ import pytest
 
 from gemmlab.kernels import get
 from gemmlab.runtime import compiler
-from gemmlab.tune.cache import TunedCache, representative_shape, shape_class
+from gemmlab.tuned import TunedCache, representative_shape, shape_class
 from gemmlab.tune.search import candidates, search_order
 
 DEV = ("NVIDIA H100 80GB HBM3", (9, 0), 132)
@@ -97,7 +97,7 @@ def test_storing_a_tuned_entry_forgets_remembered_launches(tmp_path):
 
     import gemmlab
     from gemmlab import api
-    from gemmlab.tune.cache import TunedCache
+    from gemmlab.tuned import TunedCache
 
     one = np.ones((2, 2), np.float32)
     gemmlab.matmul(one, one, kernel="cpu_naive")  # catch up with entries other tests stored

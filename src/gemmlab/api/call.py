@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import arrays, formats
 from ..runtime import device
-from ..tune.cache import STORES as _TUNE_STORES
+from ..tuned import STORES as _TUNE_STORES
 from . import checks, launch, plan
 from .checks import AUTO
 

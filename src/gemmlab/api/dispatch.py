@@ -221,7 +221,7 @@ _tuned: dict[str, Any] = {}
 
 def tuned_cache(info: device.DeviceInfo):
     """The device's tuned-parameter store, read once per process."""
-    from ..tune.cache import TunedCache
+    from ..tuned import TunedCache
 
     key = f"{info.name}/{info.compute_capability}/{info.sm_count}"
     cache = _tuned.get(key)
@@ -251,7 +251,7 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
     if given:  # the caller's parameters complete the spec's defaults, not a schedule chosen for them
         return {**base, **given}, "given", "named by the caller" + under
     if info is not None:
-        from ..tune.cache import shape_class
+        from ..tuned import shape_class
 
         cache = tuned_cache(info)
         key = cache.entry_key(spec.name, element, shape_class(m, n, k))

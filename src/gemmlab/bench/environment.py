@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..runtime import compiler, device
 
 

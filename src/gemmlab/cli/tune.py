@@ -34,7 +34,7 @@ def tune(
     """Search each rung's parameter space on this GPU (verified, timed) and store the winners per
     (device, kernel, shape class); `gemmlab.matmul` then uses them when no parameters are given."""
     from .. import api
-    from ..tune.cache import shape_class
+    from ..tuned import shape_class
     from ..tune.search import tune as run_search
 
     try:

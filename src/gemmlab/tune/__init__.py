@@ -4,7 +4,7 @@
     search.py  candidates (valid, and compiling without local memory), timing, verification
 """
 
-from .cache import TunedCache, shape_class
+from ..tuned import TunedCache, shape_class
 from .search import Candidate, TuneResult, candidates, tune
 
 __all__ = ["Candidate", "TuneResult", "TunedCache", "candidates", "shape_class", "tune"]

@@ -127,7 +127,7 @@ def tune(
     import cupy as cp
 
     from ..runtime import device
-    from .cache import shape_class
+    from ..tuned import shape_class
 
     m, n, k = shape
     info = device.device_info()

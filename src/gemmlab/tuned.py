@@ -1,4 +1,5 @@
-"""The tuned-parameter store: one JSON file per device under the cache directory.
+"""The tuned-parameter store (read by the API below, written by `gemmlab.tune`): one JSON file per device under
+the cache directory.
 
 Key: (kernel, dtype, shape class). A shape class buckets M, N and K by size so that one tuning run
 serves every problem of about that shape. An entry that does not belong to this device, names a kernel
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..kernels import registry
-from ..runtime.compiler import atomic_write, cache_root
+from .kernels import registry
+from .runtime.compiler import atomic_write, cache_root
 
 FORMAT = 1
 # Bucket edges for M, N and K: a dimension falls in the first bucket whose edge it does not exceed.
