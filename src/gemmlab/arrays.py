@@ -16,12 +16,11 @@ Rules, in one place:
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import numpy as np
 
-from .formats import ITEMSIZE, dtype_label
+from .formats import dtype_label
 from .runtime.device import require_cupy
 
 NUMPY, CUPY, TORCH_CUDA, TORCH_CPU, FOREIGN_CUDA = "numpy", "cupy", "torch_cuda", "torch_cpu", "foreign_cuda"
@@ -279,21 +278,6 @@ def _bfloat16_view(x):
         return x
 
 
-def itemsize(label: str) -> int:
-    return ITEMSIZE[label]
-
-
-def data_span(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], item: int) -> tuple[int, int]:
-    """[start, end) byte addresses an array may touch (strides in elements), for overlap checks."""
-    if any(s == 0 for s in shape):
-        return (0, 0)
-    lo = ptr + item * sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
-    hi = ptr + item * sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + item
-    return int(lo), int(hi)
-
-
 def overlaps(x: tuple[int, int], y: tuple[int, int]) -> bool:
     return x[0] < y[1] and y[0] < x[1] and x[0] != x[1] and y[0] != y[1]
 
-
-nullcontext = contextlib.nullcontext

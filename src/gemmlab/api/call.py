@@ -10,6 +10,7 @@ function for the product itself.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from typing import Any
@@ -128,15 +129,7 @@ def _run_cached(p: plan.Plan, home: arrays.Home, a, b, c, bias, residual, alpha,
             return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev))
 
 
-class _NoScope:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_SCOPE = _NoScope()
+_NO_SCOPE = contextlib.nullcontext()  # reusable: entering it does nothing
 _get_device: list = []
 
 
@@ -174,7 +167,6 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
     kind = arrays.kind_of(da)
     home = arrays.home(kind)
     dev = home.device_of(da)
-    dbias = bias
     dres = arrays.device_array(residual, arrays.kind_of(residual)) if residual is not None else None
     mixed = c is not None and not host_c and arrays.kind_of(dc) != kind
     db, dc, dres = (None if x is None else arrays.adopt(x, home) for x in (db, dc, dres))
@@ -190,12 +182,12 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
     with _on_device(dev):
         scope = home.stream_scope(stream, dev) if stream is not None else _NO_SCOPE
         with scope:
-            p = plan.make_plan(req, home, dev, da, db, dc, dbias, dres)
+            p = plan.make_plan(req, home, dev, da, db, dc, bias, dres)
             if key is not None:
                 if len(_plans) >= _CACHE_MAX:
                     _plans.clear()
                 _plans[key] = p
-            out = launch.run(p, home, da, db, dc, dbias, dres, float(alpha), float(beta), home.stream(dev))
+            out = launch.run(p, home, da, db, dc, bias, dres, float(alpha), float(beta), home.stream(dev))
     if c is None:
         return arrays.host_result(out, kinds[0], req.out)
     if host_c:
@@ -220,28 +212,37 @@ def _cpu_fallback(req: checks.Request, a, b, c, kinds, alpha, beta, bias, residu
         warnings.warn(f"gemmlab: no GPU ({device.gpu_unavailable_reason()}); kernel='auto' runs the CPU baseline "
                       f"{best.name} instead", RuntimeWarning, stacklevel=3)
         _warned_cpu[0] = True
-    if req.precision not in ("fp32",) and req.dtype == "bfloat16":
+    if req.dtype == "bfloat16":
         raise TypeError("bfloat16 host arrays need a GPU (numpy has no bfloat16 arithmetic)")
-    an = np.asarray(arrays.to_host_numpy(a, kinds[0]), dtype=np.float32)
-    bn = np.asarray(arrays.to_host_numpy(b, kinds[1]), dtype=np.float32)
-    cn = None if c is None else np.asarray(arrays.to_host_numpy(c, kinds[2]), dtype=np.float32)
-    z = best.run(np.ascontiguousarray(an), np.ascontiguousarray(bn), cn if beta != 0 else None, float(alpha),
-                 float(beta))
+    z = _host_product(best.name, a, b, c, kinds, alpha, beta, {}, np.float32)
     if bias is not None:
         vec = np.asarray(arrays.to_host_numpy(bias, arrays.kind_of(bias)), dtype=np.float32).reshape(-1)
         z = z + (vec.reshape(-1, 1) if req.bias == "row" else vec.reshape(1, -1))
     z = _activate(z, req.activation)
     if residual is not None:
         z = z + np.asarray(arrays.to_host_numpy(residual, arrays.kind_of(residual)), dtype=np.float32)
-    out = z.astype(np.dtype(req.out))
+    return _host_out(z.astype(np.dtype(req.out)), c, kinds)
+
+
+def _host_product(name, a, b, c, kinds, alpha, beta, params, dtype=None) -> np.ndarray:
+    """alpha A B + beta C by the CPU baseline `name`, on host copies (converted to `dtype` where given)."""
+    from ..cpu import BASELINES
+
+    an, bn, cn = (None if x is None else np.ascontiguousarray(arrays.to_host_numpy(x, kd), dtype=dtype)
+                  for x, kd in zip((a, b, c), kinds))
+    return BASELINES[name].run(an, bn, cn if beta != 0 else None, float(alpha), float(beta), **params)
+
+
+def _host_out(result: np.ndarray, c, kinds):
+    """The result written into the caller's C, or returned as the caller's host array type."""
     if c is not None:
-        arrays.to_host_numpy(c, kinds[2])[...] = out
+        arrays.to_host_numpy(c, kinds[2])[...] = result
         return c
     if kinds[0] == arrays.TORCH_CPU:
         import torch
 
-        return torch.from_numpy(out)
-    return out
+        return torch.from_numpy(result)
+    return result
 
 
 def _activate(z: np.ndarray, activation: str | None) -> np.ndarray:
@@ -258,25 +259,12 @@ def _activate(z: np.ndarray, activation: str | None) -> np.ndarray:
 
 
 def _matmul_cpu(name, a, b, c, kinds, alpha, beta, params):
-    from ..cpu import BASELINES
-
     if not all(arrays.is_host(kd) for kd in kinds if kd is not None):
         raise TypeError(f"CPU kernel {name} takes host (numpy) arrays, got {', '.join(kd for kd in kinds if kd)}")
-    an = np.ascontiguousarray(arrays.to_host_numpy(a, kinds[0]))
-    bn = np.ascontiguousarray(arrays.to_host_numpy(b, kinds[1]))
-    cn = None if c is None else np.ascontiguousarray(arrays.to_host_numpy(c, kinds[2]))
     dts = {nm: arrays.dtype_name(x) for nm, x in (("A", a), ("B", b), ("C", c)) if x is not None}
     if len(set(dts.values())) != 1 or dts["A"] not in ("float32", "float64"):
         raise TypeError(f"CPU kernels take float32 or float64 with one dtype for all; got {dts}")
-    result = BASELINES[name].run(an, bn, cn if beta != 0 else None, float(alpha), float(beta), **params)
-    if c is not None:
-        arrays.to_host_numpy(c, kinds[2])[...] = result
-        return c
-    if kinds[0] == arrays.TORCH_CPU:
-        import torch
-
-        return torch.from_numpy(result)
-    return result
+    return _host_out(_host_product(name, a, b, c, kinds, alpha, beta, params), c, kinds)
 
 
 __all__ = ["matmul", "forget_launches", "formats"]

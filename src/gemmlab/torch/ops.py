@@ -24,7 +24,7 @@ from typing import Optional
 import torch
 
 from ..api import call as _call
-from ..formats import check_activation
+from ..formats import check_activation, dtype_label
 
 # ----------------------------------------------------------------------------------------- the operator
 
@@ -178,8 +178,8 @@ class Router:
             raise ValueError("gemmlab.matmul: C requires grad, so it cannot be overwritten (BLAS semantics); pass "
                              "beta·C as the residual instead, or detach C")
         act = check_activation(activation)
-        if isinstance(out_dtype, str):
-            out_dtype = getattr(torch, {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(out_dtype, out_dtype))
+        if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+            out_dtype = getattr(torch, dtype_label(out_dtype))
         args = (a, b, c, bias, residual, float(alpha), float(beta), act, out_dtype, precision, kernel,
                 params_text(params))
         if self._grad() and self.needs_grad(a, b, None, bias, residual):
