@@ -268,6 +268,17 @@ def host_result(result, kind: str, label: str):
     return result
 
 
+def host_bits(x) -> np.ndarray:
+    """A device array copied to a numpy array of the same bits (16-bit floats as int16)."""
+    if kind_of(x) == TORCH_CUDA:
+        if x.element_size() == 2:
+            import torch
+
+            x = x.view(torch.int16)
+        return x.cpu().numpy()
+    return x.get()
+
+
 def _bfloat16_view(x):
     """int16 bits as ml_dtypes' bfloat16 where that package is there; the bits themselves otherwise."""
     try:

@@ -190,11 +190,14 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
             out = launch.run(p, home, da, db, dc, bias, dres, float(alpha), float(beta), home.stream(dev))
     if c is None:
         return arrays.host_result(out, kinds[0], req.out)
-    if host_c:
+    if host_c:  # the device result back into the caller's host C, as its bits
+        bits = arrays.host_bits(out)
         if kinds[2] == arrays.TORCH_CPU:
-            c.copy_(out.cpu())
+            import torch
+
+            c.copy_(torch.from_numpy(bits).view(c.dtype))
         else:
-            c[...] = out.get().view(c.dtype)
+            c[...] = bits.view(c.dtype)
     return c
 
 
