@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .. import api
+from .. import api, arrays
 from ..cpu import BASELINES
 from ..kernels import registry
 from . import peers
@@ -86,7 +86,17 @@ def rung_runner(name: str, params: Mapping[str, int] | None = None, fmt: NumberF
         # compile and load now, not inside a timing (the first call also picks a 16-bit rung's tiling)
         if fmt.is_fp32:
             api.prepare(spec, given)
-        return lambda: api.matmul(a, b, c, alpha=alpha, beta=beta, kernel=name, precision=precision, **given)
+        def call():
+            return api.matmul(a, b, c, alpha=alpha, beta=beta, kernel=name, precision=precision, **given)
+
+        if arrays.kind_of(a) != arrays.TORCH_CUDA:
+            return call  # CuPy operands run on CuPy's current stream, the sweep's
+        on_stream = peers.torch_on_cupy_stream(a.device)  # torch operands follow torch's stream: make it CuPy's
+
+        def on_cupy_stream():
+            with on_stream():
+                return call()
+        return on_cupy_stream
 
     return GpuRunner(name, GPU, spec.rung, spec.idea, full, label_for(name, full, spec.defaults), bind)
 
