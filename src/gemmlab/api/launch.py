@@ -98,17 +98,16 @@ def _staged(home: arrays.Home, x, ptr: int, lay: OperandLayout, dev: int, stream
 
 
 def _operand(home: arrays.Home, x, lay: OperandLayout, dev: int, stream: int):
-    """(keep-alive, pointer, ld) of an operand as the kernel reads it."""
+    """(keep-alive, pointer) of an operand as the kernel reads it (with the leading dimension lay.read_ld)."""
     if not (lay.copy or lay.stage):
-        return x, home.ptr(x), lay.ld
+        return x, home.ptr(x)
     if lay.copy:
         x = home.contiguous(x)
-        ptr, ld = home.ptr(x), max(lay.cols, 1)
-    else:
-        ptr, ld = home.ptr(x), lay.ld
     if lay.stage:
-        return _staged(home, x, ptr, OperandLayout(lay.rows, lay.cols, ld, lay.item), dev, stream)
-    return x, ptr, ld
+        ld = max(lay.cols, 1) if lay.copy else lay.ld
+        out, ptr, _ = _staged(home, x, home.ptr(x), OperandLayout(lay.rows, lay.cols, ld, lay.item), dev, stream)
+        return out, ptr
+    return x, home.ptr(x)
 
 
 def _fp32_vector(home: arrays.Home, bias, dev: int):
@@ -129,15 +128,17 @@ def _fp32_vector(home: arrays.Home, bias, dev: int):
         return cp.ascontiguousarray(cp.asarray(bias, dtype=cp.float32).reshape(-1))
 
 
-def _maps(plan: Plan, ptrs: dict, lds: dict) -> tuple[bytes, ...]:
+def _maps(plan: Plan, pa: int, pb: int, pc: int) -> tuple[bytes, ...]:
     """The plan's tensor maps for these addresses, encoded once per address set."""
-    key = (ptrs["A"], ptrs["B"], ptrs["C"], lds["A"], lds["B"], lds["C"])
+    key = (pa, pb, pc)
     hit = plan.map_cache.get(key)
     if hit is not None:
         return hit
     zero = bytes(tma.TENSOR_MAP_BYTES)
-    out = []
     req = plan.request
+    ptrs = {"A": pa, "B": pb, "C": pc}
+    lds = {"A": plan.a.read_ld, "B": plan.b.read_ld, "C": plan.c.read_ld if plan.c is not None else max(req.n, 1)}
+    out = []
     for box in plan.maps:
         if box is None or req.m == 0 or req.n == 0 or req.k == 0:
             out.append(zero)  # nothing is read through it (or the kernel takes its other path)
@@ -167,59 +168,56 @@ def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, be
     """C = act(alpha A B + beta C + bias) + R on `stream`, as the plan says; returns C, or the new output."""
     req = plan.request
     dev = plan.device
-    ka, pa, lda = _operand(home, a, plan.a, dev, stream)
-    kb, pb, ldb = _operand(home, b, plan.b, dev, stream)
+    ka, pa = _operand(home, a, plan.a, dev, stream)
+    kb, pb = _operand(home, b, plan.b, dev, stream)
     if c is None:
-        out = home.empty((req.m, req.n), req.out, dev)
-        target, pc, ldc = out, home.ptr(out), max(req.n, 1)
+        out = target = home.empty((req.m, req.n), req.out, dev)
+        pc = home.ptr(out)
     else:
         out = c
-        target, pc, ldc = (home.contiguous(c), None, max(req.n, 1)) if plan.c.copy else (c, home.ptr(c), plan.c.ld)
-        if pc is None:
-            pc = home.ptr(target)
-        span = _span(pc, plan.c if not plan.c.copy else OperandLayout(req.m, req.n, ldc, plan.c.item))
-        if arrays.overlaps(span, _span(pa, OperandLayout(plan.a.rows, plan.a.cols, lda, plan.a.item))) or \
-                arrays.overlaps(span, _span(pb, OperandLayout(plan.b.rows, plan.b.cols, ldb, plan.b.item))):
-            raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
+        target = home.contiguous(c) if plan.c.copy else c
+        pc = home.ptr(target)
+        span = _span(pc, OperandLayout(req.m, req.n, plan.c.read_ld, plan.c.item))
+        for p, lay in ((pa, plan.a), (pb, plan.b)):
+            if arrays.overlaps(span, _span(p, OperandLayout(lay.rows, lay.cols, lay.read_ld, lay.item))):
+                raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
     if req.m == 0 or req.n == 0:
         return out
-    pbias = pr = ldr = 0
+    pbias = pr = 0
     vec = kr = None
     if bias is not None:
         vec = bias if plan.bias_direct else _fp32_vector(home, bias, dev)
         pbias = home.ptr(vec)
     if residual is not None:
         kr = home.contiguous(residual) if plan.r.copy else residual
-        pr, ldr = home.ptr(kr), (max(req.n, 1) if plan.r.copy else plan.r.ld)
+        pr = home.ptr(kr)
     pf, pi, keep_ws = _scratch_for(plan, home, stream) if plan.scratch else (0, 0, None)
-    maps = _maps(plan, {"A": pa, "B": pb, "C": pc}, {"A": lda, "B": ldb, "C": ldc}) if plan.maps else ()
+    maps = _maps(plan, pa, pb, pc) if plan.maps else ()
 
     s = plan.slots
     pack = plan.pack
     slots = pack.slots
     drv = driver()
     with plan.lock:
-        slots[3].value = alpha
-        slots[8].value = beta
-        slots[4].value, slots[5].value = pa, lda
-        slots[6].value, slots[7].value = pb, ldb
-        slots[9].value, slots[10].value = pc, ldc
+        slots[3].value, slots[8].value = alpha, beta
+        slots[4].value, slots[6].value, slots[9].value = pa, pb, pc
         if "bias" in s:
-            slots[s["bias"]].value, slots[s["r"]].value, slots[s["ldr"]].value = pbias, pr, ldr
+            slots[s["bias"]].value, slots[s["r"]].value = pbias, pr
         if "ws_floats" in s:
             slots[s["ws_floats"]].value, slots[s["ws_ints"]].value = pf, pi
-        if maps:
+        if maps and maps is not plan.loaded_maps:
             first = s["maps"]
             for i, raw in enumerate(maps):
                 pack.set_bytes(first + i, raw)
+            plan.loaded_maps = maps
         g, bl = plan.grid, plan.block
         drv.launch(plan.function, g[0], g[1], g[2], bl[0], bl[1], bl[2], plan.smem, stream, pack.address, 0)
         if plan.second is not None:  # (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, the epilogue arguments)
             after, two = plan.second, plan.second_pack.slots
-            two[3].value, two[4].value, two[5].value, two[6].value = alpha, beta, pc, ldc
-            two[7].value, two[8].value, two[9].value, two[10].value = pf, pbias, pr, ldr
+            two[3].value, two[4].value, two[5].value = alpha, beta, pc
+            two[7].value, two[8].value, two[9].value = pf, pbias, pr
             drv.launch(plan.second_function, *after.grid, *after.block, after.smem, stream, plan.second_pack.address, 0)
-    if c is not None and target is not c:
+    if target is not out:
         home.copy_into(c, target)  # C's layout was not row-major: the result goes back into it
     del ka, kb, vec, kr, keep_ws  # (alive until the launches are queued; the allocators order their reuse)
     return out

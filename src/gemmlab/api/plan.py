@@ -109,6 +109,11 @@ class OperandLayout:
         step = max(16 // self.item, 1)
         return -(-self.cols // step) * step
 
+    @property
+    def read_ld(self) -> int:
+        """The leading dimension the kernel reads it with: the staged copy's, the row-major copy's, or its own."""
+        return self.staged_ld if self.stage else max(self.cols, 1) if self.copy else self.ld
+
 
 def layout_of(shape, strides, item: int, *, allow_transposed: bool = False) -> OperandLayout:
     """The layout a 2-D operand is read with (see arrays.row_pitch / column_pitch)."""
@@ -157,6 +162,7 @@ class Plan:
     slots: dict[str, int]             # argument name -> its index in the pack
     second_pack: launch.ArgPack | None = None
     scratch: bool = False             # the workspace asks for memory
+    loaded_maps: tuple | None = None  # the tensor maps now in the pack
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
 
@@ -242,11 +248,13 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     workspace = spec.workspace(req.m, req.n, req.k, p, grid[0] * grid[1] * grid[2]) if spec.workspace else None
     maps = spec.tensor_maps(req.m, req.n, req.k, p) if spec.tensor_maps else ()
 
-    values, slots = _arguments(spec, req, workspace, len(maps))
+    ldc = lc.read_ld if lc is not None else max(req.n, 1)
+    ldr = lr.read_ld if lr is not None else 0
+    values, slots = _arguments(spec, req, workspace, len(maps), la.read_ld, lb.read_ld, ldc, ldr)
     # the second kernel's (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, bias, R, ldr, flags)
     second_pack = None if second is None else launch.ArgPack(
         (np.int32(req.m), np.int32(req.n), np.int32(p.get("SPLIT_K", 1)), np.float32(1), np.float32(0), _NULL,
-         np.int32(0), _NULL, _NULL, _NULL, np.int32(0), np.int32(req.flags)))
+         np.int32(ldc), _NULL, _NULL, _NULL, np.int32(ldr), np.int32(req.flags)))
     return Plan(req, dev, spec, p, source, detail, prepared, grid, geo.block, geo.smem, second, la, lb, lc, lr,
                 _bias_direct(home, bias), workspace, maps, launch.ArgPack(values),
                 launch.function_handle(prepared.kernel),
@@ -264,18 +272,20 @@ def _as_read(pa: int, la: OperandLayout, pb: int, lb: OperandLayout):
 _NULL = np.uint64(0)
 
 
-def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_maps: int):
-    """The kernel's argument list with placeholders, and the index of every argument a call rewrites."""
-    values: list = [np.int32(req.m), np.int32(req.n), np.int32(req.k), np.float32(1), _NULL, np.int32(0), _NULL,
-                    np.int32(0), np.float32(0), _NULL, np.int32(0)]
-    slots = {"alpha": 3, "a": 4, "lda": 5, "b": 6, "ldb": 7, "beta": 8, "c": 9, "ldc": 10}
+def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_maps: int, lda: int, ldb: int,
+               ldc: int, ldr: int):
+    """The kernel's argument list (the leading dimensions are the plan's; addresses and scalars are
+    placeholders), and the index of every argument a call rewrites."""
+    values: list = [np.int32(req.m), np.int32(req.n), np.int32(req.k), np.float32(1), _NULL, np.int32(lda), _NULL,
+                    np.int32(ldb), np.float32(0), _NULL, np.int32(ldc)]
+    slots = {"alpha": 3, "a": 4, "b": 6, "beta": 8, "c": 9}
     for group in spec.arguments:
         if group == "workspace":
             slots["ws_floats"], slots["ws_ints"] = len(values), len(values) + 1
             values += [_NULL, _NULL, *(np.int32(s) for s in workspace.scalars)]
         elif group == "epilogue":
-            slots["bias"], slots["r"], slots["ldr"], slots["flags"] = range(len(values), len(values) + 4)
-            values += [_NULL, _NULL, np.int32(0), np.int32(req.flags)]
+            slots["bias"], slots["r"] = len(values), len(values) + 1
+            values += [_NULL, _NULL, np.int32(ldr), np.int32(req.flags)]
         elif group == "tensor_maps":
             from ..runtime import tma
 
