@@ -12,7 +12,7 @@ from gemmlab.analysis.facts import H100_SXM
 from gemmlab.micro import datasheet
 from gemmlab.micro.bench import BENCHMARKS, CUDA_DIR, WGMMA_WARPGROUPS, run_one
 from gemmlab.micro.ceilings import Ceilings, MicroResult
-from gemmlab.micro.clocks import ClockSampler
+from gemmlab.runtime.clocks import ClockSampler
 from gemmlab.runtime import compiler
 
 from test_tensor_cores import _cuobjdump
@@ -127,7 +127,7 @@ def test_ceilings_round_trip_and_fallbacks(tmp_path):
 
 
 def test_clock_sampler_without_nvml_reports_none(monkeypatch):
-    import gemmlab.micro.clocks as clocks
+    import gemmlab.runtime.clocks as clocks
 
     monkeypatch.setattr(clocks, "_nvml", lambda: None)
     with ClockSampler() as cs:

@@ -14,7 +14,7 @@ from .. import api
 from ..formats import FP32
 from ..kernels import registry
 from ..kernels.spec import KernelSpec
-from ..micro.clocks import ClockSampler
+from ..runtime.clocks import ClockSampler
 from ..runtime.device import DeviceInfo, device_info, require_cupy
 
 VERIFY_TOL = FP32.verify_tol

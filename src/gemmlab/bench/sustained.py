@@ -7,7 +7,7 @@ energy per call over the limit, and a kernel that takes fewer cycles but spends 
 faster. `time_sustained` measures that state: every call runs back to back for `seconds` per turn, turns
 alternate in order (as in the interleaved harness), the first turn comes after `warmup_s` of the first call
 (so no call is measured on a cool GPU), and NVML's SM clock and board power are sampled meanwhile
-(`micro.clocks.ClockSampler`). Per call: milliseconds (CUDA events around the turn / calls), the median SM
+(`runtime.clocks.ClockSampler`). Per call: milliseconds (CUDA events around the turn / calls), the median SM
 clock, the median power, and from them cycles (time x clock) and joules (power x time). Operands stay in
 L2 where they fit: this is the steady state of a layer run again and again, not a cold call.
 """
@@ -89,7 +89,7 @@ def time_sustained(calls: Mapping[str, Callable[[], object]], seconds: float = 1
                    warmup_s: float = 2.0, settle_calls: int = 20, device_index: int | None = None) -> dict[str, Sustained]:
     """Each call run back to back for `seconds` per turn, `turns` turns in alternating order (module
     docstring). GPU only; the calls run on the current stream."""
-    from ..micro.clocks import ClockSampler
+    from ..runtime.clocks import ClockSampler
 
     if not calls:
         raise ValueError("time_sustained needs at least one call")

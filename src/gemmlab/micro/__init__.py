@@ -2,7 +2,7 @@
 
 Peak fp32 FMA rate, tensor-core rate (mma.sync), DRAM streaming read / write / copy, L2, shared-memory and
 L1-hit bandwidth, each beside the datasheet figure derived from the device's properties and clocks
-(`datasheet`) and the SM clock sampled while it ran (`clocks`). `Ceilings` (plain data, no GPU needed)
+(`datasheet`) and the SM clock sampled while it ran (`runtime.clocks`). `Ceilings` (plain data, no GPU needed)
 carries the results to `analysis`. Running them needs a GPU: `run_micro`.
 """
 

@@ -19,7 +19,7 @@ from ..runtime import compiler, launch
 from ..runtime.device import DeviceInfo, device_info, require_cupy
 from . import datasheet
 from .ceilings import MicroResult
-from .clocks import ClockSampler
+from ..runtime.clocks import ClockSampler
 
 CUDA_DIR = Path(__file__).with_name("cuda")
 THREADS = 256

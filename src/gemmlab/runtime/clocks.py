@@ -25,7 +25,7 @@ def _nvml():
 def _handle(pynvml, index: int):
     """The NVML handle of CUDA device `index`, matched by PCI bus id (CUDA and NVML orders can differ)."""
     try:
-        from ..runtime.device import require_cupy
+        from .device import require_cupy
 
         cp = require_cupy()
         props = cp.cuda.runtime.getDeviceProperties(index)
