@@ -168,17 +168,15 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
     home = arrays.home(kind)
     dev = home.device_of(da)
     dres = arrays.device_array(residual, arrays.kind_of(residual)) if residual is not None else None
-    mixed = c is not None and not host_c and arrays.kind_of(dc) != kind
+    # (arrays of the other library are viewed in A's; such a call has no repeat-call key: _key gave none)
     db, dc, dres = (None if x is None else arrays.adopt(x, home) for x in (db, dc, dres))
-    if mixed:
-        key = None  # C is written through a view of the other library: no repeat-call key
     for name, x in (("B", db), ("C", dc), ("residual", dres)):
         if x is None:
             continue
         if home.device_of(x) != dev:
             raise ValueError(f"{name} is on device {home.device_of(x)}, A on device {dev}; move them to one device")
-    if arrays.is_host(kinds[0]) and not arrays.is_host(arrays.kind_of(da)):
-        key = None
+    if arrays.is_host(kinds[0]):
+        key = None  # a CPU torch tensor's key (device -1) names no device plan
     with _on_device(dev):
         scope = home.stream_scope(stream, dev) if stream is not None else _NO_SCOPE
         with scope:

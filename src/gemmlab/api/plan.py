@@ -11,7 +11,7 @@ serves every call with that key.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -130,8 +130,14 @@ def layout_of(shape, strides, item: int, *, allow_transposed: bool = False) -> O
     return OperandLayout(rows, cols, ld, item)
 
 
-def _aligned(ptr: int, layout: OperandLayout) -> bool:
-    return layout.rows == 0 or layout.cols == 0 or (ptr % 16 == 0 and (layout.ld * layout.item) % 16 == 0)
+def _unaligned(ptr: int, lay: OperandLayout) -> bool:
+    """Whether the operand as read (a row-major copy starts aligned, its rows `cols` apart) has a base or a row
+    pitch that is not a multiple of 16 bytes."""
+    if lay.rows == 0 or lay.cols == 0:
+        return False
+    if lay.copy:
+        return (lay.cols * lay.item) % 16 != 0
+    return ptr % 16 != 0 or (lay.ld * lay.item) % 16 != 0
 
 
 # ----------------------------------------------------------------------------------------- the plan
@@ -214,11 +220,10 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     letters = spec.staging.letters(req.m, req.n, req.k, p) if spec.staging else ""
     if req.m * req.n * req.k == 0:
         letters = ""  # nothing is read
-    if "A" in letters and (la.copy or not _aligned(pa, la)):
-        la = OperandLayout(la.rows, la.cols, la.ld, la.item, la.copy, stage=not la.copy or la.ld * la.item % 16 != 0)
-    if "B" in letters and (lb.copy or not _aligned(pb, lb)):
-        lb = OperandLayout(lb.rows, lb.cols, lb.ld, lb.item, lb.copy, stage=not lb.copy or lb.ld * lb.item % 16 != 0,
-                           transposed=lb.transposed)
+    if "A" in letters and _unaligned(pa, la):
+        la = replace(la, stage=True)
+    if "B" in letters and _unaligned(pb, lb):
+        lb = replace(lb, stage=True)
     problems = dispatch.operand_problems(spec, _as_read(pa, la, pb, lb), item_in) if req.m * req.n * req.k else []
     if problems:
         raise ValueError(f"{spec.name} cannot read these operands: {'; '.join(problems)}")
@@ -229,8 +234,8 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
         lc = layout_of(c.shape, sc, item_out)
     lr = layout_of(residual.shape, arrays.strides_in_elements(residual), item_out) if residual is not None else None
     for name, lay in (("lda", la), ("ldb", lb), ("ldc", lc), ("ldr", lr)):
-        if lay is not None and lay.ld > INT32_MAX:
-            raise ValueError(f"{name} = {lay.ld} exceeds the kernels' 32-bit index range")
+        if lay is not None and lay.read_ld > INT32_MAX:
+            raise ValueError(f"{name} = {lay.read_ld} exceeds the kernels' 32-bit index range")
 
     geo = spec.launch(req.m, req.n, req.k, p)
     if geo.smem > info.smem_per_block_optin:
