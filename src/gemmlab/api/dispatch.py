@@ -97,7 +97,7 @@ def operand_problems(spec: KernelSpec, operands, element_bytes: int) -> list[str
     return list(spec.operand_rules(*operands, element_bytes))
 
 
-def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None):
+def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape=None):
     ranked = _ranked(dtype, precision, cc, epilogue)
     element_bytes = formats.element_bytes(formats.element_type(dtype, precision))
     verdicts: list[tuple[KernelSpec, str | None]] = list(ranked)
@@ -105,6 +105,12 @@ def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None):
     for i in range(len(verdicts) - 1, -1, -1):  # from the top rung down: the first that fits is taken
         s, why = verdicts[i]
         if why is not None:
+            continue
+        off_shape = None
+        if s.fits_shape is not None:  # a rung built for some shapes: taken only where a shape says so
+            off_shape = s.fits_shape(*shape) if shape is not None else "built for some shapes; no shape given"
+        if off_shape:
+            verdicts[i] = (s, off_shape)
             continue
         problems = operand_problems(s, operands, element_bytes)
         if problems and s.staging is None:
@@ -132,13 +138,15 @@ def _no_kernel(dtype: str, precision: str, cc, epilogue: bool) -> TypeError:
 
 
 def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, precision: str | None = None, *,
-                  epilogue: bool = False, operands: tuple | None = None) -> KernelSpec:
+                  epilogue: bool = False, operands: tuple | None = None,
+                  shape: tuple[int, int, int] | None = None) -> KernelSpec:
     """The kernel `kernel="auto"` runs: the highest rung that runs `dtype` at `precision` (None: the dtype's
-    own) on compute capability `cc` (None: any), with a fused epilogue when `epilogue`, and whose operand
-    rules (a_ptr, lda, b_ptr, ldb) the arrays meet, or which stages operands that do not, when `operands`
-    are given. TypeError if none does."""
+    own) on compute capability `cc` (None: any), with a fused epilogue when `epilogue`, built for `shape`
+    (M, N, K; `spec.fits_shape`) when it is given, and whose operand rules (a_ptr, lda, b_ptr, ldb) the
+    arrays meet, or which stages operands that do not, when `operands` are given. TypeError if none does."""
     precision = precision or NATIVE_PRECISION.get(dtype, "fp32")
-    spec, _ = _decide(dtype, precision, tuple(cc) if cc is not None else None, epilogue, operands)
+    spec, _ = _decide(dtype, precision, tuple(cc) if cc is not None else None, epilogue, operands,
+                      tuple(shape) if shape is not None else None)
     if spec is None:
         raise _no_kernel(dtype, precision, cc, epilogue)
     return spec
@@ -162,7 +170,7 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     if info is not None and cc != tuple(info.compute_capability):
         info = None  # a what-if for another device: this one's tuned entries do not apply
     if kernel == AUTO:
-        spec, cands = _decide(dtype, precision, cc, epilogue)
+        spec, cands = _decide(dtype, precision, cc, epilogue, shape=tuple(shape) if shape is not None else None)
         if spec is None:
             raise _no_kernel(dtype, precision, cc, epilogue)
     else:

@@ -201,7 +201,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     if req.kernel == AUTO:
         ops = None if la.copy or lb.copy or req.m * req.n * req.k == 0 else (pa, la.ld, pb, lb.ld)
         spec = dispatch.choose_kernel(req.dtype, info.compute_capability, req.precision, epilogue=req.epilogue,
-                                      operands=ops)
+                                      operands=ops, shape=(req.m, req.n, req.k))
     else:
         spec = registry.get(req.kernel)
     b_kmajor = lb_t.transposed and "B_LAYOUT" in spec.type_params

@@ -26,12 +26,15 @@ from ..formats import NATIVE_PRECISION, REDUCED_PRECISIONS  # noqa: F401  (the o
 
 @dataclass(frozen=True)
 class Param:
-    """One template parameter: its default, the values a search may try, and what it means."""
+    """One parameter: its default, the values a search may try, and what it means. Template parameters
+    (the default) are compiled into the kernel; `template=False` marks a launch parameter (e.g. a split over
+    grid.y) that one compiled kernel serves for every value."""
 
     name: str
     default: int
     choices: tuple[int, ...]
     doc: str
+    template: bool = True
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,9 @@ class KernelSpec:
     # For analysis: a traced build, and shared-memory wavefronts where they are not the traffic model's.
     trace: Trace | None = None
     smem_wavefronts: Callable[[int, int, int, dict[str, int]], int] | None = None
+    # The shapes kernel="auto" takes the rung for: (M, N, K) -> None where it is built for the shape, else
+    # why not. None: every shape. (A named rung runs any shape: this says where it is the right choice.)
+    fits_shape: Callable[[int, int, int], str | None] | None = None
 
     def __post_init__(self):
         unknown = [g for g in self.arguments if g not in ARGUMENT_GROUPS]
@@ -285,8 +291,8 @@ class KernelSpec:
         return t
 
     def name_expression(self, params: Params) -> str:
-        args = ", ".join(str(int(params[p.name])) for p in self.params)
-        return f"{self.template}<{args}>" if self.params else self.template
+        args = ", ".join(str(int(params[p.name])) for p in self.params if p.template)
+        return f"{self.template}<{args}>" if args else self.template
 
     # -------------------------------------------------------------------------------- model
 

@@ -1,0 +1,299 @@
+// Rung 13 - skinny: small M (decoding), where the product is a read of B. Every SM streams its own slice
+// of B once, straight from global memory into registers, split over K; tensor cores on C^T = B^T A^T.
+//
+// Idea: with M = 1 ... 64 rows of A (the tokens of a decoding step) and B the weights, a GEMM does 2 M
+// flops per element of B: far too few to be limited by the tensor cores. The time is the bytes of B over
+// the DRAM bandwidth, so the kernel is built to keep DRAM busy and do nothing else:
+// - No shared memory for B. Each lane loads its share of B with 16-byte loads (`ld.global.nc` with
+//   L1::no_allocate: B is read once) straight into the registers mma.sync takes its A fragments from, and
+//   UNROLL chunks of 32 k are in flight per warp before any of them is used. The many warps of many blocks
+//   keep enough bytes in flight for the DRAM (about bandwidth x latency, 3 MB on an H100).
+// - The tensor core's roles are swapped (C^T = B^T A^T): B's columns fill the m16 side of
+//   mma.m16n8k16, A's rows the n8 side, so M = 1 wastes 7 / 8 of a small MMA instead of 15 / 16 of a
+//   large one, and the MMAs cost nothing next to the loads.
+// - Any permutation of k, applied alike to both operands, leaves the sum unchanged. The fragments are
+//   assigned to k so that a lane's 16 contiguous bytes are its fragments as loaded: for B^T given
+//   (B_LAYOUT 2, N x K, the weight of a linear layer) a lane's 8 consecutive k of one column of B are
+//   (a0, a2) of one MMA and (a0, a2) of the next; A's rows are read the same way (b0, b1). For a row-major
+//   B (B_LAYOUT 1, K x N), a lane loads 2 NT consecutive columns of 4 consecutive rows and pairs rows k,
+//   k + 1 with one byte permute per fragment register (prmt).
+// - Columns of C (rows of the swapped tile) are assigned in adjacent pairs (fragment rows g and g + 8 are
+//   columns 2c and 2c + 1), so every lane ends with (row m, columns n, n + 1) pairs: one 4- or 8-byte
+//   store through the shared epilogue (epilogue.cuh), alpha, beta * C, bias, activation and residual.
+// - Split-K across blocks (grid.y = SPLIT slices of K, so that N x M alone need not fill the GPU): every
+//   block writes its fp32 partial sums to a workspace (coalesced float4), the last block of a column of
+//   blocks to finish (an atomic counter) adds the SPLIT partials in a fixed order (the result does not
+//   depend on which block finished last), applies the epilogue and resets the counter for the next launch.
+// - Rows of A beyond MT: grid.z tiles of MT rows (correct for any M; built for M <= MT).
+// Changed from rung 11: no shared memory, no cp.async ring; B straight to registers; swapped operands;
+// split-K with an in-kernel reduction.
+// Traffic: B read once per tile of MT rows; A (small) once per warp, from L1 / L2; the partial sums
+// (SPLIT x M x N fp32) written and read once, through L2.
+// Bottleneck left: DRAM bandwidth for B (the goal); at M = 64 the MMAs and A's fragment loads become a
+// real share of the issue slots.
+// Predicted (before the first measurement): weights streamed at 2.8-3.0 TB/s (85-90% of the 3.35 TB/s
+// datasheet) for M <= 16 when B is 64 MB or more; 1.0-1.2 x cuBLAS, which streams them at 2.3-2.7 TB/s.
+// Measured: docs/performance.md.
+
+#include "common.cuh"
+#include "epilogue.cuh"
+
+// D += A (16x16, row) * B (16x8, col), fp32 accumulators; A_TYPE 1: fp16, 2: bf16.
+template <int A_TYPE>
+__device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                         unsigned b1) {
+    if constexpr (A_TYPE == 1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                     "{%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+}
+
+// W consecutive 32-bit words (W = 1, 2, 4: 4, 8 or 16 bytes, aligned to their size) of B, read once: not
+// kept in L1.
+template <int W>
+__device__ __forceinline__ void load_stream(unsigned (&r)[W], const bits16* p) {
+    if constexpr (W == 4) {
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+            : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(p));
+    } else if constexpr (W == 2) {
+        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "l"(p));
+    } else {
+        asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(r[0]) : "l"(p));
+    }
+}
+
+// The same for A, which every warp of a column of blocks reads again: kept in L1.
+template <int W>
+__device__ __forceinline__ void load_shared_use(unsigned (&r)[W], const bits16* p) {
+    if constexpr (W == 4) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+        r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
+    } else if constexpr (W == 2) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+        r[0] = v.x, r[1] = v.y;
+    } else {
+        r[0] = __ldg(reinterpret_cast<const unsigned*>(p));
+    }
+}
+
+// 2 W consecutive 16-bit elements p[0 .. 2W) of which those at index >= `left` are read as zero (the
+// edge of a row): the slow path, only at the edges of the matrix.
+template <int W>
+__device__ __forceinline__ void load_edge(unsigned (&r)[W], const bits16* p, int left) {
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+        const unsigned lo = 2 * w < left ? p[2 * w] : 0u;
+        const unsigned hi = 2 * w + 1 < left ? p[2 * w + 1] : 0u;
+        r[w] = lo | (hi << 16);
+    }
+}
+
+template <int W>
+__device__ __forceinline__ void zero(unsigned (&r)[W]) {
+#pragma unroll
+    for (int w = 0; w < W; ++w) r[w] = 0u;
+}
+
+// One pair of outputs through the shared epilogue, not inlined: inlined 2 x NT x MT / 8 times, its
+// activation code kept ptxas from unrolling the loop around it, and the accumulators went to local memory.
+template <int C_TYPE>
+__device__ __noinline__ void epilogue_call(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int m, int n, bool pair,
+                                           float v0, float v1, float alpha, float beta, const float* __restrict__ bias,
+                                           const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
+                                           bool vec_c, bool vec_r) {
+    epilogue_pair<C_TYPE>(C, ldc, m, n, pair, v0, v1, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r);
+}
+
+// MT: rows of A per block (n8 tiles of the swapped MMA: MT / 8). NT: m16 tiles per warp (16 NT columns of
+// C). WARPS: warps per block, side by side over N. UNROLL: chunks of 32 k a warp loads before using them.
+// B_LAYOUT 1: B row-major (K x N, ldb >= N); 2: B^T given (N x K, row pitch ldb). SPLIT is gridDim.y.
+template <int MT, int NT, int WARPS, int UNROLL, int A_TYPE, int C_TYPE, int B_LAYOUT>
+__global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
+    int M, int N, int K, float alpha, const bits16* __restrict__ A, int lda, const bits16* __restrict__ B, int ldb,
+    float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,
+    const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, float* __restrict__ ws,
+    int* __restrict__ counters) {
+    static_assert(MT % 8 == 0 && MT >= 8, "MT: whole n8 tiles");
+    static_assert(NT == 1 || NT == 2 || NT == 4, "NT: 1, 2 or 4 m16 tiles per warp");
+    static_assert(B_LAYOUT == 1 || B_LAYOUT == 2, "B_LAYOUT: 1 row-major, 2 B^T given");
+    constexpr bool KMAJOR = B_LAYOUT == 2;
+    constexpr int KC = 32;        // k per chunk: two m16n8k16 steps
+    constexpr int J = MT / 8;     // n8 tiles over the rows of A
+    constexpr int NTHREADS = WARPS * 32;
+    // Registers of B per chunk: B^T given, per tile 2 columns x 16 bytes; row-major, 8 rows x NT words.
+    constexpr int WREGS = 8 * NT;
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int n_warp = (blockIdx.x * WARPS + warp) * 16 * NT;
+    const int m0 = blockIdx.z * MT;
+    const int splits = gridDim.y;
+    // Each split takes whole chunks: chunk boundaries never fall inside a split, only K's end.
+    const int kper = ((K + splits - 1) / splits + KC - 1) / KC * KC;
+    const int kb = min(K, (int)blockIdx.y * kper), ke = min(K, kb + kper);
+
+    float acc[NT][J][4];
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+
+    // The columns of C this lane's fragment rows g and g + 8 stand for: n_pair(i) and n_pair(i) + 1.
+    auto n_pair = [&](int i) { return KMAJOR ? n_warp + 16 * i + 2 * g : n_warp + 2 * NT * g + 2 * i; };
+    const bool full_n = n_warp + 16 * NT <= N;
+
+    for (int k0 = kb; k0 < ke; k0 += KC * UNROLL) {
+        unsigned w[UNROLL][WREGS];
+        const bool full = full_n && k0 + KC * UNROLL <= ke && k0 + KC * UNROLL <= K;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int kc = k0 + u * KC;
+            if constexpr (KMAJOR) {
+                // Columns n_pair(i) + h of B (rows of B^T), 8 consecutive k from kc + 8 t.
+#pragma unroll
+                for (int i = 0; i < NT; ++i)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        unsigned(&r)[4] = *reinterpret_cast<unsigned(*)[4]>(&w[u][(2 * i + h) * 4]);
+                        const int n = n_pair(i) + h, k = kc + 8 * t;
+                        const bits16* p = B + (size_t)n * ldb + k;
+                        if (full) {
+                            load_stream<4>(r, p);
+                        } else if (n < N && k < ke) {
+                            if (k + 8 <= K) load_stream<4>(r, p);
+                            else load_edge<4>(r, p, K - k);
+                        } else {
+                            zero<4>(r);
+                        }
+                    }
+            } else {
+                // Rows kc + 16 s + 4 t + r of B (s: the MMA step, r: 0..3), 2 NT consecutive columns from
+                // n_warp + 2 NT g.
+#pragma unroll
+                for (int s = 0; s < 2; ++s)
+#pragma unroll
+                    for (int rr = 0; rr < 4; ++rr) {
+                        unsigned(&r)[NT] = *reinterpret_cast<unsigned(*)[NT]>(&w[u][(4 * s + rr) * NT]);
+                        const int k = kc + 16 * s + 4 * t + rr, n = n_warp + 2 * NT * g;
+                        const bits16* p = B + (size_t)k * ldb + n;
+                        if (full) {
+                            load_stream<NT>(r, p);
+                        } else if (k < ke && n < N) {
+                            if (n + 2 * NT <= N) load_stream<NT>(r, p);
+                            else load_edge<NT>(r, p, N - n);
+                        } else {
+                            zero<NT>(r);
+                        }
+                    }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int kc = k0 + u * KC;
+            if (kc >= ke) continue;  // (not break: the loop must stay fully unrolled)
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                // A's row m, the k this lane's b fragments stand for: B^T given, 8 from kc + 8 t (both
+                // steps); row-major, 4 from kc + 16 s + 4 t (step s).
+                const int m = m0 + 8 * j + g;
+                unsigned x[4];
+                if constexpr (KMAJOR) {
+                    const int k = kc + 8 * t;
+                    const bits16* p = A + (size_t)m * lda + k;
+                    if (m >= M || k >= ke) zero<4>(x);
+                    else if (k + 8 <= K) load_shared_use<4>(x, p);
+                    else load_edge<4>(x, p, K - k);
+                } else {
+#pragma unroll
+                    for (int s = 0; s < 2; ++s) {
+                        unsigned(&xs)[2] = *reinterpret_cast<unsigned(*)[2]>(&x[2 * s]);
+                        const int k = kc + 16 * s + 4 * t;
+                        const bits16* p = A + (size_t)m * lda + k;
+                        if (m >= M || k >= ke) zero<2>(xs);
+                        else if (k + 4 <= K) load_shared_use<2>(xs, p);
+                        else load_edge<2>(xs, p, K - k);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < NT; ++i)
+#pragma unroll
+                    for (int s = 0; s < 2; ++s) {
+                        unsigned a0, a1, a2, a3;
+                        if constexpr (KMAJOR) {
+                            // Column pair (n, n + 1) = fragment rows (g, g + 8); words 2s, 2s + 1 of each.
+                            const unsigned* c0 = &w[u][(2 * i) * 4];
+                            const unsigned* c1 = &w[u][(2 * i + 1) * 4];
+                            a0 = c0[2 * s], a2 = c0[2 * s + 1], a1 = c1[2 * s], a3 = c1[2 * s + 1];
+                        } else {
+                            // Word i of rows 4t + 0..3 holds columns (2 NT g + 2i, + 1): pair rows (0, 1)
+                            // and (2, 3), the low halves for column 2i (row g), the high for 2i + 1 (g + 8).
+                            const unsigned r0 = w[u][(4 * s + 0) * NT + i], r1 = w[u][(4 * s + 1) * NT + i];
+                            const unsigned r2 = w[u][(4 * s + 2) * NT + i], r3 = w[u][(4 * s + 3) * NT + i];
+                            a0 = __byte_perm(r0, r1, 0x5410), a1 = __byte_perm(r0, r1, 0x7632);
+                            a2 = __byte_perm(r2, r3, 0x5410), a3 = __byte_perm(r2, r3, 0x7632);
+                        }
+                        mma16816<A_TYPE>(acc[i][j], a0, a1, a2, a3, x[2 * s], x[2 * s + 1]);
+                    }
+            }
+        }
+    }
+
+    if (splits > 1) {
+        // Partial sums out (float4 per (tile, n8 tile), consecutive threads consecutive 16 bytes), then the
+        // last block of this column of blocks adds all of them in split order.
+        const int column = blockIdx.z * gridDim.x + blockIdx.x;
+        float4* part = reinterpret_cast<float4*>(ws) + (size_t)column * splits * (NT * J) * NTHREADS;
+        float4* mine = part + (size_t)blockIdx.y * (NT * J) * NTHREADS + threadIdx.x;
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+            for (int j = 0; j < J; ++j)
+                mine[(i * J + j) * NTHREADS] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+        __threadfence();
+        __syncthreads();
+        __shared__ int last;
+        if (threadIdx.x == 0) last = atomicAdd(&counters[column], 1) == splits - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        if (threadIdx.x == 0) counters[column] = 0;  // zero again for the next launch
+#pragma unroll
+        for (int i = 0; i < NT; ++i)
+#pragma unroll
+            for (int j = 0; j < J; ++j) {
+                float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                for (int sp = 0; sp < splits; ++sp) {
+                    const float4 v = __ldcg(part + ((size_t)sp * (NT * J) + i * J + j) * NTHREADS + threadIdx.x);
+                    sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+                }
+                acc[i][j][0] = sum.x, acc[i][j][1] = sum.y, acc[i][j][2] = sum.z, acc[i][j][3] = sum.w;
+            }
+    }
+
+    // Epilogue: acc[i][j] = (m, n), (m + 1, n), (m, n + 1), (m + 1, n + 1) with m = m0 + 8 j + 2 t and
+    // n = n_pair(i): row m's pair is (acc[.][.][0], acc[.][.][2]), row m + 1's (acc[.][.][1], acc[.][.][3]).
+    const bool vec_c = pairs_aligned(C, ldc);
+    const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+        const int n = n_pair(i);
+        if (n >= N) continue;
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = m0 + 8 * j + 2 * t + h;
+                if (m >= M) continue;
+                epilogue_call<C_TYPE>(C, ldc, m, n, n + 1 < N, acc[i][j][h], acc[i][j][2 + h], alpha, beta, bias, R,
+                                      ldr, epilogue, vec_c, vec_r);
+            }
+    }
+}

@@ -1,0 +1,161 @@
+"""Rung 13: small M (decoding). B streamed once from DRAM straight into registers, split over K, tensor cores on
+C^T = B^T A^T (fp16 / bf16 in, fp32 accumulate, fused epilogue).
+
+A product with few rows of A (the tokens of a decoding step) does 2 M flops per element of B, so its time is
+the bytes of B over the DRAM bandwidth: `stream_seconds` is the model, and `fits_shape` keeps the rung to
+the shapes where that holds (kernel="auto" takes it there, the tiled rungs elsewhere). The split over K
+(SPLIT, grid.y) is a launch parameter, not a template one: one compiled kernel serves every split.
+"""
+
+from __future__ import annotations
+
+from ..spec import KernelSpec, Launch, Param, Staging, Traffic, Workspace, cdiv
+from . import mma_sync
+
+KC = 32                 # k per chunk (two m16n8k16 steps)
+MAX_M = 64              # kernel="auto" takes the rung up to this many rows of A (docs/performance.md)
+B_ROW_MAJOR, B_KMAJOR = 1, 2
+
+
+def warp_columns(p: dict[str, int]) -> int:
+    """Columns of C (rows of B^T) one warp streams: 16 per m16 tile."""
+    return 16 * p["NT"]
+
+
+def registers(p: dict[str, int]) -> int:
+    """Registers a thread needs, about: accumulators (NT x MT / 2), the UNROLL chunks of B in flight
+    (8 NT each), A's fragments (4) and about 40 for addresses and the loop."""
+    return p["NT"] * p["MT"] // 2 + 8 * p["NT"] * p["UNROLL"] + 4 + 40
+
+
+def _constraints(p: dict[str, int]) -> list[str]:
+    errs = []
+    if p["MT"] not in (8, 16, 32, 64):
+        errs.append(f"MT = {p['MT']}: rows of A per block are whole n8 tiles, 8, 16, 32 or 64")
+    if p["NT"] not in (1, 2, 4):
+        errs.append(f"NT = {p['NT']}: a warp takes 1, 2 or 4 m16 tiles (16, 32 or 64 columns of C)")
+    if p["WARPS"] not in (1, 2, 4, 8):
+        errs.append(f"WARPS = {p['WARPS']}: 1, 2, 4 or 8 warps per block")
+    if p["UNROLL"] not in (1, 2, 4, 8):
+        errs.append(f"UNROLL = {p['UNROLL']}: 1, 2, 4 or 8 chunks of {KC} k in flight per warp")
+    if p["SPLIT"] > 65535:
+        errs.append(f"SPLIT = {p['SPLIT']}: grid.y holds at most 65535 slices of K")
+    if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
+        errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major) or 2 (B^T given, read K-major)")
+    if p["A_TYPE"] not in mma_sync.A_TYPES.values():
+        errs.append(f"A_TYPE = {p['A_TYPE']} is not a 16-bit input type code (1 fp16, 2 bf16)")
+    if p["C_TYPE"] not in mma_sync.C_TYPES.values():
+        errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
+    if not errs and registers(p) > 232:
+        errs.append(f"MT = {p['MT']}, NT = {p['NT']}, UNROLL = {p['UNROLL']} need about {registers(p)} registers "
+                    "per thread (at most 232 without spilling)")
+    return errs
+
+
+def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
+    return Launch((cdiv(n, p["WARPS"] * warp_columns(p)), p["SPLIT"], cdiv(m, p["MT"])), (p["WARPS"] * 32, 1, 1))
+
+
+def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
+    # B once per tile of MT rows; A once per warp (every warp reads its rows of A over its K slice).
+    g = _geometry(m, n, k, p)
+    warps = g.grid[0] * p["WARPS"]
+    return Traffic(a_loads=m * k * warps, b_loads=k * n * g.grid[2], c_loads=0, c_stores=m * n)
+
+
+def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspace:
+    """The partial sums of every block (its threads x NT x MT / 2 fp32: SPLIT x M x N padded to whole tiles)
+    and one counter per column of blocks; nothing with SPLIT = 1."""
+    if p["SPLIT"] <= 1:
+        return Workspace()
+    g = _geometry(m, n, k, p)
+    return Workspace(floats=g.blocks * g.threads_per_block * p["NT"] * p["MT"] // 2, ints=g.grid[0] * g.grid[2])
+
+
+def partial_bytes(m: int, n: int, k: int, p: dict[str, int]) -> int:
+    """Bytes of partial sums written and read back (0 without a split): SPLIT x (M x N padded) fp32, twice."""
+    if p["SPLIT"] <= 1:
+        return 0
+    return 2 * 4 * workspace(m, n, k, p, 0).floats
+
+
+def stream_bytes(m: int, n: int, k: int, p: dict[str, int], elem_bytes: int = 2, out_bytes: int = 2) -> int:
+    """What must cross the DRAM interface at the least: B once per tile of MT rows, A and C once."""
+    tiles = cdiv(m, p["MT"])
+    return elem_bytes * (k * n * tiles + m * k) + out_bytes * m * n
+
+
+def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: float, elem_bytes: int = 2,
+                   out_bytes: int = 2) -> float:
+    """The model: the bytes that must move (stream_bytes) over the DRAM bandwidth. The kernel's speed is
+    quoted as a share of this bound (the partial sums stay in L2 and are left out)."""
+    return stream_bytes(m, n, k, p, elem_bytes, out_bytes) / dram_bytes_per_s
+
+
+def fits_shape(m: int, n: int, k: int) -> str | None:
+    """kernel="auto" takes this rung for M <= MAX_M; above it the product stops being a read of B."""
+    if m > MAX_M:
+        return f"built for M <= {MAX_M} (decoding); M = {m} is a tiled product"
+    return None
+
+
+def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
+    """MT: the rows of A rounded up to a whole n8 tile (at most 64). NT: 4 tiles per warp (64 columns, 16-byte
+    loads of a row-major B) up to MT = 32, 2 above it (the accumulators). UNROLL: 64 registers of B in flight
+    per thread. SPLIT: enough slices of K for about four blocks per SM, each slice at least two rounds of
+    UNROLL chunks long."""
+    mt = 8
+    while mt < min(m, 64):
+        mt *= 2
+    nt = 4 if mt <= 32 else 2
+    unroll = 8 // nt
+    warps = 4
+    columns = max(1, cdiv(n, warps * 16 * nt) * cdiv(m, mt))
+    chunks = cdiv(k, KC)
+    split = max(1, min(cdiv(4 * sms, columns), chunks // (2 * unroll), 256))
+    return {"MT": mt, "NT": nt, "UNROLL": unroll, "WARPS": warps, "SPLIT": split}
+
+
+def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
+    """A and B are read in 16-byte pieces: bases and rows 16-byte aligned."""
+    errs = []
+    for name, ptr, ld in (("A", a_ptr, lda), ("B", b_ptr, ldb)):
+        if ptr % 16:
+            errs.append(f"{name}'s base address is not 16-byte aligned")
+        if (ld * elem_bytes) % 16:
+            errs.append(f"{name}'s rows are {ld} elements apart, not a multiple of {16 // elem_bytes}")
+    return errs
+
+
+SPEC = KernelSpec(
+    name="skinny",
+    rung=13,
+    source="13_skinny.cu",
+    template="skinny_gemm",
+    idea="small M: B streamed once from DRAM into registers, split over K, tensor cores on C^T = B^T A^T",
+    params=(
+        Param("MT", 8, (8, 16, 32, 64), "rows of A per block (n8 tiles of the swapped MMA)"),
+        Param("NT", 4, (1, 2, 4), "m16 tiles per warp: 16 NT columns of C"),
+        Param("WARPS", 4, (1, 2, 4, 8), "warps per block, side by side over N"),
+        Param("UNROLL", 2, (1, 2, 4, 8), "chunks of 32 k of B a warp has in flight"),
+        Param("A_TYPE", 2, tuple(mma_sync.A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (from the dtype)"),
+        Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (from out_dtype)"),
+        Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
+              "1: B row-major (K x N); 2: B^T given (N x K, read K-major); set from the arrays"),
+        Param("SPLIT", 1, (1, 2, 4, 8, 16, 32, 64), "slices of K over blocks (grid.y); the last block of a column "
+                                                    "adds the partial sums", template=False),
+    ),
+    constraints=_constraints,
+    geometry=_geometry,
+    outputs_per_thread=lambda p: p["NT"] * p["MT"] // 2,
+    traffic_model=_traffic,
+    heuristic=_heuristic,
+    workspace=workspace,
+    min_cc=(8, 0),
+    dtypes=("float16", "bfloat16"),
+    arguments=("epilogue", "workspace"),
+    type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT"),
+    operand_rules=operand_problems,
+    staging=Staging("AB"),
+    fits_shape=fits_shape,
+)
