@@ -1,0 +1,158 @@
+"""GPU correctness of rung 13 (skinny, small M): every element against a float64 reference, outputs
+poisoned with NaN first, for both layouts of B (row-major K x N, and B^T given as a linear layer's weight),
+odd shapes, every split of K, rows of A beyond one block's MT, the fused epilogue, and kernel="auto"'s
+choice of the rung by shape.
+
+Per-element bound: |out - ref| <= u_out |ref| + 1e-5 (|A| |B|)_ij + tiny, where u_out is the output's unit
+roundoff (one rounding at the store) and the second term covers fp32 accumulation in any order. A wrong
+element (a misplaced fragment, a lost split) is off by about |ref| itself, hundreds of times the bound.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import gemmlab
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+UNIT = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+SHAPES = [(1, 4096, 4096), (1, 1, 1), (2, 130, 70), (3, 1000, 3001), (5, 8192, 1024), (8, 4104, 520),
+          (13, 777, 4097), (16, 2048, 8192), (24, 96, 33), (33, 1025, 2000), (64, 3000, 1024), (63, 64, 96)]
+ACTS = {
+    None: lambda x: x,
+    "relu": lambda x: np.maximum(x, 0),
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "gelu_erf": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+}
+
+
+def _rand(shape, dtype, gen):
+    return (torch.rand(shape, generator=gen, device="cuda") * 2 - 1).to(getattr(torch, dtype))
+
+
+def _f64(x):
+    return x.double().cpu().numpy()
+
+
+def _b(k, n, layout, dtype, gen):
+    """B (K x N) as the kernel's layout 1 (row-major) or 2 (the transpose of an N x K weight)."""
+    if layout == 2:
+        return _rand((n, k), dtype, gen).t()
+    return _rand((k, n), dtype, gen)
+
+
+def _check(out, ref, bound_scale, out_dtype, what):
+    c = _f64(out)
+    assert np.isfinite(c).all(), f"{what}: {np.count_nonzero(~np.isfinite(c))} non-finite elements"
+    bound = UNIT[out_dtype] * np.abs(ref) + 1e-5 * bound_scale + 1e-30
+    bad = np.abs(c - ref) > bound
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise AssertionError(f"{what}: {bad.sum()} of {bad.size} elements off; first ({i}, {j}): {c[i, j]} "
+                             f"against {ref[i, j]} (bound {bound[i, j]:.2e})")
+
+
+@pytest.fixture
+def gen():
+    g = torch.Generator(device="cuda")
+    g.manual_seed(20)
+    return g
+
+
+@pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("mnk", SHAPES, ids=lambda t: "x".join(map(str, t)))
+def test_every_element_against_float64(mnk, dtype, layout, gen):
+    m, n, k = mnk
+    if dtype == "float16" and m not in (1, 13, 33):
+        pytest.skip("fp16 on three row counts (one per MT of the heuristic's first three); bf16 on all")
+    a, b = _rand((m, k), dtype, gen), _b(k, n, layout, dtype, gen)
+    a64, b64 = _f64(a), _f64(b)
+    ref, scale = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    for out_dtype in (dtype, "float32"):
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+        gemmlab.matmul(a, b, out, kernel="skinny")
+        _check(out, ref, scale, out_dtype, f"{dtype} {m}x{n}x{k} layout {layout} -> {out_dtype}")
+
+
+@pytest.mark.parametrize("params", [dict(MT=8, NT=4, UNROLL=2, SPLIT=1), dict(MT=8, NT=4, UNROLL=2, SPLIT=3),
+                                    dict(MT=8, NT=4, UNROLL=2, SPLIT=64), dict(MT=8, NT=1, WARPS=1, SPLIT=5),
+                                    dict(MT=16, NT=2, WARPS=8, UNROLL=4, SPLIT=7),
+                                    dict(MT=64, NT=2, UNROLL=4, SPLIT=9)], ids=str)
+@pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
+def test_parameters_and_rows_beyond_one_block(params, layout, gen):
+    """Every split of K (more slices than chunks too) and M > MT (grid.z tiles of rows)."""
+    for m, n, k in [(5, 300, 1000), (70, 200, 333), (129, 520, 96)]:
+        a, b = _rand((m, k), "bfloat16", gen), _b(k, n, layout, "bfloat16", gen)
+        a64, b64 = _f64(a), _f64(b)
+        out = torch.full((m, n), float("nan"), device="cuda")
+        gemmlab.matmul(a, b, out, kernel="skinny", **params)
+        _check(out, a64 @ b64, np.abs(a64) @ np.abs(b64), "float32", f"{m}x{n}x{k} {params} layout {layout}")
+
+
+@pytest.mark.parametrize("act", list(ACTS), ids=str)
+@pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
+def test_fused_epilogue(act, layout, gen):
+    """act(alpha A B + beta C + bias) + residual, bias per column and per row, 16-bit and fp32 outputs."""
+    m, n, k = 9, 1030, 2050
+    a, b = _rand((m, k), "bfloat16", gen), _b(k, n, layout, "bfloat16", gen)
+    a64, b64 = _f64(a), _f64(b)
+    for out_dtype in ("bfloat16", "float32"):
+        for bias_len in (n, m):
+            bias = torch.rand(bias_len, generator=gen, device="cuda") - 0.5
+            c = _rand((m, n), out_dtype, gen)
+            r = _rand((m, n), out_dtype, gen)
+            c64, r64, bias64 = _f64(c), _f64(r), _f64(bias)
+            z = 0.5 * (a64 @ b64) + 0.25 * c64 + (bias64[None, :] if bias_len == n else bias64[:, None])
+            ref = ACTS[act](z) + r64
+            gemmlab.matmul(a, b, c, alpha=0.5, beta=0.25, bias=bias, activation=act, residual=r, kernel="skinny")
+            scale = 0.5 * np.abs(a64) @ np.abs(b64) + np.abs(z) + np.abs(r64)
+            _check(c, ref, 100 * scale, out_dtype, f"{act} bias[{bias_len}] -> {out_dtype}")
+
+
+def test_deterministic_and_graph_captured(gen):
+    """The split's partial sums are added in a fixed order: repeated calls agree bit for bit, also replayed
+    from a CUDA graph (the counters left zero by every launch)."""
+    m, n, k = 4, 4096, 8192
+    a, b = _rand((m, k), "bfloat16", gen), _b(k, n, 2, "bfloat16", gen)
+    first = gemmlab.matmul(a, b, kernel="skinny", SPLIT=16)
+    for _ in range(3):
+        assert torch.equal(gemmlab.matmul(a, b, kernel="skinny", SPLIT=16), first)
+    out = torch.empty_like(first)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        gemmlab.matmul(a, b, out, kernel="skinny", SPLIT=16)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            gemmlab.matmul(a, b, out, kernel="skinny", SPLIT=16)
+    out.zero_()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, first)
+
+
+def test_unaligned_operands_are_staged(gen):
+    """Rows that are not 16-byte aligned (an odd K of a weight, an offset view) are copied, not misread."""
+    m, n, k = 3, 500, 1001
+    w = _rand((n, k), "bfloat16", gen)
+    big = _rand((m, k + 1), "bfloat16", gen)
+    a = big[:, 1:]
+    b = w.t()
+    out = gemmlab.matmul(a, b, kernel="skinny", out_dtype="float32")
+    a64, b64 = _f64(a), _f64(b)
+    _check(out, a64 @ b64, np.abs(a64) @ np.abs(b64), "float32", "unaligned")
+
+
+def test_auto_takes_the_rung_by_shape():
+    from gemmlab import api
+
+    cc = torch.cuda.get_device_capability()
+    for m in (1, 16, 64):
+        assert api.explain_choice("bfloat16", shape=(m, 8192, 8192), cc=cc).spec.name == "skinny"
+    assert api.explain_choice("bfloat16", shape=(65, 8192, 8192), cc=cc).spec.name != "skinny"
+    assert api.explain_choice("float32", shape=(1, 8192, 8192), cc=cc).spec.name != "skinny"
