@@ -129,6 +129,11 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     constexpr int NTHREADS = WARPS * 32;
     // Registers of B per chunk: B^T given, per tile 2 columns x 16 bytes; row-major, 8 rows x NT words.
     constexpr int WREGS = 8 * NT;
+    // A panel of XK k: about 16 KB of shared memory, a whole number of pairs of groups (2 UNROLL chunks, a
+    // multiple of 64 k; skinny.py's smem_bytes says the same).
+    constexpr int XK = (8192 / MT) / (2 * KC * UNROLL) > 0 ? (8192 / MT) / (2 * KC * UNROLL) * (2 * KC * UNROLL)
+                                                           : 2 * KC * UNROLL;
+    constexpr int XP = XK + (KMAJOR ? 32 : 16);  // row pitch in elements: XK is a multiple of 64
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int n_warp = (blockIdx.x * WARPS + warp) * 16 * NT;
@@ -150,9 +155,27 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     auto n_pair = [&](int i) { return KMAJOR ? n_warp + 16 * i + 2 * g : n_warp + 2 * NT * g + 2 * i; };
     const bool full_n = n_warp + 16 * NT <= N;
 
-    for (int k0 = kb; k0 < ke; k0 += KC * UNROLL) {
-        unsigned w[UNROLL][WREGS];
-        const bool full = full_n && k0 + KC * UNROLL <= ke && k0 + KC * UNROLL <= K;
+    // A's rows m0 .. m0 + MT, a panel of XK k at a time, in shared memory (zero outside M x [kb, ke): the
+    // weights there are zero too, and 0 x garbage could be NaN). Row pitch XP: the eight 16-byte reads of
+    // a B^T-given phase (rows g, g + 1, 64 bytes each) and the sixteen 8-byte reads of a row-major one (four
+    // rows, 32 bytes each) fall into distinct banks.
+    extern __shared__ __align__(16) bits16 xs[];
+    auto load_panel = [&](int p0) {
+        const int pieces = MT * (XK / 8);
+        for (int e = threadIdx.x; e < pieces; e += NTHREADS) {
+            const int r = e / (XK / 8), c = (e % (XK / 8)) * 8;
+            const int m = m0 + r, k = p0 + c;
+            unsigned v[4];
+            if (m >= M || k >= ke) zero<4>(v);
+            else if (k + 8 <= ke) load_shared_use<4>(v, A + (size_t)m * lda + k);
+            else load_edge<4>(v, A + (size_t)m * lda + k, ke - k);
+            *reinterpret_cast<uint4*>(&xs[r * XP + c]) = make_uint4(v[0], v[1], v[2], v[3]);
+        }
+    };
+
+    // One group: UNROLL chunks of B from k0 into w (zero outside N x [kb, ke)).
+    auto load_group = [&](unsigned(&w)[UNROLL][WREGS], int k0) {
+        const bool full = full_n && k0 + KC * UNROLL <= ke;
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
             const int kc = k0 + u * KC;
@@ -168,8 +191,8 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
                         if (full) {
                             load_stream<4>(r, p);
                         } else if (n < N && k < ke) {
-                            if (k + 8 <= K) load_stream<4>(r, p);
-                            else load_edge<4>(r, p, K - k);
+                            if (k + 8 <= ke) load_stream<4>(r, p);
+                            else load_edge<4>(r, p, ke - k);
                         } else {
                             zero<4>(r);
                         }
@@ -195,32 +218,26 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
                     }
             }
         }
+    };
+
+    // The MMAs of one group, A's fragments from the panel that starts at p0.
+    auto compute_group = [&](const unsigned(&w)[UNROLL][WREGS], int k0, int p0) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            const int kc = k0 + u * KC;
-            if (kc >= ke) continue;  // (not break: the loop must stay fully unrolled)
+            const int c = k0 + u * KC - p0;  // the chunk's column in the panel
 #pragma unroll
             for (int j = 0; j < J; ++j) {
-                // A's row m, the k this lane's b fragments stand for: B^T given, 8 from kc + 8 t (both
-                // steps); row-major, 4 from kc + 16 s + 4 t (step s).
-                const int m = m0 + 8 * j + g;
+                // Row 8 j + g of the panel, the k this lane's b fragments stand for: B^T given, 8 from c + 8 t
+                // (both steps); row-major, 4 from c + 16 s + 4 t (step s).
+                const bits16* row = xs + (8 * j + g) * XP + c;
                 unsigned x[4];
                 if constexpr (KMAJOR) {
-                    const int k = kc + 8 * t;
-                    const bits16* p = A + (size_t)m * lda + k;
-                    if (m >= M || k >= ke) zero<4>(x);
-                    else if (k + 8 <= K) load_shared_use<4>(x, p);
-                    else load_edge<4>(x, p, K - k);
+                    const uint4 v = *reinterpret_cast<const uint4*>(row + 8 * t);
+                    x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
                 } else {
-#pragma unroll
-                    for (int s = 0; s < 2; ++s) {
-                        unsigned(&xs)[2] = *reinterpret_cast<unsigned(*)[2]>(&x[2 * s]);
-                        const int k = kc + 16 * s + 4 * t;
-                        const bits16* p = A + (size_t)m * lda + k;
-                        if (m >= M || k >= ke) zero<2>(xs);
-                        else if (k + 4 <= K) load_shared_use<2>(xs, p);
-                        else load_edge<2>(xs, p, K - k);
-                    }
+                    const uint2 v0 = *reinterpret_cast<const uint2*>(row + 4 * t);
+                    const uint2 v1 = *reinterpret_cast<const uint2*>(row + 16 + 4 * t);
+                    x[0] = v0.x, x[1] = v0.y, x[2] = v1.x, x[3] = v1.y;
                 }
 #pragma unroll
                 for (int i = 0; i < NT; ++i)
@@ -244,6 +261,32 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
                     }
             }
         }
+    };
+
+    // Two register sets of B: the next group's loads are in flight while the MMAs use the current one. A new
+    // panel of A at every XK k (a multiple of the group), between two barriers.
+    constexpr int G = KC * UNROLL;
+    unsigned wa[UNROLL][WREGS], wb[UNROLL][WREGS];
+    if (kb < ke) load_group(wa, kb);
+    int p0 = kb;
+    for (int k0 = kb; k0 < ke; k0 += 2 * G) {
+        if ((k0 - kb) % XK == 0) {
+            __syncthreads();
+            p0 = k0;
+            load_panel(p0);
+            __syncthreads();
+        }
+        if (k0 + G < ke) load_group(wb, k0 + G);
+        compute_group(wa, k0, p0);
+        if (k0 + G >= ke) break;
+        if ((k0 + G - kb) % XK == 0) {
+            __syncthreads();
+            p0 = k0 + G;
+            load_panel(p0);
+            __syncthreads();
+        }
+        if (k0 + 2 * G < ke) load_group(wa, k0 + 2 * G);
+        compute_group(wb, k0 + G, p0);
     }
 
     if (splits > 1) {

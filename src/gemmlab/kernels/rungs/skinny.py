@@ -22,10 +22,22 @@ def warp_columns(p: dict[str, int]) -> int:
     return 16 * p["NT"]
 
 
+def panel_k(p: dict[str, int]) -> int:
+    """k of A one shared-memory panel holds: about 16 KB, a whole number of pairs of UNROLL chunks."""
+    pair = 2 * KC * p["UNROLL"]
+    return max(1, (8192 // p["MT"]) // pair) * pair
+
+
+def smem_bytes(p: dict[str, int]) -> int:
+    """The panel of A: MT rows x (panel_k + 32 or 16 elements of padding) 16-bit elements."""
+    return 2 * p["MT"] * (panel_k(p) + (32 if p["B_LAYOUT"] == B_KMAJOR else 16))
+
+
 def registers(p: dict[str, int]) -> int:
     """Registers a thread needs, about: accumulators (NT x MT / 2), the UNROLL chunks of B in flight
-    (8 NT each), A's fragments (4) and about 40 for addresses and the loop."""
-    return p["NT"] * p["MT"] // 2 + 8 * p["NT"] * p["UNROLL"] + 4 + 40
+    (8 NT each, twice: the next group loads while the MMAs use the current one), A's fragments (4) and about
+    40 for addresses and the loop."""
+    return p["NT"] * p["MT"] // 2 + 2 * 8 * p["NT"] * p["UNROLL"] + 4 + 40
 
 
 def _constraints(p: dict[str, int]) -> list[str]:
@@ -53,7 +65,8 @@ def _constraints(p: dict[str, int]) -> list[str]:
 
 
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
-    return Launch((cdiv(n, p["WARPS"] * warp_columns(p)), p["SPLIT"], cdiv(m, p["MT"])), (p["WARPS"] * 32, 1, 1))
+    return Launch((cdiv(n, p["WARPS"] * warp_columns(p)), p["SPLIT"], cdiv(m, p["MT"])), (p["WARPS"] * 32, 1, 1),
+                  smem=smem_bytes(p))
 
 
 def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
@@ -99,21 +112,31 @@ def fits_shape(m: int, n: int, k: int) -> str | None:
     return None
 
 
+def blocks_per_sm(p: dict[str, int], regs_per_sm: int = 65536, smem_per_sm: int = 228 * 1024,
+                  warps_per_sm: int = 64) -> int:
+    """Blocks one SM holds at once: by registers (the estimate of `registers`, in units of 8), by shared
+    memory (the panel of A plus 1 KB the SM reserves per block) and by warps (H100 limits by default)."""
+    regs = -(-registers(p) // 8) * 8
+    threads = 32 * p["WARPS"]
+    return max(1, min(regs_per_sm // (regs * threads), smem_per_sm // (smem_bytes(p) + 1024),
+                      warps_per_sm // p["WARPS"]))
+
+
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
-    """MT: the rows of A rounded up to a whole n8 tile (at most 64). NT: 4 tiles per warp (64 columns, 16-byte
-    loads of a row-major B) up to MT = 32, 2 above it (the accumulators). UNROLL: 64 registers of B in flight
-    per thread. SPLIT: enough slices of K for about four blocks per SM, each slice at least two rounds of
-    UNROLL chunks long."""
+    """MT: the rows of A rounded up to a whole n8 tile (at most 64). Up to MT = 16, 4 tiles per warp (64
+    columns, 16-byte loads of a row-major B) and one chunk per group; above, 2 tiles and 2 chunks (the
+    accumulators). SPLIT: as many slices of K as fill one wave of resident blocks (blocks_per_sm x SMs), so
+    that no block runs in a second, nearly empty wave, each slice at least two groups long."""
     mt = 8
     while mt < min(m, 64):
         mt *= 2
-    nt = 4 if mt <= 32 else 2
-    unroll = 8 // nt
-    warps = 4
-    columns = max(1, cdiv(n, warps * 16 * nt) * cdiv(m, mt))
-    chunks = cdiv(k, KC)
-    split = max(1, min(cdiv(4 * sms, columns), chunks // (2 * unroll), 256))
-    return {"MT": mt, "NT": nt, "UNROLL": unroll, "WARPS": warps, "SPLIT": split}
+    p = {"MT": mt, "NT": 4 if mt <= 16 else 2, "UNROLL": 1 if mt <= 16 else 2, "WARPS": 4,
+         "B_LAYOUT": B_KMAJOR}  # the larger panel pitch: smem_bytes an upper bound for either layout
+    columns = max(1, cdiv(n, p["WARPS"] * warp_columns(p)) * cdiv(m, mt))
+    groups = cdiv(k, KC * p["UNROLL"])
+    split = max(1, min((blocks_per_sm(p) * sms) // columns, groups // 2, 256))
+    del p["B_LAYOUT"]
+    return {**p, "SPLIT": split}
 
 
 def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
