@@ -79,9 +79,9 @@ def test_every_element_against_float64(mnk, dtype, layout, gen):
         _check(out, ref, scale, out_dtype, f"{dtype} {m}x{n}x{k} layout {layout} -> {out_dtype}")
 
 
-@pytest.mark.parametrize("params", [dict(MT=8, NT=4, UNROLL=2, SPLIT=1), dict(MT=8, NT=4, UNROLL=2, SPLIT=3),
+@pytest.mark.parametrize("params", [dict(MT=8, NT=4, UNROLL=2, SPLIT=1, STAGES=2), dict(MT=8, NT=4, UNROLL=1, SPLIT=3, STAGES=6),
                                     dict(MT=8, NT=4, UNROLL=2, SPLIT=64), dict(MT=8, NT=1, WARPS=1, SPLIT=5),
-                                    dict(MT=16, NT=2, WARPS=8, UNROLL=4, SPLIT=7),
+                                    dict(MT=16, NT=2, WARPS=8, UNROLL=1, SPLIT=7, STAGES=3),
                                     dict(MT=64, NT=2, UNROLL=2, SPLIT=9)], ids=str)
 @pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
 def test_parameters_and_rows_beyond_one_block(params, layout, gen):

@@ -1,22 +1,26 @@
-// Rung 13 - skinny: small M (decoding), where the product is a read of B. Every SM streams its own slice
-// of B once, straight from global memory into registers, split over K; tensor cores on C^T = B^T A^T.
+// Rung 13 - skinny: small M (decoding), where the product is a read of B. Every warp streams its own columns
+// of B once through a ring in shared memory, split over K; tensor cores on C^T = B^T A^T.
 //
 // Idea: with M = 1 ... 64 rows of A (the tokens of a decoding step) and B the weights, a GEMM does 2 M
 // flops per element of B: far too few to be limited by the tensor cores. The time is the bytes of B over
-// the DRAM bandwidth, so the kernel is built to keep DRAM busy and do nothing else:
-// - No shared memory for B. Each lane loads its share of B with 16-byte loads (`ld.global.nc` with
-//   L1::no_allocate: B is read once) straight into the registers mma.sync takes its A fragments from, and
-//   UNROLL chunks of 32 k are in flight per warp before any of them is used. The many warps of many blocks
-//   keep enough bytes in flight for the DRAM (about bandwidth x latency, 3 MB on an H100).
+// the DRAM bandwidth, so the kernel is built to keep DRAM busy and do little else:
+// - Enough bytes in flight. DRAM needs about bandwidth x latency in flight (3.35 TB/s x ~2 us: ~50 KB
+//   per SM). Registers cannot hold that beside the accumulators (a first version that loaded B straight
+//   into registers, double-buffered, peaked at 2.6 TB/s and held 1.6-1.8 TB/s for a transposed weight);
+//   shared memory can. Each warp has its own ring of STAGES slots filled with cp.async (L1 bypassed: B is
+//   read once), STAGES - 1 groups of UNROLL x 32 k in flight while it computes on the oldest, and needs
+//   only __syncwarp, no block barrier, to hand slots round.
+// - Whole lines: a warp-wide copy reads 128 contiguous bytes of each of 4 rows (B^T given) or k-rows
+//   (row-major), so DRAM pages are read in runs, not in 64-byte scraps.
 // - The tensor core's roles are swapped (C^T = B^T A^T): B's columns fill the m16 side of
 //   mma.m16n8k16, A's rows the n8 side, so M = 1 wastes 7 / 8 of a small MMA instead of 15 / 16 of a
-//   large one, and the MMAs cost nothing next to the loads.
+//   large one, and the MMAs cost little next to the copies.
 // - Any permutation of k, applied alike to both operands, leaves the sum unchanged. The fragments are
-//   assigned to k so that a lane's 16 contiguous bytes are its fragments as loaded: for B^T given
-//   (B_LAYOUT 2, N x K, the weight of a linear layer) a lane's 8 consecutive k of one column of B are
-//   (a0, a2) of one MMA and (a0, a2) of the next; A's rows are read the same way (b0, b1). For a row-major
-//   B (B_LAYOUT 1, K x N), a lane loads 2 NT consecutive columns of 4 consecutive rows and pairs rows k,
-//   k + 1 with one byte permute per fragment register (prmt).
+//   assigned to k so that each is one shared-memory read as stored: for B^T given (B_LAYOUT 2, N x K, the
+//   weight of a linear layer) a lane's 8 consecutive k of one column of B are (a0, a2) of one MMA and (a0,
+//   a2) of the next, and A's rows are read the same way (b0, b1); for a row-major B (B_LAYOUT 1, K x N) a
+//   lane reads 2 NT consecutive columns of 4 consecutive k-rows and pairs rows k, k + 1 with one byte
+//   permute per fragment register (prmt). A's rows sit in a shared-memory panel, zero-padded.
 // - Columns of C (rows of the swapped tile) are assigned in adjacent pairs (fragment rows g and g + 8 are
 //   columns 2c and 2c + 1), so every lane ends with (row m, columns n, n + 1) pairs: one 4- or 8-byte
 //   store through the shared epilogue (epilogue.cuh), alpha, beta * C, bias, activation and residual.
@@ -25,15 +29,15 @@
 //   blocks to finish (an atomic counter) adds the SPLIT partials in a fixed order (the result does not
 //   depend on which block finished last), applies the epilogue and resets the counter for the next launch.
 // - Rows of A beyond MT: grid.z tiles of MT rows (correct for any M; built for M <= MT).
-// Changed from rung 11: no shared memory, no cp.async ring; B straight to registers; swapped operands;
-// split-K with an in-kernel reduction.
-// Traffic: B read once per tile of MT rows; A (small) once per warp, from L1 / L2; the partial sums
-// (SPLIT x M x N fp32) written and read once, through L2.
-// Bottleneck left: DRAM bandwidth for B (the goal); at M = 64 the MMAs and A's fragment loads become a
+// Changed from rung 11: swapped operands, a private ring per warp instead of block tiles, split-K with an
+// in-kernel reduction, no ldmatrix (the fragments are read as stored).
+// Traffic: B read once per tile of MT rows; A once per block (its panels); the partial sums (SPLIT x M x N
+// fp32) written and read once, through L2.
+// Bottleneck left: DRAM bandwidth for B (the goal); at M = 64 the MMAs and the shared-memory reads become a
 // real share of the issue slots.
-// Predicted (before the first measurement): weights streamed at 2.8-3.0 TB/s (85-90% of the 3.35 TB/s
-// datasheet) for M <= 16 when B is 64 MB or more; 1.0-1.2 x cuBLAS, which streams them at 2.3-2.7 TB/s.
-// Measured: docs/performance.md.
+// Predicted (before the first measurement of this version): weights streamed at 2.8-3.0 TB/s (85-90% of
+// the 3.35 TB/s datasheet) for M <= 16 when B is 128 MB or more; 1.0-1.2 x cuBLAS, which streams them at
+// 2.3-2.7 TB/s. Measured: docs/performance.md.
 
 #include "common.cuh"
 #include "epilogue.cuh"
@@ -55,21 +59,8 @@ __device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1
     }
 }
 
-// W consecutive 32-bit words (W = 1, 2, 4: 4, 8 or 16 bytes, aligned to their size) of B, read once: not
-// kept in L1.
-template <int W>
-__device__ __forceinline__ void load_stream(unsigned (&r)[W], const bits16* p) {
-    if constexpr (W == 4) {
-        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-            : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(p));
-    } else if constexpr (W == 2) {
-        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "l"(p));
-    } else {
-        asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(r[0]) : "l"(p));
-    }
-}
-
-// The same for A, which every warp of a column of blocks reads again: kept in L1.
+// W consecutive 32-bit words of A (W = 1, 2, 4: 4, 8 or 16 bytes, aligned to their size), which every warp
+// of a column of blocks reads again: kept in L1.
 template <int W>
 __device__ __forceinline__ void load_shared_use(unsigned (&r)[W], const bits16* p) {
     if constexpr (W == 4) {
@@ -111,10 +102,34 @@ __device__ __noinline__ void epilogue_call(typename Out<C_TYPE>::T* __restrict__
     epilogue_pair<C_TYPE>(C, ldc, m, n, pair, v0, v1, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r);
 }
 
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// 16 bytes global -> shared, bypassing L1 (B is read once); of them the first src_bytes (0..16) are read and
+// the rest written as zero.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Shared-memory geometry, in bytes, shared with skinny.py (smem_bytes): a warp's slot of the ring holds one
+// group (UNROLL chunks of 32 k) of its 16 NT columns of B. B^T given: 16 NT rows of 64 UNROLL bytes, pitch
+// + 32 (rows 2 apart 64 bytes apart in the banks: a phase of 16-byte reads, rows 2g + h and 4 lanes each,
+// is conflict-free). Row-major: 32 UNROLL k-rows of 32 NT bytes, pitch + 16.
+template <int NT, int UNROLL, bool KMAJOR>
+struct Slot {
+    static constexpr int PITCH = KMAJOR ? 64 * UNROLL + 32 : 32 * NT + 16;
+    static constexpr int ROWS = KMAJOR ? 16 * NT : 32 * UNROLL;
+    static constexpr int BYTES = PITCH * ROWS;
+    static constexpr int PIECES = ROWS * (KMAJOR ? 4 * UNROLL : 2 * NT);  // 16-byte copies per slot
+};
+
 // MT: rows of A per block (n8 tiles of the swapped MMA: MT / 8). NT: m16 tiles per warp (16 NT columns of
-// C). WARPS: warps per block, side by side over N. UNROLL: chunks of 32 k a warp loads before using them.
-// B_LAYOUT 1: B row-major (K x N, ldb >= N); 2: B^T given (N x K, row pitch ldb). SPLIT is gridDim.y.
-template <int MT, int NT, int WARPS, int UNROLL, int A_TYPE, int C_TYPE, int B_LAYOUT>
+// C). WARPS: warps per block, side by side over N. UNROLL: chunks of 32 k per group (one slot of a warp's
+// ring). STAGES: slots per warp. B_LAYOUT 1: B row-major (K x N, ldb >= N); 2: B^T given (N x K, row pitch
+// ldb). SPLIT is gridDim.y.
+template <int MT, int NT, int WARPS, int UNROLL, int STAGES, int A_TYPE, int C_TYPE, int B_LAYOUT>
 __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     int M, int N, int K, float alpha, const bits16* __restrict__ A, int lda, const bits16* __restrict__ B, int ldb,
     float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,
@@ -123,17 +138,16 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     static_assert(MT % 8 == 0 && MT >= 8, "MT: whole n8 tiles");
     static_assert(NT == 1 || NT == 2 || NT == 4, "NT: 1, 2 or 4 m16 tiles per warp");
     static_assert(B_LAYOUT == 1 || B_LAYOUT == 2, "B_LAYOUT: 1 row-major, 2 B^T given");
+    static_assert(STAGES >= 2, "STAGES: a ring of at least two slots");
     constexpr bool KMAJOR = B_LAYOUT == 2;
     constexpr int KC = 32;        // k per chunk: two m16n8k16 steps
+    constexpr int G = KC * UNROLL;
     constexpr int J = MT / 8;     // n8 tiles over the rows of A
     constexpr int NTHREADS = WARPS * 32;
-    // Registers of B per chunk: B^T given, per tile 2 columns x 16 bytes; row-major, 8 rows x NT words.
-    constexpr int WREGS = 8 * NT;
-    // A panel of XK k: about 16 KB of shared memory, a whole number of pairs of groups (2 UNROLL chunks, a
-    // multiple of 64 k; skinny.py's smem_bytes says the same).
-    constexpr int XK = (8192 / MT) / (2 * KC * UNROLL) > 0 ? (8192 / MT) / (2 * KC * UNROLL) * (2 * KC * UNROLL)
-                                                           : 2 * KC * UNROLL;
-    constexpr int XP = XK + (KMAJOR ? 32 : 16);  // row pitch in elements: XK is a multiple of 64
+    typedef Slot<NT, UNROLL, KMAJOR> S;
+    // A panel of XK k: about 16 KB of shared memory, a whole number of groups and a multiple of 64 k.
+    constexpr int XK = (8192 / MT) / (2 * G) > 0 ? (8192 / MT) / (2 * G) * (2 * G) : 2 * G;
+    constexpr int XP = XK + (KMAJOR ? 32 : 16);  // row pitch in elements
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int n_warp = (blockIdx.x * WARPS + warp) * 16 * NT;
@@ -153,13 +167,16 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
 
     // The columns of C this lane's fragment rows g and g + 8 stand for: n_pair(i) and n_pair(i) + 1.
     auto n_pair = [&](int i) { return KMAJOR ? n_warp + 16 * i + 2 * g : n_warp + 2 * NT * g + 2 * i; };
-    const bool full_n = n_warp + 16 * NT <= N;
 
-    // A's rows m0 .. m0 + MT, a panel of XK k at a time, in shared memory (zero outside M x [kb, ke): the
-    // weights there are zero too, and 0 x garbage could be NaN). Row pitch XP: the eight 16-byte reads of
-    // a B^T-given phase (rows g, g + 1, 64 bytes each) and the sixteen 8-byte reads of a row-major one (four
-    // rows, 32 bytes each) fall into distinct banks.
-    extern __shared__ __align__(16) bits16 xs[];
+    // Shared memory: the panel of A (MT x XP elements), then each warp's ring of STAGES slots.
+    extern __shared__ __align__(16) unsigned char smem[];
+    bits16* xs = reinterpret_cast<bits16*>(smem);
+    unsigned char* ring = smem + MT * XP * 2 + warp * STAGES * S::BYTES;
+
+    // A's rows m0 .. m0 + MT, a panel of XK k from p0, zero outside M x [kb, ke) (the weights there are
+    // zero too, and 0 x garbage could be NaN). Row pitch XP: the eight 16-byte reads of a B^T-given phase
+    // (rows g, g + 1, 64 bytes each) and the sixteen 8-byte reads of a row-major one (four rows, 32 bytes
+    // each) fall into distinct banks.
     auto load_panel = [&](int p0) {
         const int pieces = MT * (XK / 8);
         for (int e = threadIdx.x; e < pieces; e += NTHREADS) {
@@ -173,58 +190,61 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
         }
     };
 
-    // One group: UNROLL chunks of B from k0 into w (zero outside N x [kb, ke)).
-    auto load_group = [&](unsigned(&w)[UNROLL][WREGS], int k0) {
-        const bool full = full_n && k0 + KC * UNROLL <= ke;
+    // The copies of one group (k0 .. k0 + G) into a slot: consecutive lanes take consecutive 16-byte pieces
+    // of a row (B^T given: 8 lanes cover a row's 128 bytes of two chunks; row-major: 8 lanes cover a k-row
+    // of 64 columns), so every warp-wide copy reads whole lines. Outside N x [kb, ke): zero (src-size 0).
+    auto issue_group = [&](int slot, int k0) {
+        unsigned char* base = ring + slot * S::BYTES;
+#pragma unroll
+        for (int q = 0; q < S::PIECES / 32; ++q) {
+            const int e = lane + 32 * q;
+            int row, col, bytes;
+            const bits16* src;
+            if constexpr (KMAJOR) {
+                row = e / (4 * UNROLL), col = e % (4 * UNROLL);
+                const int n = n_warp + row, k = k0 + 8 * col;
+                bytes = n < N && k < ke ? 2 * min(8, ke - k) : 0;
+                src = B + (size_t)n * ldb + k;
+            } else {
+                row = e / (2 * NT), col = e % (2 * NT);
+                const int k = k0 + row, n = n_warp + 8 * col;
+                bytes = k < ke && n < N ? 2 * min(8, N - n) : 0;
+                src = B + (size_t)k * ldb + n;
+            }
+            cp_async16(smem_u32(base + row * S::PITCH + 16 * col), bytes ? src : B, bytes);
+        }
+    };
+
+    // The MMAs of one group from its slot, A's fragments from the panel that starts at p0. Fragments of B
+    // read from the slot as they would have been loaded: B^T given, 16 bytes of rows 16 i + 2 g + h at
+    // k 32 u + 8 t; row-major, NT words of k-rows 32 u + 16 s + 4 t + r at column 2 NT g.
+    auto compute_group = [&](int slot, int k0, int p0) {
+        const unsigned char* base = ring + slot * S::BYTES;
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            const int kc = k0 + u * KC;
+            const int c = k0 + u * KC - p0;  // the chunk's column in the panel
+            unsigned w[8 * NT];
             if constexpr (KMAJOR) {
-                // Columns n_pair(i) + h of B (rows of B^T), 8 consecutive k from kc + 8 t.
 #pragma unroll
                 for (int i = 0; i < NT; ++i)
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        unsigned(&r)[4] = *reinterpret_cast<unsigned(*)[4]>(&w[u][(2 * i + h) * 4]);
-                        const int n = n_pair(i) + h, k = kc + 8 * t;
-                        const bits16* p = B + (size_t)n * ldb + k;
-                        if (full) {
-                            load_stream<4>(r, p);
-                        } else if (n < N && k < ke) {
-                            if (k + 8 <= ke) load_stream<4>(r, p);
-                            else load_edge<4>(r, p, ke - k);
-                        } else {
-                            zero<4>(r);
-                        }
+                        const uint4 v = *reinterpret_cast<const uint4*>(base + (16 * i + 2 * g + h) * S::PITCH +
+                                                                        64 * u + 16 * t);
+                        w[(2 * i + h) * 4 + 0] = v.x, w[(2 * i + h) * 4 + 1] = v.y;
+                        w[(2 * i + h) * 4 + 2] = v.z, w[(2 * i + h) * 4 + 3] = v.w;
                     }
             } else {
-                // Rows kc + 16 s + 4 t + r of B (s: the MMA step, r: 0..3), 2 NT consecutive columns from
-                // n_warp + 2 NT g.
 #pragma unroll
                 for (int s = 0; s < 2; ++s)
 #pragma unroll
                     for (int rr = 0; rr < 4; ++rr) {
-                        unsigned(&r)[NT] = *reinterpret_cast<unsigned(*)[NT]>(&w[u][(4 * s + rr) * NT]);
-                        const int k = kc + 16 * s + 4 * t + rr, n = n_warp + 2 * NT * g;
-                        const bits16* p = B + (size_t)k * ldb + n;
-                        if (full) {
-                            load_stream<NT>(r, p);
-                        } else if (k < ke && n < N) {
-                            if (n + 2 * NT <= N) load_stream<NT>(r, p);
-                            else load_edge<NT>(r, p, N - n);
-                        } else {
-                            zero<NT>(r);
-                        }
+                        const unsigned* src = reinterpret_cast<const unsigned*>(
+                            base + (32 * u + 16 * s + 4 * t + rr) * S::PITCH + 4 * NT * g);
+#pragma unroll
+                        for (int q = 0; q < NT; ++q) w[(4 * s + rr) * NT + q] = src[q];
                     }
             }
-        }
-    };
-
-    // The MMAs of one group, A's fragments from the panel that starts at p0.
-    auto compute_group = [&](const unsigned(&w)[UNROLL][WREGS], int k0, int p0) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const int c = k0 + u * KC - p0;  // the chunk's column in the panel
 #pragma unroll
             for (int j = 0; j < J; ++j) {
                 // Row 8 j + g of the panel, the k this lane's b fragments stand for: B^T given, 8 from c + 8 t
@@ -246,14 +266,14 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
                         unsigned a0, a1, a2, a3;
                         if constexpr (KMAJOR) {
                             // Column pair (n, n + 1) = fragment rows (g, g + 8); words 2s, 2s + 1 of each.
-                            const unsigned* c0 = &w[u][(2 * i) * 4];
-                            const unsigned* c1 = &w[u][(2 * i + 1) * 4];
+                            const unsigned* c0 = &w[(2 * i) * 4];
+                            const unsigned* c1 = &w[(2 * i + 1) * 4];
                             a0 = c0[2 * s], a2 = c0[2 * s + 1], a1 = c1[2 * s], a3 = c1[2 * s + 1];
                         } else {
                             // Word i of rows 4t + 0..3 holds columns (2 NT g + 2i, + 1): pair rows (0, 1)
                             // and (2, 3), the low halves for column 2i (row g), the high for 2i + 1 (g + 8).
-                            const unsigned r0 = w[u][(4 * s + 0) * NT + i], r1 = w[u][(4 * s + 1) * NT + i];
-                            const unsigned r2 = w[u][(4 * s + 2) * NT + i], r3 = w[u][(4 * s + 3) * NT + i];
+                            const unsigned r0 = w[(4 * s + 0) * NT + i], r1 = w[(4 * s + 1) * NT + i];
+                            const unsigned r2 = w[(4 * s + 2) * NT + i], r3 = w[(4 * s + 3) * NT + i];
                             a0 = __byte_perm(r0, r1, 0x5410), a1 = __byte_perm(r0, r1, 0x7632);
                             a2 = __byte_perm(r2, r3, 0x5410), a3 = __byte_perm(r2, r3, 0x7632);
                         }
@@ -263,31 +283,32 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
         }
     };
 
-    // Two register sets of B: the next group's loads are in flight while the MMAs use the current one. A new
-    // panel of A at every XK k (a multiple of the group), between two barriers.
-    constexpr int G = KC * UNROLL;
-    unsigned wa[UNROLL][WREGS], wb[UNROLL][WREGS];
-    if (kb < ke) load_group(wa, kb);
+    // The ring: STAGES - 1 groups in flight while the MMAs use the oldest. Every lane commits a group per
+    // step (empty past the end), so wait_group counts alike everywhere. A new panel of A at every XK k,
+    // between two block barriers (every warp walks the same groups).
+    const int groups = (ke - kb + G - 1) / G;
+#pragma unroll
+    for (int q = 0; q < STAGES - 1; ++q) {
+        if (q < groups) issue_group(q, kb + q * G);
+        cp_async_commit();
+    }
     int p0 = kb;
-    for (int k0 = kb; k0 < ke; k0 += 2 * G) {
+    for (int q = 0; q < groups; ++q) {
+        const int k0 = kb + q * G;
         if ((k0 - kb) % XK == 0) {
             __syncthreads();
             p0 = k0;
             load_panel(p0);
             __syncthreads();
         }
-        if (k0 + G < ke) load_group(wb, k0 + G);
-        compute_group(wa, k0, p0);
-        if (k0 + G >= ke) break;
-        if ((k0 + G - kb) % XK == 0) {
-            __syncthreads();
-            p0 = k0 + G;
-            load_panel(p0);
-            __syncthreads();
-        }
-        if (k0 + 2 * G < ke) load_group(wa, k0 + 2 * G);
-        compute_group(wb, k0 + G, p0);
+        cp_async_wait<STAGES - 2>();
+        __syncwarp();
+        // The slot group q - 1 used is free again: every lane is past its reads (the barrier above).
+        if (q + STAGES - 1 < groups) issue_group((q + STAGES - 1) % STAGES, k0 + (STAGES - 1) * G);
+        cp_async_commit();
+        compute_group(q % STAGES, k0, p0);
     }
+    cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
     if (splits > 1) {
         // Partial sums out (float4 per (tile, n8 tile), consecutive threads consecutive 16 bytes), then the

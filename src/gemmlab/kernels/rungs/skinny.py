@@ -13,6 +13,7 @@ from ..spec import KernelSpec, Launch, Param, Staging, Traffic, Workspace, cdiv
 from . import mma_sync
 
 KC = 32                 # k per chunk (two m16n8k16 steps)
+SMEM_LIMIT = 227 * 1024
 MAX_M = 64              # kernel="auto" takes the rung up to this many rows of A (docs/performance.md)
 B_ROW_MAJOR, B_KMAJOR = 1, 2
 
@@ -28,16 +29,24 @@ def panel_k(p: dict[str, int]) -> int:
     return max(1, (8192 // p["MT"]) // pair) * pair
 
 
+def slot_bytes(p: dict[str, int]) -> int:
+    """One slot of a warp's ring: a group (UNROLL chunks of 32 k) of its 16 NT columns of B, rows padded
+    (B^T given: 16 NT rows of 64 UNROLL + 32 bytes; row-major: 32 UNROLL k-rows of 32 NT + 16 bytes)."""
+    if p["B_LAYOUT"] == B_KMAJOR:
+        return 16 * p["NT"] * (64 * p["UNROLL"] + 32)
+    return 32 * p["UNROLL"] * (32 * p["NT"] + 16)
+
+
 def smem_bytes(p: dict[str, int]) -> int:
-    """The panel of A: MT rows x (panel_k + 32 or 16 elements of padding) 16-bit elements."""
-    return 2 * p["MT"] * (panel_k(p) + (32 if p["B_LAYOUT"] == B_KMAJOR else 16))
+    """The panel of A (MT rows x panel_k + 32 or 16 elements of padding, 16-bit) and every warp's ring."""
+    panel = 2 * p["MT"] * (panel_k(p) + (32 if p["B_LAYOUT"] == B_KMAJOR else 16))
+    return panel + p["WARPS"] * p["STAGES"] * slot_bytes(p)
 
 
 def registers(p: dict[str, int]) -> int:
-    """Registers a thread needs, about: accumulators (NT x MT / 2), the UNROLL chunks of B in flight
-    (8 NT each, twice: the next group loads while the MMAs use the current one), A's fragments (4) and about
-    40 for addresses and the loop."""
-    return p["NT"] * p["MT"] // 2 + 2 * 8 * p["NT"] * p["UNROLL"] + 4 + 40
+    """Registers a thread needs, about: accumulators (NT x MT / 2), one chunk's fragments of B (8 NT) and
+    of A (4), and about 40 for addresses and the loop."""
+    return p["NT"] * p["MT"] // 2 + 8 * p["NT"] + 4 + 40
 
 
 def _constraints(p: dict[str, int]) -> list[str]:
@@ -48,8 +57,10 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"NT = {p['NT']}: a warp takes 1, 2 or 4 m16 tiles (16, 32 or 64 columns of C)")
     if p["WARPS"] not in (1, 2, 4, 8):
         errs.append(f"WARPS = {p['WARPS']}: 1, 2, 4 or 8 warps per block")
-    if p["UNROLL"] not in (1, 2, 4, 8):
-        errs.append(f"UNROLL = {p['UNROLL']}: 1, 2, 4 or 8 chunks of {KC} k in flight per warp")
+    if p["UNROLL"] not in (1, 2, 4):
+        errs.append(f"UNROLL = {p['UNROLL']}: 1, 2 or 4 chunks of {KC} k per slot")
+    if p["STAGES"] < 2:
+        errs.append(f"STAGES = {p['STAGES']}: a warp's ring needs at least 2 slots")
     if p["SPLIT"] > 65535:
         errs.append(f"SPLIT = {p['SPLIT']}: grid.y holds at most 65535 slices of K")
     if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
@@ -59,8 +70,11 @@ def _constraints(p: dict[str, int]) -> list[str]:
     if p["C_TYPE"] not in mma_sync.C_TYPES.values():
         errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
     if not errs and registers(p) > 232:
-        errs.append(f"MT = {p['MT']}, NT = {p['NT']}, UNROLL = {p['UNROLL']} need about {registers(p)} registers "
-                    "per thread (at most 232 without spilling)")
+        errs.append(f"MT = {p['MT']}, NT = {p['NT']} need about {registers(p)} registers per thread (at most 232 "
+                    "without spilling)")
+    if not errs and smem_bytes(p) > SMEM_LIMIT:
+        errs.append(f"WARPS = {p['WARPS']} x STAGES = {p['STAGES']} slots of {slot_bytes(p)} bytes and the panel of "
+                    f"A need {smem_bytes(p)} bytes of shared memory, over the {SMEM_LIMIT // 1024} KiB a block may have")
     return errs
 
 
@@ -124,19 +138,33 @@ def blocks_per_sm(p: dict[str, int], regs_per_sm: int = 65536, smem_per_sm: int 
 
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     """MT: the rows of A rounded up to a whole n8 tile (at most 64). Up to MT = 16, 4 tiles per warp (64
-    columns, 16-byte loads of a row-major B) and one chunk per group; above, 2 tiles and 2 chunks (the
-    accumulators). SPLIT: as many slices of K as fill one wave of resident blocks (blocks_per_sm x SMs), so
+    columns), above 2 (the accumulators). Slots of two chunks, four per warp: with four warps 160 KB of
+    shared memory, 120 KB of B in flight per SM. SPLIT: as many slices of K as fill one wave of resident blocks (blocks_per_sm x SMs), so
     that no block runs in a second, nearly empty wave, each slice at least two groups long."""
     mt = 8
     while mt < min(m, 64):
         mt *= 2
-    p = {"MT": mt, "NT": 4 if mt <= 16 else 2, "UNROLL": 1 if mt <= 16 else 2, "WARPS": 4,
+    p = {"MT": mt, "NT": 4 if mt <= 16 else 2, "UNROLL": 2, "STAGES": 4, "WARPS": 4,
          "B_LAYOUT": B_KMAJOR}  # the larger panel pitch: smem_bytes an upper bound for either layout
     columns = max(1, cdiv(n, p["WARPS"] * warp_columns(p)) * cdiv(m, mt))
-    groups = cdiv(k, KC * p["UNROLL"])
-    split = max(1, min((blocks_per_sm(p) * sms) // columns, groups // 2, 256))
+    most = max(1, min(cdiv(k, KC * p["UNROLL"]) // 2, 256))
+    split = best_split(columns, blocks_per_sm(p) * max(sms, 1), most)
     del p["B_LAYOUT"]
     return {**p, "SPLIT": split}
+
+
+def best_split(columns: int, slots: int, most: int) -> int:
+    """The fewest slices of K (at most `most`) whose blocks fill the resident slots (`slots`: blocks per SM x
+    SMs) to 95 % over their waves: 112 columns on 132 slots use 85 % with 1 to 6 slices, 99 % with 7. Else
+    the best filling."""
+    def filled(s: int) -> float:
+        blocks = columns * s
+        return blocks / (cdiv(blocks, slots) * slots)
+
+    for s in range(1, most + 1):
+        if filled(s) >= 0.95:
+            return s
+    return max(range(1, most + 1), key=lambda s: (filled(s), -s))
 
 
 def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
@@ -160,7 +188,8 @@ SPEC = KernelSpec(
         Param("MT", 8, (8, 16, 32, 64), "rows of A per block (n8 tiles of the swapped MMA)"),
         Param("NT", 4, (1, 2, 4), "m16 tiles per warp: 16 NT columns of C"),
         Param("WARPS", 4, (1, 2, 4, 8), "warps per block, side by side over N"),
-        Param("UNROLL", 2, (1, 2, 4, 8), "chunks of 32 k of B a warp has in flight"),
+        Param("UNROLL", 2, (1, 2, 4), "chunks of 32 k of B per slot of a warp's ring"),
+        Param("STAGES", 4, (2, 3, 4, 6), "slots of a warp's ring: STAGES - 1 in flight while it computes"),
         Param("A_TYPE", 2, tuple(mma_sync.A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (from the dtype)"),
         Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (from out_dtype)"),
         Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
