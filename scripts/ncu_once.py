@@ -19,6 +19,7 @@ ap.add_argument("--kernel", default="wgmma", help="a rung, or cublas (torch.matm
 ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
 ap.add_argument("--n", type=int, default=4096)
 ap.add_argument("--shape", default="", help="MxNxK (instead of --n)")
+ap.add_argument("--weight", action="store_true", help="B as a linear layer's weight, W.t() with W of N x K (bfloat16)")
 ap.add_argument("--act", default="", help="fused bias (per column) and this activation ('none': bias alone)")
 ap.add_argument("params", nargs="*", help="the rung's parameters, NAME=VALUE")
 args = ap.parse_args()
@@ -28,7 +29,7 @@ if args.dtype == "bfloat16":  # CuPy has no bfloat16 everywhere: torch tensors
     import torch
 
     a = torch.randn(m, k, device="cuda").bfloat16()
-    b = torch.randn(k, n, device="cuda").bfloat16()
+    b = torch.randn(n, k, device="cuda").bfloat16().t() if args.weight else torch.randn(k, n, device="cuda").bfloat16()
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 else:
     a = cp.random.rand(m, k, dtype=cp.float32).astype(args.dtype)
