@@ -46,6 +46,7 @@ def main() -> None:
     ap.add_argument("--ms", default="1,4,8,16,32,64,128")
     ap.add_argument("--nk", default="4096x4096,8192x8192,14336x4096,28672x8192,8192x28672")
     ap.add_argument("--also", nargs="*", default=[])
+    ap.add_argument("--variants", nargs="*", default=[], help='rung 13 parameter sets over its heuristic, "NT=2,WARPS=8"')
     ap.add_argument("--row-major", action="store_true")
     ap.add_argument("--fp32", action="store_true")
     ap.add_argument("--budget-ms", type=float, default=60.0)
@@ -59,14 +60,17 @@ def main() -> None:
 
     import gemmlab
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
+    from gemmlab.kernels.rungs import skinny
 
     torch.backends.cuda.matmul.allow_tf32 = False
     dtype = torch.float32 if args.fp32 else torch.bfloat16
     eb = 4 if args.fp32 else 2
+    others = [*args.also, *args.variants]
     print(f"| M | N | K | layout | weights MB | torch µs | gemmlab µs | weights TB/s | % of {DATASHEET_TBS} TB/s "
-          "| x torch | " + " | ".join(f"{k} x torch" for k in args.also) + " |")
-    print("|---" * (10 + len(args.also)) + "|")
+          "| x torch | " + " | ".join(f"{k} x torch" for k in others) + " |")
+    print("|---" * (10 + len(others)) + "|")
     ratios = []
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for m in (int(x) for x in args.ms.split(",")):
         for n, k in (tuple(int(v) for v in s.split("x")) for s in args.nk.split(",")):
             x = torch.randn(m, k, device="cuda", dtype=dtype)
@@ -82,12 +86,18 @@ def main() -> None:
             for kern in args.also:
                 gemmlab.matmul(x, b, kernel=kern)
                 calls[kern] = TimedCall(lambda kern=kern: gemmlab.matmul(x, b, kernel=kern))
+            for v in args.variants:
+                given = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split(",") if kv}
+                base = {key: val for key, val in skinny.SPEC.heuristic(m, n, k, sms).items() if key != "SPLIT"}
+                p = skinny.params_for(m, n, k, sms, **{**base, **given})
+                gemmlab.matmul(x, b, kernel="skinny", **p)
+                calls[v] = TimedCall(lambda p=p: gemmlab.matmul(x, b, kernel="skinny", **p))
             res = time_interleaved(calls, TimingOptions(budget_ms=args.budget_ms * len(calls), rounds=5))
             t_torch, t_ours = res["torch"].median_ms, res["gemmlab"].median_ms
             tbs = eb * n * k / (t_ours * 1e-3) / 1e12
             r = t_torch / t_ours
             ratios.append(r)
-            extra = " | ".join(f"{t_torch / res[kern].median_ms:.3f}" for kern in args.also)
+            extra = " | ".join(f"{t_torch / res[kern].median_ms:.3f}" for kern in others)
             print(f"| {m} | {n} | {k} | {'K x N' if args.row_major else 'W.t()'} | {eb * n * k / 1e6:.0f} | "
                   f"{t_torch * 1e3:.1f} | {t_ours * 1e3:.1f} | {tbs:.2f} | {100 * tbs / DATASHEET_TBS:.0f}% | "
                   f"{r:.3f} |" + (f" {extra} |" if extra else ""), flush=True)

@@ -191,27 +191,52 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     };
 
     // The copies of one group (k0 .. k0 + G) into a slot: consecutive lanes take consecutive 16-byte pieces
-    // of a row (B^T given: 8 lanes cover a row's 128 bytes of two chunks; row-major: 8 lanes cover a k-row
-    // of 64 columns), so every warp-wide copy reads whole lines. Outside N x [kb, ke): zero (src-size 0).
-    auto issue_group = [&](int slot, int k0) {
-        unsigned char* base = ring + slot * S::BYTES;
+    // of a row (B^T given: 4 UNROLL lanes cover a row's 64 UNROLL bytes; row-major: 2 NT lanes cover a k-row
+    // of 16 NT columns), so a warp-wide copy reads whole runs of a row. A lane's pieces sit at the same
+    // place of every group: their shared-memory offsets and source addresses are computed once and the
+    // sources advance by a group (G k) per step. Outside N x [kb, ke): zero (src-size 0), checked only in
+    // groups that reach an edge.
+    constexpr int PER_LANE = S::PIECES / 32;
+    static_assert(S::PIECES % 32 == 0, "a slot's pieces split evenly over the lanes");
+    unsigned dst_off[PER_LANE];
+    const bits16* src0[PER_LANE];
+    int lim_n[PER_LANE], off_k[PER_LANE];  // the piece's column of B (bounds N), its k within a group
 #pragma unroll
-        for (int q = 0; q < S::PIECES / 32; ++q) {
-            const int e = lane + 32 * q;
-            int row, col, bytes;
-            const bits16* src;
-            if constexpr (KMAJOR) {
-                row = e / (4 * UNROLL), col = e % (4 * UNROLL);
-                const int n = n_warp + row, k = k0 + 8 * col;
-                bytes = n < N && k < ke ? 2 * min(8, ke - k) : 0;
-                src = B + (size_t)n * ldb + k;
-            } else {
-                row = e / (2 * NT), col = e % (2 * NT);
-                const int k = k0 + row, n = n_warp + 8 * col;
-                bytes = k < ke && n < N ? 2 * min(8, N - n) : 0;
-                src = B + (size_t)k * ldb + n;
+    for (int q = 0; q < PER_LANE; ++q) {
+        const int e = lane + 32 * q;
+        int row, col;
+        if constexpr (KMAJOR) {
+            row = e / (4 * UNROLL), col = e % (4 * UNROLL);
+            lim_n[q] = n_warp + row, off_k[q] = 8 * col;
+            src0[q] = B + (size_t)min(n_warp + row, N - 1) * ldb + 8 * col;
+        } else {
+            row = e / (2 * NT), col = e % (2 * NT);
+            lim_n[q] = n_warp + 8 * col, off_k[q] = row;
+            src0[q] = B + (size_t)row * ldb + min(n_warp + 8 * col, N - 1);
+        }
+        dst_off[q] = row * S::PITCH + 16 * col;
+    }
+    const bool full_n = n_warp + 16 * NT <= N;
+    auto issue_group = [&](int slot, int k0) {
+        const unsigned base = smem_u32(ring + slot * S::BYTES);
+        const size_t step = KMAJOR ? (size_t)(k0 - kb) : (size_t)(k0 - kb) * ldb;  // from the split's start
+        const bits16* split_base = B + (KMAJOR ? (size_t)kb : (size_t)kb * ldb);
+        if (full_n && k0 + G <= ke) {
+#pragma unroll
+            for (int q = 0; q < PER_LANE; ++q) cp_async16(base + dst_off[q], src0[q] + (split_base - B) + step, 16);
+        } else {
+#pragma unroll
+            for (int q = 0; q < PER_LANE; ++q) {
+                int bytes;
+                if constexpr (KMAJOR) {
+                    const int k = k0 + off_k[q];
+                    bytes = lim_n[q] < N && k < ke ? 2 * min(8, ke - k) : 0;
+                } else {
+                    const int k = k0 + off_k[q];
+                    bytes = k < ke && lim_n[q] < N ? 2 * min(8, N - lim_n[q]) : 0;
+                }
+                cp_async16(base + dst_off[q], bytes ? src0[q] + (split_base - B) + step : B, bytes);
             }
-            cp_async16(smem_u32(base + row * S::PITCH + 16 * col), bytes ? src : B, bytes);
         }
     };
 

@@ -139,18 +139,23 @@ def blocks_per_sm(p: dict[str, int], regs_per_sm: int = 65536, smem_per_sm: int 
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     """MT: the rows of A rounded up to a whole n8 tile (at most 64). Up to MT = 16, 4 tiles per warp (64
     columns), above 2 (the accumulators). Slots of two chunks, four per warp: with four warps 160 KB of
-    shared memory, 120 KB of B in flight per SM. SPLIT: as many slices of K as fill one wave of resident blocks (blocks_per_sm x SMs), so
-    that no block runs in a second, nearly empty wave, each slice at least two groups long."""
+    shared memory, 120 KB of B in flight per SM. SPLIT: best_split (params_for)."""
     mt = 8
     while mt < min(m, 64):
         mt *= 2
-    p = {"MT": mt, "NT": 4 if mt <= 16 else 2, "UNROLL": 2, "STAGES": 4, "WARPS": 4,
-         "B_LAYOUT": B_KMAJOR}  # the larger panel pitch: smem_bytes an upper bound for either layout
-    columns = max(1, cdiv(n, p["WARPS"] * warp_columns(p)) * cdiv(m, mt))
-    most = max(1, min(cdiv(k, KC * p["UNROLL"]) // 2, 256))
-    split = best_split(columns, blocks_per_sm(p) * max(sms, 1), most)
-    del p["B_LAYOUT"]
-    return {**p, "SPLIT": split}
+    return params_for(m, n, k, sms, MT=mt, NT=4 if mt <= 16 else 2, UNROLL=2, STAGES=4, WARPS=4)
+
+
+def params_for(m: int, n: int, k: int, sms: int, **given: int) -> dict[str, int]:
+    """`given` (the defaults for what it leaves out) and, unless given, the SPLIT that fills the waves of
+    resident blocks (best_split; each slice at least two groups long)."""
+    p = {**{q.name: q.default for q in SPEC.params if q.template}, **given, "B_LAYOUT": B_KMAJOR}
+    if "SPLIT" not in given:  # (the larger panel pitch of B^T given: an upper bound for either layout)
+        columns = max(1, cdiv(n, p["WARPS"] * warp_columns(p)) * cdiv(m, p["MT"]))
+        most = max(1, min(cdiv(k, KC * p["UNROLL"]) // 2, 256))
+        p["SPLIT"] = best_split(columns, blocks_per_sm(p) * max(sms, 1), most)
+    out = {name: p[name] for name in ("MT", "NT", "UNROLL", "STAGES", "WARPS", "SPLIT")}
+    return {**out, **{key: v for key, v in given.items() if key not in out}}
 
 
 def best_split(columns: int, slots: int, most: int) -> int:
