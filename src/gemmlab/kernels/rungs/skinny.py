@@ -14,7 +14,7 @@ from . import mma_sync
 
 KC = 32                 # k per chunk (two m16n8k16 steps)
 SMEM_LIMIT = 227 * 1024
-MAX_M = 64              # kernel="auto" takes the rung up to this many rows of A (docs/performance.md)
+MAX_M = 32              # kernel="auto" takes the rung up to this many rows of A (docs/performance.md)
 B_ROW_MAJOR, B_KMAJOR = 1, 2
 
 
@@ -120,9 +120,10 @@ def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: 
 
 
 def fits_shape(m: int, n: int, k: int) -> str | None:
-    """kernel="auto" takes this rung for M <= MAX_M; above it the product stops being a read of B."""
+    """kernel="auto" takes this rung for M <= MAX_M. At M = 64 and 128 the tiled rung 12 already ran at
+    0.98-1.05 x cuBLAS on decode-sized weights, this rung at 0.4-0.5 (docs/performance.md)."""
     if m > MAX_M:
-        return f"built for M <= {MAX_M} (decoding); M = {m} is a tiled product"
+        return f"built for M <= {MAX_M} (decoding); at M = {m} a tiled rung is faster"
     return None
 
 
@@ -137,13 +138,18 @@ def blocks_per_sm(p: dict[str, int], regs_per_sm: int = 65536, smem_per_sm: int 
 
 
 def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
-    """MT: the rows of A rounded up to a whole n8 tile (at most 64). Up to MT = 16, 4 tiles per warp (64
-    columns), above 2 (the accumulators). Slots of two chunks, four per warp: with four warps 160 KB of
-    shared memory, 120 KB of B in flight per SM. SPLIT: best_split (params_for)."""
+    """MT: the rows of A rounded up to a whole n8 tile (at most 64). Eight warps per block (two per SM
+    sub-partition: with four, each warp waited on its shared-memory reads about 40 % of its cycles, ncu).
+    MT = 8: one m16 tile per warp and slots of four chunks (each row of a transposed weight copied in runs
+    of 256 bytes); above, two tiles, two chunks and three slots. From side-by-side timings against cuBLAS at
+    M = 1, 16, 32 and N x K = 8192 x 8192, 28672 x 8192, 8192 x 28672 (docs/performance.md). SPLIT:
+    best_split (params_for)."""
     mt = 8
     while mt < min(m, 64):
         mt *= 2
-    return params_for(m, n, k, sms, MT=mt, NT=4 if mt <= 16 else 2, UNROLL=2, STAGES=4, WARPS=4)
+    if mt == 8:
+        return params_for(m, n, k, sms, MT=mt, NT=1, UNROLL=4, STAGES=4, WARPS=8)
+    return params_for(m, n, k, sms, MT=mt, NT=2, UNROLL=2, STAGES=3, WARPS=8)
 
 
 def params_for(m: int, n: int, k: int, sms: int, **given: int) -> dict[str, int]:

@@ -1,0 +1,23 @@
+"""Rung 13 (skinny) under compute-sanitizer: both layouts of B, odd shapes (edges of N, K and M, rows of A
+beyond one block), splits of K with the last block's reduction, the full epilogue, and staged operands.
+
+    for t in memcheck racecheck synccheck; do compute-sanitizer --tool $t python3 scripts/sanitize_skinny.py; done
+"""
+
+import torch
+
+import gemmlab
+
+for dt in (torch.bfloat16, torch.float16):
+    for m, n, k in ((1, 200, 333), (7, 130, 1000), (37, 72, 96)):
+        a = torch.randn(m, k, device="cuda").to(dt)
+        bias = torch.randn(n, device="cuda")
+        c = torch.randn(m, n, device="cuda").to(dt)
+        r = torch.randn(m, n, device="cuda").to(dt)
+        for b in (torch.randn(k, n, device="cuda").to(dt), torch.randn(n, k, device="cuda").to(dt).t()):
+            for p in (dict(SPLIT=1), dict(SPLIT=3), dict(MT=8, NT=1, UNROLL=4, STAGES=4, WARPS=8, SPLIT=2)):
+                gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="silu", residual=r,
+                               kernel="skinny", **p)
+            gemmlab.matmul(a[:, 1:], b[1:], kernel="skinny")  # unaligned rows: staged copies
+torch.cuda.synchronize()
+print("skinny sanitize run done")
