@@ -14,7 +14,8 @@ from . import mma_sync
 
 KC = 32                 # k per chunk (two m16n8k16 steps)
 SMEM_LIMIT = 227 * 1024
-MAX_M = 32              # kernel="auto" takes the rung up to this many rows of A (docs/performance.md)
+MAX_M = 16              # kernel="auto" takes the rung up to this many rows of A (fits_shape)
+WIDE_N = 16384          # ... and below this many columns of C (fits_shape)
 B_ROW_MAJOR, B_KMAJOR = 1, 2
 
 
@@ -120,10 +121,14 @@ def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: 
 
 
 def fits_shape(m: int, n: int, k: int) -> str | None:
-    """kernel="auto" takes this rung for M <= MAX_M. At M = 64 and 128 the tiled rung 12 already ran at
-    0.98-1.05 x cuBLAS on decode-sized weights, this rung at 0.4-0.5 (docs/performance.md)."""
+    """Where kernel="auto" takes this rung: M <= MAX_M and N < WIDE_N. Measured against rung 12 on the same
+    calls (H100, B^T given, docs/performance.md): at M = 32 and N = 8192 rung 12 ran at 0.78 x cuBLAS, this
+    rung at 0.69, and at M = 64 rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already
+    give every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93)."""
     if m > MAX_M:
         return f"built for M <= {MAX_M} (decoding); at M = {m} a tiled rung is faster"
+    if n >= WIDE_N:
+        return f"built for N < {WIDE_N}; at N = {n} a tiled rung's tiles already cover every SM"
     return None
 
 
