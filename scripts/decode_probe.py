@@ -18,8 +18,9 @@ import math
 DATASHEET_TBS = 3.35
 
 
-def warm(workers: int = 14) -> None:
-    """Compile rung 13 for every MT, type and layout the heuristic can pick, in parallel processes."""
+def warm(variants: list[dict[str, int]], workers: int = 14) -> None:
+    """Compile rung 13 for every MT, type and layout the heuristic can pick, and the --variants (bf16 in and
+    out, both layouts), in parallel processes."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -30,6 +31,8 @@ def warm(workers: int = 14) -> None:
     for mt, at, ct, lay in itertools.product((8, 16, 32, 64), (1, 2), (1, 2, 3), (1, 2)):
         p = spec.heuristic(mt, 8192, 8192, 132)
         sets.append({**p, "A_TYPE": at, "C_TYPE": ct, "B_LAYOUT": lay})
+    for mt, v, lay in itertools.product((8, 16), variants, (1, 2)):
+        sets.append({**spec.heuristic(mt, 8192, 8192, 132), **v, "A_TYPE": 2, "C_TYPE": 3, "B_LAYOUT": lay})
     with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
         list(ex.map(_compile, sets))
     print(f"compiled {len(sets)} instantiations of rung 13")
@@ -52,8 +55,9 @@ def main() -> None:
     ap.add_argument("--budget-ms", type=float, default=60.0)
     ap.add_argument("--warm", action="store_true")
     args = ap.parse_args()
+    variants = {v: {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split(",") if kv} for v in args.variants}
     if args.warm:
-        warm()
+        warm(list(variants.values()))
         return
 
     import torch
@@ -86,8 +90,7 @@ def main() -> None:
             for kern in args.also:
                 gemmlab.matmul(x, b, kernel=kern)
                 calls[kern] = TimedCall(lambda kern=kern: gemmlab.matmul(x, b, kernel=kern))
-            for v in args.variants:
-                given = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split(",") if kv}
+            for v, given in variants.items():
                 base = {key: val for key, val in skinny.SPEC.heuristic(m, n, k, sms).items() if key != "SPLIT"}
                 p = skinny.params_for(m, n, k, sms, **{**base, **given})
                 gemmlab.matmul(x, b, kernel="skinny", **p)

@@ -56,8 +56,8 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"MT = {p['MT']}: rows of A per block are whole n8 tiles, 8, 16, 32 or 64")
     if p["NT"] not in (1, 2, 4):
         errs.append(f"NT = {p['NT']}: a warp takes 1, 2 or 4 m16 tiles (16, 32 or 64 columns of C)")
-    if p["WARPS"] not in (1, 2, 4, 8):
-        errs.append(f"WARPS = {p['WARPS']}: 1, 2, 4 or 8 warps per block")
+    if p["WARPS"] not in (1, 2, 4, 8, 16):
+        errs.append(f"WARPS = {p['WARPS']}: 1, 2, 4, 8 or 16 warps per block")
     if p["UNROLL"] not in (1, 2, 4):
         errs.append(f"UNROLL = {p['UNROLL']}: 1, 2 or 4 chunks of {KC} k per slot")
     if p["STAGES"] < 2:
@@ -203,7 +203,7 @@ SPEC = KernelSpec(
     params=(
         Param("MT", 8, (8, 16, 32, 64), "rows of A per block (n8 tiles of the swapped MMA)"),
         Param("NT", 4, (1, 2, 4), "m16 tiles per warp: 16 NT columns of C"),
-        Param("WARPS", 4, (1, 2, 4, 8), "warps per block, side by side over N"),
+        Param("WARPS", 4, (1, 2, 4, 8, 16), "warps per block, side by side over N"),
         Param("UNROLL", 2, (1, 2, 4), "chunks of 32 k of B per slot of a warp's ring"),
         Param("STAGES", 4, (2, 3, 4, 6), "slots of a warp's ring: STAGES - 1 in flight while it computes"),
         Param("A_TYPE", 2, tuple(mma_sync.A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (from the dtype)"),
