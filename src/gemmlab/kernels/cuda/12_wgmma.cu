@@ -36,10 +36,10 @@
 //   the API copies other operands into row-padded arrays first (a copy costs less than a lower rung).
 // - Epilogue: 16-bit outputs with beta == 0 and no residual (plain, or a linear layer's act(alpha * acc +
 //   bias)) go through shared memory and TMA stores (store_tma), so that the writes to C drain while the next
-//   tile's main loop runs. Otherwise a plain epilogue (alpha, beta * C) or a linear layer's is written
-//   straight from the accumulators, each register pair two adjacent outputs (C with an even N and
-//   2-element aligned rows). Everything else (residual, beta with flags, odd C) is staged through shared
-//   memory 32 columns at a time and written by an out-of-line routine through epilogue.cuh.
+//   tile's main loop runs. Otherwise a plain epilogue (alpha, beta * C) or a linear layer's, with or without
+//   a residual R (added after the activation, read once from global memory), is written straight from the
+//   accumulators, each register pair two adjacent outputs (C with an even N and 2-element aligned rows). Everything else (beta with flags, odd C or R) is staged through
+//   shared memory 32 columns at a time and written by an out-of-line routine through epilogue.cuh.
 // - Deferred stores (DEFER 1, the default): the TMA-store epilogue packs the tile's outputs into registers
 //   (half as many as the accumulators) and hands them to the copy engine a box at a time after each of the
 //   next tile's first k steps' wgmmas, so the stores run while the tensor cores work.
@@ -471,15 +471,17 @@ __device__ __forceinline__ void store_direct(typename Out<C_TYPE>::T* __restrict
         }
 }
 
-// The fused epilogue of a linear layer, act(alpha * acc + bias), also straight from the registers
-// (beta == 0, no residual: those take the staged path). ACT is a compile-time activation (one
-// instantiation per activation, chosen by a switch on the flags), so each element costs its arithmetic and
+// The fused epilogue of a linear layer, act(alpha * acc + bias) (+ R where `R` is not null: a residual whose
+// rows allow pairs, read once), also straight from the registers (beta == 0; beta with flags takes the
+// staged path). ACT is a compile-time activation (one instantiation per activation, chosen by a switch on the flags), so each element costs its arithmetic and
 // nothing else; a column bias is read once per column pair and m64 tile, a row bias once per row (with 128
 // accumulators live, little else fits in registers).
 template <int C_TYPE, int MT, int ACC, int ACT>
 __device__ __forceinline__ void store_direct_fused(typename Out<C_TYPE>::T* __restrict__ C, int ldc, int row0, int col0,
                                                    int rows_left, int cols_left, const float (&acc)[MT][ACC], float alpha,
-                                                   const float* __restrict__ bias, int bias_mode, int warp, int g, int t) {
+                                                   const float* __restrict__ bias, int bias_mode,
+                                                   const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int warp,
+                                                   int g, int t) {
     typedef Out<C_TYPE> O;
     typedef typename O::T OutT;
     const int cl = cols_left - 2 * t;
@@ -499,12 +501,15 @@ __device__ __forceinline__ void store_direct_fused(typename Out<C_TYPE>::T* __re
                                     ? *reinterpret_cast<const float2*>(bias + col0 + 8 * j + 2 * t)
                                     : make_float2(0.0f, 0.0f);
             const float* a = &acc[mt][4 * j];
+            const size_t roff = (size_t)r0 * ldr + col0 + 8 * j + 2 * t;
+            const float2 res0 = R != nullptr && in0 && inc ? O::load2(R + roff) : make_float2(0.0f, 0.0f);
+            const float2 res1 = R != nullptr && in1 && inc ? O::load2(R + roff + (size_t)8 * ldr) : make_float2(0.0f, 0.0f);
             if (in0 && inc)
-                O::store2(p0 + 8 * j, activate_direct<C_TYPE, ACT>(fmaf(alpha, a[0], brow0 + bcol.x)),
-                          activate_direct<C_TYPE, ACT>(fmaf(alpha, a[1], brow0 + bcol.y)));
+                O::store2(p0 + 8 * j, activate_direct<C_TYPE, ACT>(fmaf(alpha, a[0], brow0 + bcol.x)) + res0.x,
+                          activate_direct<C_TYPE, ACT>(fmaf(alpha, a[1], brow0 + bcol.y)) + res0.y);
             if (in1 && inc)
-                O::store2(p1 + 8 * j, activate_direct<C_TYPE, ACT>(fmaf(alpha, a[2], brow1 + bcol.x)),
-                          activate_direct<C_TYPE, ACT>(fmaf(alpha, a[3], brow1 + bcol.y)));
+                O::store2(p1 + 8 * j, activate_direct<C_TYPE, ACT>(fmaf(alpha, a[2], brow1 + bcol.x)) + res1.x,
+                          activate_direct<C_TYPE, ACT>(fmaf(alpha, a[3], brow1 + bcol.y)) + res1.y);
             // Keeps the scheduler from interleaving all 64 elements' activations (it ran out of registers and
             // spilled with GELU); 32 elements at a time hide the latencies as well. Not for ReLU, which
             // needs no temporaries (there the barrier alone cost 6-9%).
@@ -1263,6 +1268,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // (DEFER: GELU with erf goes to the stores from registers below, which take 32 elements' activations
             // at a time; its box of 64 beside the held outputs of the deferred stores runs out of registers.)
             if constexpr (TMA_STORE && !SWAP) {
+                // (A residual is read by the stores from registers below: beside the deferred stores' held
+                // outputs, its loads spilled.)
                 if (tmap_c.opaque[0] != 0 && beta == 0.0f && !(epilogue & EPI_RESIDUAL) &&
                     !(DEFERRED && ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) == EPI_ACT_GELU_ERF)) {
                     const unsigned buf = epi_buf;
@@ -1337,28 +1344,29 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                                                   beta, warp, g, t);
                     continue;
                 }
-                if (beta == 0.0f && !(epilogue & EPI_RESIDUAL)) {
+                if (beta == 0.0f && vec_r) {  // (a residual whose rows allow pairs is read here too)
                     const int bias_mode = epilogue & EPI_BIAS_MASK, col0 = tile_col * BN;
+                    const typename Out<C_TYPE>::T* res_r = (epilogue & EPI_RESIDUAL) ? R : nullptr;
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
                             store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_RELU>(C, ldc, row_first, col0, rows_left, cols_left, acc,
-                                                          alpha, bias, bias_mode, warp, g, t);
+                                                          alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                             break;
                         case EPI_ACT_GELU_TANH:
                             store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(C, ldc, row_first, col0, rows_left, cols_left, acc,
-                                                          alpha, bias, bias_mode, warp, g, t);
+                                                          alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                             break;
                         case EPI_ACT_GELU_ERF:
                             store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(C, ldc, row_first, col0, rows_left, cols_left, acc,
-                                                          alpha, bias, bias_mode, warp, g, t);
+                                                          alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                             break;
                         case EPI_ACT_SILU:
                             store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_SILU>(C, ldc, row_first, col0, rows_left, cols_left, acc,
-                                                          alpha, bias, bias_mode, warp, g, t);
+                                                          alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                             break;
                         default:
                             store_direct_fused<C_TYPE, MT, ACC, 0>(C, ldc, row_first, col0, rows_left, cols_left, acc,
-                                                          alpha, bias, bias_mode, warp, g, t);
+                                                          alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                     }
                     continue;
                 }
