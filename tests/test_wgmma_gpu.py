@@ -573,3 +573,35 @@ def test_exponential_activations_within_their_stated_error(activation, out_dtype
         worst = np.unravel_index(excess.argmax(), excess.shape)
         assert (excess <= 0).all(), (ld, float(excess.max()), float(x64[worst[0], 0]), float(got[worst]),
                                      float(want[worst[0], 0]))
+
+
+@pytest.mark.parametrize("activation", list(ACTS), ids=str)
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("params", [{}, dict(BM=128, BN=128, STAGES=5, SCHEDULE=2, HELD=2)], ids=str)
+def test_residual_from_registers(activation, out_dtype, params):
+    """beta = 0 with a residual (a down projection's x W^T + R): read in the epilogue from registers, every
+    element against float64, output poisoned with NaN first; edge tiles in both directions, bias per column
+    and per row, B given transposed (a linear layer's weight) and row-major."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator(device="cuda")
+    g.manual_seed(3)
+    dt = getattr(torch, out_dtype)
+    unit = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}[out_dtype]
+    for m, n, k, transposed in [(300, 264, 136, True), (129, 520, 72, False), (1000, 1000, 1000, True)]:
+        x = (torch.rand(m, k, generator=g, device="cuda") * 2 - 1).bfloat16()
+        w = (torch.rand(n, k, generator=g, device="cuda") * 2 - 1).bfloat16()
+        b = w.t() if transposed else w.t().contiguous()
+        r = (torch.rand(m, n, generator=g, device="cuda") * 2 - 1).to(dt)
+        for bias_len in (n, m):
+            bias = torch.rand(bias_len, generator=g, device="cuda") - 0.5
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+            gemmlab.matmul(x, b, out, alpha=0.5, bias=bias, activation=activation, residual=r, kernel="wgmma",
+                           **params)
+            x64, b64, r64, bias64 = (v.double().cpu().numpy() for v in (x, b, r, bias))
+            z = 0.5 * (x64 @ b64) + (bias64[None, :] if bias_len == n else bias64[:, None])
+            ref = ACTS[activation](z) + r64
+            got = out.double().cpu().numpy()
+            bound = unit * np.abs(ref) + 1e-4 * (0.5 * np.abs(x64) @ np.abs(b64) + np.abs(z) + np.abs(r64))
+            bad = ~(np.abs(got - ref) <= bound)
+            assert not bad.any(), (f"{activation} {out_dtype} {m}x{n}x{k} bias[{bias_len}] {params}: "
+                                   f"{bad.sum()} elements off, first at {np.argwhere(bad)[0]}")
