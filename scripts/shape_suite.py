@@ -1,12 +1,13 @@
-"""The varied shape suite: gemmlab's best FP32 path (kernel="auto") against cuBLAS, side by side.
+"""The shape suite: kernel="auto" against cuBLAS (torch.matmul) on the shapes people run, FP32 (TF32 off) and
+BF16, side by side in one run, L2 flushed, each call as a torch user makes it (a new output each call).
 
-    PYTHONPATH=src python3 scripts/shape_suite.py [--kernel auto] [--quick]
-    PYTHONPATH=src python3 scripts/shape_suite.py --kernel sgemm --shapes 333x777x999,1000x1000x1000 \
-        --variants "BM=64,BN=64,WM=32,WN=32,TM=4,TN=8;BM=64,BN=64,WM=32,WN=32,TM=4,TN=8,STAGES=4"
+    PYTHONPATH=src python3 scripts/shape_suite.py [--dtypes bfloat16,float32] [--quick] [--only llm]
 
-Square 512 ... 8192, rectangular, K >> M*N, M*N >> K, and sizes that are not multiples of 8. Prints one
-line per shape (and variant) and the geometric mean of the ratios last. --variants times the named
-kernel with each parameter set (the spec's defaults fill in what a set leaves out) beside cuBLAS.
+45 shapes in five groups: square 512 ... 16384; sizes that are not multiples of a tile; LLM projections
+(QKV, up / gate, down) for hidden sizes 2048-8192 and intermediate sizes 5504-28672 at 1 ... 16384 tokens
+(B as a linear layer's weight, W.t()); K much larger than M x N; M x N much larger than K. Every result is
+verified against a float64 product before it is timed. Prints one row per shape and dtype, then per dtype
+the geometric mean of cuBLAS time / gemmlab time and the worst shape.
 """
 
 from __future__ import annotations
@@ -14,55 +15,85 @@ from __future__ import annotations
 import argparse
 import math
 
-import cupy as cp
+SQUARE = [(s, s, s) for s in (512, 1024, 2048, 4096, 8192, 16384)]
+ODD = [(1000, 1000, 1000), (3000, 3000, 3000), (4097, 4097, 4097), (6000, 6000, 6000), (1000, 3001, 2000),
+       (2047, 2049, 1023), (5000, 3000, 1234)]
+# (hidden, intermediate) and the token counts each is run at: up / gate (T x inter x hidden) and down
+# (T x hidden x inter); QKV (T x 3 hidden x hidden) for one model.
+MODELS = {(2048, 5504): (16, 2048), (4096, 11008): (1, 16, 128, 2048, 16384), (5120, 13824): (64, 8192),
+          (8192, 28672): (1, 128, 4096)}
+LONG_K = [(256, 256, 65536), (512, 512, 16384), (128, 4096, 16384), (64, 64, 131072)]
+WIDE = [(16384, 16384, 256), (4096, 4096, 512), (8192, 8192, 1024)]
 
-import gemmlab
-from gemmlab.bench import peers
-from gemmlab.bench.ladder import rel_error
-from gemmlab.bench.timing import time_gpu, tflops
 
-SHAPES = [
-    (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
-    (1000, 1000, 1000), (3000, 3000, 3000), (4097, 4097, 4097), (2047, 2049, 1023),
-    (8192, 1024, 4096), (1024, 8192, 4096), (4096, 4096, 512), (16384, 16384, 256),  # M*N >> K
-    (256, 256, 65536), (512, 512, 16384), (128, 4096, 16384), (64, 64, 131072),       # K >> M*N
-    (4096, 128, 4096), (128, 128, 128), (333, 777, 999), (5000, 3000, 1234),
-]
+def llm_shapes() -> list[tuple[int, int, int]]:
+    out = []
+    for (hidden, inter), tokens in MODELS.items():
+        for t in tokens:
+            out += [(t, inter, hidden), (t, hidden, inter)]
+    out.append((4096, 3 * 4096, 4096))
+    return out
+
+
+GROUPS = {"square": SQUARE, "odd": ODD, "llm": llm_shapes(), "long_k": LONG_K, "wide": WIDE}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kernel", default="auto")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--shapes", default="", help="MxNxK,... instead of the suite")
-    ap.add_argument("--variants", default="", help="NAME=V,NAME=V;... parameter sets of --kernel to time")
+    ap.add_argument("--dtypes", default="bfloat16,float32")
+    ap.add_argument("--only", default="", help="groups, comma-separated: " + ", ".join(GROUPS))
+    ap.add_argument("--quick", action="store_true", help="every third shape")
+    ap.add_argument("--budget-ms", type=float, default=40.0)
     args = ap.parse_args()
-    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
-    variants = [{k: int(v) for k, v in (kv.split("=") for kv in var.split(",") if kv)}
-                for var in args.variants.split(";")] if args.variants else [{}]
-    rng = cp.random.default_rng(7)
-    ratios = []
-    print(f"{'M':>6} {'N':>6} {'K':>7} {'ours ms':>9} {'cuBLAS ms':>10} {'TFLOP/s':>8} {'ratio':>6} {'err':>8}")
-    for (m, n, k), params in ((s, v) for s in (shapes[:8] if args.quick else shapes) for v in variants):
-        a = rng.uniform(-1, 1, (m, k), dtype=cp.float32)
-        b = rng.uniform(-1, 1, (k, n), dtype=cp.float32)
-        c = cp.empty((m, n), dtype=cp.float32)
-        ref = a.astype(cp.float64) @ b.astype(cp.float64)
-        c.fill(cp.nan)
-        gemmlab.matmul(a, b, c, kernel=args.kernel, **params)
-        err = rel_error(c, ref)
-        if not err < 1e-4:
-            print(f"{m:6d} {n:6d} {k:7d} FAILED err {err:.1e}")
-            ratios.append(0.0)
-            continue
-        ours = time_gpu(lambda: gemmlab.matmul(a, b, c, kernel=args.kernel, **params), budget_ms=150)
-        theirs = time_gpu(lambda: peers.cublas_sgemm(a, b, c), budget_ms=150)
-        r = theirs.median_ms / ours.median_ms
-        ratios.append(r)
-        print(f"{m:6d} {n:6d} {k:7d} {ours.median_ms:9.3f} {theirs.median_ms:10.3f} "
-              f"{tflops(m, n, k, ours.median_ms):8.2f} {r:6.3f} {err:8.1e} {params or ''}", flush=True)
-    geo = math.exp(sum(math.log(max(r, 1e-9)) for r in ratios) / len(ratios))
-    print(f"geometric mean of cuBLAS time / gemmlab time over {len(ratios)} shapes: {geo:.3f}")
+
+    import torch
+
+    import gemmlab
+    from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    groups = args.only.split(",") if args.only else list(GROUPS)
+    cases = [(g, s) for g in groups for s in GROUPS[g]]
+    if args.quick:
+        cases = cases[::3]
+    print("| dtype | group | M | N | K | B | torch ms | gemmlab ms | gemmlab TFLOP/s | x cuBLAS | rel. error |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    summary = {}
+    for dt_name in args.dtypes.split(","):
+        dt = getattr(torch, dt_name)
+        tol = 1e-5 if dt_name == "float32" else 1e-2
+        ratios = []
+        for group, (m, n, k) in cases:
+            gen = torch.Generator(device="cuda")
+            gen.manual_seed(m * 7 + n * 13 + k)
+            a = (torch.rand(m, k, device="cuda", generator=gen) * 2 - 1).to(dt)
+            weight = group == "llm"
+            b = ((torch.rand(n, k, device="cuda", generator=gen) * 2 - 1).to(dt).t() if weight
+                 else (torch.rand(k, n, device="cuda", generator=gen) * 2 - 1).to(dt))
+            ref = a.double() @ b.double()
+            got = gemmlab.matmul(a, b)
+            err = ((got.double() - ref).norm() / ref.norm()).item()
+            layout = "W.t()" if weight else "K x N"
+            if not err < tol:
+                print(f"| {dt_name} | {group} | {m} | {n} | {k} | {layout} | | | | FAILED | {err:.1e} |", flush=True)
+                ratios.append((0.0, (m, n, k)))
+                continue
+            del ref
+            res = time_interleaved({"torch": TimedCall(lambda: torch.matmul(a, b)),
+                                    "gemmlab": TimedCall(lambda: gemmlab.matmul(a, b))},
+                                   TimingOptions(budget_ms=2 * args.budget_ms, rounds=4))
+            t, o = res["torch"].median_ms, res["gemmlab"].median_ms
+            ratios.append((t / o, (m, n, k)))
+            print(f"| {dt_name} | {group} | {m} | {n} | {k} | {layout} | {t:.4f} | {o:.4f} | "
+                  f"{2 * m * n * k / o / 1e9:.1f} | {t / o:.3f} | {err:.1e} |", flush=True)
+        ok = [r for r, _ in ratios if r > 0]
+        geo = math.exp(sum(math.log(r) for r in ok) / len(ok)) if ok else 0.0
+        worst = min(ratios)
+        summary[dt_name] = (geo, worst, len(ratios))
+    for dt_name, (geo, worst, count) in summary.items():
+        print(f"{dt_name}: {count} shapes, geometric mean x cuBLAS {geo:.3f}, worst {worst[0]:.3f} at "
+              f"{' x '.join(map(str, worst[1]))}")
 
 
 if __name__ == "__main__":
