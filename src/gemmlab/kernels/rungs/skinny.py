@@ -16,6 +16,7 @@ KC = 32                 # k per chunk (two m16n8k16 steps)
 SMEM_LIMIT = 227 * 1024
 MAX_M = 16              # kernel="auto" takes the rung up to this many rows of A (fits_shape)
 WIDE_N = 16384          # ... and below this many columns of C (fits_shape)
+LONG_K = 32768          # ... and from this K on a C of at most four tiles (fits_shape)
 B_ROW_MAJOR, B_KMAJOR = 1, 2
 
 
@@ -121,15 +122,22 @@ def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: 
 
 
 def fits_shape(m: int, n: int, k: int) -> str | None:
-    """Where kernel="auto" takes this rung: M <= MAX_M and N < WIDE_N. Measured against rung 12 on the same
-    calls (H100, B^T given, docs/performance.md): at M = 32 and N = 8192 rung 12 ran at 0.78 x cuBLAS, this
-    rung at 0.69, and at M = 64 rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already
-    give every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93)."""
-    if m > MAX_M:
-        return f"built for M <= {MAX_M} (decoding); at M = {m} a tiled rung is faster"
-    if n >= WIDE_N:
-        return f"built for N < {WIDE_N}; at N = {n} a tiled rung's tiles already cover every SM"
-    return None
+    """Where kernel="auto" takes this rung (measured against rung 12 on the same calls, H100, B^T given,
+    docs/performance.md):
+    - decoding, M <= MAX_M and N < WIDE_N. At M = 32 and N = 8192 rung 12 ran at 0.78 x cuBLAS, this rung
+      at 0.69; at M = 64, rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already give
+      every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93);
+    - long K on a tiny C: K >= LONG_K, N <= 512 and at most 4 of rung 12's 128 x 256 tiles, where rung 12
+      (no split over K) keeps 4 SMs or fewer busy: 64 x 64 x 131072 0.04 -> 0.21 x cuBLAS, 256 x 256 x
+      65536 0.22 -> 0.35; still far from cuBLAS, which splits K on every SM."""
+    if m <= MAX_M:
+        if n >= WIDE_N:
+            return f"built for N < {WIDE_N} at small M; at N = {n} a tiled rung's tiles already cover every SM"
+        return None
+    if k >= LONG_K and n <= 512 and cdiv(m, 128) * cdiv(n, 256) <= 4:
+        return None
+    return (f"built for M <= {MAX_M} (decoding) or K >= {LONG_K} on a C of at most 4 tiles of 128 x 256 and "
+            f"N <= 512; at {m} x {n} x {k} a tiled rung is faster")
 
 
 def blocks_per_sm(p: dict[str, int], regs_per_sm: int = 65536, smem_per_sm: int = 228 * 1024,
