@@ -1,4 +1,4 @@
-"""Rung 13 (skinny) under compute-sanitizer: both layouts of B, odd shapes (edges of N, K and M, rows of A
+"""Rung 13 (skinny) under compute-sanitizer, fp16, bf16 and fp32: both layouts of B, odd shapes (edges of N, K and M, rows of A
 beyond one block), splits of K with the last block's reduction, the full epilogue, and staged operands.
 
     for t in memcheck racecheck synccheck; do compute-sanitizer --tool $t python3 scripts/sanitize_skinny.py; done
@@ -8,7 +8,7 @@ import torch
 
 import gemmlab
 
-for dt in (torch.bfloat16, torch.float16):
+for dt in (torch.bfloat16, torch.float16, torch.float32):
     for m, n, k in ((1, 200, 333), (7, 130, 1000), (37, 72, 96)):
         a = torch.randn(m, k, device="cuda").to(dt)
         bias = torch.randn(n, device="cuda")

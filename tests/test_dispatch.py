@@ -101,7 +101,7 @@ def test_explain_choice_gives_parameters_and_their_source():
     assert "runs float32 at fp32, not float32 at tf32" in text  # why sgemm was passed over
     assert "A_TYPE=3" in text
 
-    h = api.explain_choice("float32", shape=(64, 64, 65536), cc=(9, 0), sm_count=132)
+    h = api.explain_choice("float32", shape=(128, 128, 65536), cc=(9, 0), sm_count=132)
     assert h.spec.name == "sgemm" and h.params_source == "heuristic" and h.params["SPLIT_K"] > 1
     assert "132 SMs" in h.params_detail
 
@@ -149,7 +149,7 @@ def test_run_explain_with_a_compute_capability_needs_no_gpu():
 
 
 def test_run_cc_shows_the_fp32_heuristic_and_a_named_kernel_that_cannot_run():
-    r = runner.invoke(app, ["run", "--cc", "sm_90", "--sms", "132", "--m", "64", "--n", "64", "--k", "65536"],
+    r = runner.invoke(app, ["run", "--cc", "sm_90", "--sms", "132", "--m", "128", "--n", "128", "--k", "65536"],
                       terminal_width=200)
     assert r.exit_code == 0, r.output
     assert "sgemm (rung 10)" in r.output and "heuristic" in r.output and "SPLIT_K=" in r.output

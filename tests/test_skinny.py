@@ -15,10 +15,12 @@ SHAPES = [(1, 8192, 8192), (3, 1000, 3001), (16, 28672, 8192), (64, 4096, 4096),
 def test_heuristic_is_valid_and_fills_the_waves(mnk):
     p = SPEC.heuristic(*mnk, 132)
     for layout in (1, 2):
-        full = SPEC.validate({**p, "B_LAYOUT": layout})
-        assert skinny.smem_bytes(full) <= skinny.SMEM_LIMIT
-    g = skinny._geometry(*mnk, {**p, "B_LAYOUT": 2})
-    slots = skinny.blocks_per_sm({**p, "B_LAYOUT": 2}) * 132
+        for a_type in (1, 2, 4):  # the heuristic knows no dtype: its choice fits every type
+            full = SPEC.validate({**p, "B_LAYOUT": layout, "A_TYPE": a_type})
+            assert skinny.smem_bytes(full) <= skinny.SMEM_LIMIT
+    full = SPEC.validate({**p, "B_LAYOUT": 2})
+    g = skinny._geometry(*mnk, full)
+    slots = skinny.blocks_per_sm(full) * 132
     assert g.grid[1] == p["SPLIT"] >= 1 and g.grid[2] == -(-mnk[0] // p["MT"])
     if mnk[2] >= 4096:  # enough K to split: the blocks fill their waves to 95 %
         assert g.blocks / (-(-g.blocks // slots) * slots) >= 0.95
@@ -61,20 +63,25 @@ def test_auto_takes_it_by_shape_only():
     for shape in ((512, 512, 16384), (128, 1024, 65536), (1024, 256, 65536)):
         assert api.explain_choice("bfloat16", shape=shape, cc=cc).spec.name == "wgmma"
     assert api.choose_kernel("bfloat16", cc).name == "wgmma"  # no shape: a rung built for some shapes is passed over
-    assert api.explain_choice("float32", shape=(1, 8192, 8192), cc=cc).spec.name != "skinny"
+    assert api.explain_choice("float32", shape=(1, 8192, 8192), cc=cc).spec.name == "skinny"
+    assert api.explain_choice("float32", shape=(1, 28672, 8192), cc=cc).spec.name == "skinny"
+    assert api.explain_choice("float32", shape=(skinny.MAX_M_FP32 + 1, 8192, 8192), cc=cc).spec.name == "sgemm"
+    assert api.explain_choice("float32", shape=(64, 64, 131072), cc=cc).spec.name == "skinny"  # M <= 64
+    assert api.explain_choice("float32", shape=(256, 256, 65536), cc=cc).spec.name == "sgemm"  # (split-K)
 
 
 def test_stream_model():
-    p = {**SPEC.heuristic(1, 8192, 8192, 132), "B_LAYOUT": 2}
+    p = SPEC.validate({**SPEC.heuristic(1, 8192, 8192, 132), "B_LAYOUT": 2})
     bytes_ = skinny.stream_bytes(1, 8192, 8192, p)
     assert bytes_ == 2 * (8192 * 8192 + 8192) + 2 * 8192
     assert skinny.stream_seconds(1, 8192, 8192, p, 3.35e12) == pytest.approx(bytes_ / 3.35e12)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("m", [1, 16])
-def test_heuristic_instantiations_compile_without_local_memory(m):
+@pytest.mark.parametrize("m,a_type", [(1, 2), (16, 2), (1, 4), (64, 4)])
+def test_heuristic_instantiations_compile_without_local_memory(m, a_type):
     p = SPEC.heuristic(m, 8192, 8192, 132)
     for layout in (1, 2):
-        r = registry.resources(SPEC, {**p, "A_TYPE": 2, "C_TYPE": 3, "B_LAYOUT": layout}, "sm_90a")
+        c_type = 3 if a_type == 2 else 1
+        r = registry.resources(SPEC, {**p, "A_TYPE": a_type, "C_TYPE": c_type, "B_LAYOUT": layout}, "sm_90a")
         assert r.known and r.stack_frame == 0 and r.spill_stores == 0, r

@@ -64,16 +64,16 @@ def gen():
 
 
 @pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 @pytest.mark.parametrize("mnk", SHAPES, ids=lambda t: "x".join(map(str, t)))
 def test_every_element_against_float64(mnk, dtype, layout, gen):
     m, n, k = mnk
     if dtype == "float16" and m not in (1, 13, 33):
-        pytest.skip("fp16 on three row counts (one per MT of the heuristic's first three); bf16 on all")
+        pytest.skip("fp16 on three row counts (one per MT of the heuristic's first three); bf16 and fp32 on all")
     a, b = _rand((m, k), dtype, gen), _b(k, n, layout, dtype, gen)
     a64, b64 = _f64(a), _f64(b)
     ref, scale = a64 @ b64, np.abs(a64) @ np.abs(b64)
-    for out_dtype in (dtype, "float32"):
+    for out_dtype in sorted({dtype, "float32"}):
         out = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
         gemmlab.matmul(a, b, out, kernel="skinny")
         _check(out, ref, scale, out_dtype, f"{dtype} {m}x{n}x{k} layout {layout} -> {out_dtype}")
@@ -92,6 +92,25 @@ def test_parameters_and_rows_beyond_one_block(params, layout, gen):
         out = torch.full((m, n), float("nan"), device="cuda")
         gemmlab.matmul(a, b, out, kernel="skinny", **params)
         _check(out, a64 @ b64, np.abs(a64) @ np.abs(b64), "float32", f"{m}x{n}x{k} {params} layout {layout}")
+
+
+@pytest.mark.parametrize("params", [dict(MT=8, NT=1, UNROLL=4, STAGES=4, WARPS=8, SPLIT=3),
+                                    dict(MT=16, NT=4, UNROLL=1, STAGES=3, WARPS=4, SPLIT=1),
+                                    dict(MT=64, NT=2, UNROLL=2, STAGES=3, WARPS=8, SPLIT=5)], ids=str)
+@pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
+def test_fp32_on_the_cuda_cores(params, layout, gen):
+    """Strict fp32 (no TF32): lanes that share a column (NT = 1), lanes with two columns (NT = 4), splits,
+    rows beyond one block, the fused epilogue."""
+    for m, n, k in [(3, 1000, 3001), (70, 200, 333)]:
+        a, b = _rand((m, k), "float32", gen), _b(k, n, layout, "float32", gen)
+        bias = torch.rand(n, generator=gen, device="cuda") - 0.5
+        r = _rand((m, n), "float32", gen)
+        a64, b64, bias64, r64 = _f64(a), _f64(b), _f64(bias), _f64(r)
+        out = torch.full((m, n), float("nan"), device="cuda")
+        gemmlab.matmul(a, b, out, bias=bias, activation="relu", residual=r, kernel="skinny", **params)
+        z = a64 @ b64 + bias64[None, :]
+        _check(out, np.maximum(z, 0) + r64, np.abs(a64) @ np.abs(b64) + np.abs(z) + np.abs(r64), "float32",
+               f"fp32 {m}x{n}x{k} {params} layout {layout}")
 
 
 @pytest.mark.parametrize("act", list(ACTS), ids=str)
@@ -158,4 +177,5 @@ def test_auto_takes_the_rung_by_shape():
         assert api.explain_choice("bfloat16", shape=(m, 8192, 8192), cc=cc).spec.name == "skinny"
     assert api.explain_choice("bfloat16", shape=(skinny.MAX_M + 1, 8192, 8192), cc=cc).spec.name != "skinny"
     assert api.explain_choice("bfloat16", shape=(1, skinny.WIDE_N, 8192), cc=cc).spec.name != "skinny"
-    assert api.explain_choice("float32", shape=(1, 8192, 8192), cc=cc).spec.name != "skinny"
+    assert api.explain_choice("float32", shape=(1, 8192, 8192), cc=cc).spec.name == "skinny"
+    assert api.explain_choice("float32", shape=(skinny.MAX_M_FP32 + 1, 8192, 8192), cc=cc).spec.name != "skinny"

@@ -103,7 +103,7 @@ def check_residual(residual, m: int, n: int, out: str) -> None:
 
 
 def epilogue_rungs(dtype: str) -> list[str]:
-    return [s.name for s in registry.specs_for_dtype(dtype) if s.epilogue]
+    return [s.name for s in registry.specs_for_dtype(dtype, ladder=False) if s.epilogue]
 
 
 def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, out_dtype, precision,
@@ -158,7 +158,7 @@ def check_named(req: Request) -> None:
             also = "".join(f" (float32 with precision={p!r})" for p in spec.precisions)
             raise TypeError(f"kernel {spec.name} takes {' or '.join(spec.dtypes)} inputs{also}; A and B are "
                             f"{req.dtype} (use kernel='auto' or a rung that takes them)")
-        offer = [s.name for s in registry.specs_for(req.dtype, req.precision)]
+        offer = [s.name for s in registry.specs_for(req.dtype, req.precision, ladder=False)]
         raise TypeError(f"kernel {spec.name} has no precision={req.precision!r} mode for {req.dtype} inputs (kernels "
                         f"that do: {', '.join(offer) or 'none'}; or kernel='auto')")
     if req.epilogue and not spec.epilogue:
@@ -179,7 +179,7 @@ def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False
     as C^T = B^T A^T; 1: B row-major as it is."""
     if not spec.type_params:
         return {}
-    out_p = {"A_TYPE": formats.INPUT_TYPES[element], "C_TYPE": formats.C_TYPES[out]}
+    out_p = {"A_TYPE": formats.ELEMENT_TYPES[element], "C_TYPE": formats.C_TYPES[out]}
     if "B_LAYOUT" in spec.type_params:
         out_p["B_LAYOUT"] = 2 if b_kmajor else 3 if element == "tf32" else 1
     return out_p

@@ -108,7 +108,7 @@ def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape
             continue
         off_shape = None
         if s.fits_shape is not None:  # a rung built for some shapes: taken only where a shape says so
-            off_shape = s.fits_shape(*shape) if shape is not None else "built for some shapes; no shape given"
+            off_shape = s.fits_shape(*shape, dtype) if shape is not None else "built for some shapes; no shape given"
         if off_shape:
             verdicts[i] = (s, off_shape)
             continue

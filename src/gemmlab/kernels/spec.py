@@ -205,9 +205,9 @@ class KernelSpec:
     # For analysis: a traced build, and shared-memory wavefronts where they are not the traffic model's.
     trace: Trace | None = None
     smem_wavefronts: Callable[[int, int, int, dict[str, int]], int] | None = None
-    # The shapes kernel="auto" takes the rung for: (M, N, K) -> None where it is built for the shape, else
-    # why not. None: every shape. (A named rung runs any shape: this says where it is the right choice.)
-    fits_shape: Callable[[int, int, int], str | None] | None = None
+    # The shapes kernel="auto" takes the rung for: (M, N, K, dtype) -> None where it is built for the shape,
+    # else why not. None: every shape. (A named rung runs any shape: this says where it is the right choice.)
+    fits_shape: Callable[[int, int, int, str], str | None] | None = None
 
     def __post_init__(self):
         unknown = [g for g in self.arguments if g not in ARGUMENT_GROUPS]

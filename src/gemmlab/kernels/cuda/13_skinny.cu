@@ -113,41 +113,66 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// The element type of input code A_TYPE: 16-bit raw bits for fp16 / bf16 (1, 2), float for strict fp32 (4,
+// on the CUDA cores: this rung's fp32 path).
+template <int A_TYPE> struct Elem { typedef bits16 T; };
+template <> struct Elem<4> { typedef float T; };
+
+// Elements p[0 .. W) of a 16-byte piece as raw words (16-bit: 2 per word), those at index >= `left` zero.
+__device__ __forceinline__ void load_edge_elems(unsigned (&r)[4], const bits16* p, int left) { load_edge<4>(r, p, left); }
+__device__ __forceinline__ void load_edge_elems(unsigned (&r)[4], const float* p, int left) {
+#pragma unroll
+    for (int w = 0; w < 4; ++w) r[w] = w < left ? __float_as_uint(p[w]) : 0u;
+}
+
 // Shared-memory geometry, in bytes, shared with skinny.py (smem_bytes): a warp's slot of the ring holds one
-// group (UNROLL chunks of 32 k) of its 16 NT columns of B. B^T given: 16 NT rows of 64 UNROLL bytes, pitch
-// + 32 (rows 2 apart 64 bytes apart in the banks: a phase of 16-byte reads, rows 2g + h and 4 lanes each,
-// is conflict-free). Row-major: 32 UNROLL k-rows of 32 NT bytes, pitch + 16.
-template <int NT, int UNROLL, bool KMAJOR>
+// group (GK = 64 UNROLL bytes of k: UNROLL chunks of 32 16-bit k, or 16 UNROLL fp32 k) of its 16 NT columns
+// of B, elements of EB bytes. B^T given: 16 NT rows of 64 UNROLL bytes, pitch + 32 for 16-bit (rows 2 apart
+// 64 bytes apart in the banks: a phase of 16-byte reads, rows 2g + h and 4 lanes each, is conflict-free),
+// + 16 for fp32 (8 consecutive rows of a phase in 8 distinct 16-byte bank groups). Row-major: GK k-rows of
+// 16 NT EB bytes, pitch + 16.
+template <int NT, int UNROLL, bool KMAJOR, int EB>
 struct Slot {
-    static constexpr int PITCH = KMAJOR ? 64 * UNROLL + 32 : 32 * NT + 16;
-    static constexpr int ROWS = KMAJOR ? 16 * NT : 32 * UNROLL;
+    static constexpr int GK = 64 * UNROLL / EB;  // k per group
+    static constexpr int ROW_BYTES = KMAJOR ? GK * EB : 16 * NT * EB;
+    static constexpr int PITCH = ROW_BYTES + (KMAJOR && EB == 2 ? 32 : 16);
+    static constexpr int ROWS = KMAJOR ? 16 * NT : GK;
     static constexpr int BYTES = PITCH * ROWS;
-    static constexpr int PIECES = ROWS * (KMAJOR ? 4 * UNROLL : 2 * NT);  // 16-byte copies per slot
+    static constexpr int PER_ROW = ROW_BYTES / 16;  // 16-byte copies per row
+    static constexpr int PIECES = ROWS * PER_ROW;
 };
 
-// MT: rows of A per block (n8 tiles of the swapped MMA: MT / 8). NT: m16 tiles per warp (16 NT columns of
-// C). WARPS: warps per block, side by side over N. UNROLL: chunks of 32 k per group (one slot of a warp's
-// ring). STAGES: slots per warp. B_LAYOUT 1: B row-major (K x N, ldb >= N); 2: B^T given (N x K, row pitch
-// ldb). SPLIT is gridDim.y.
+// MT: rows of A per block (16-bit: n8 tiles of the swapped MMA, MT / 8). NT: 16 NT columns of C per warp
+// (16-bit: m16 tiles). WARPS: warps per block, side by side over N. UNROLL: chunks of 32 k per group (one
+// slot of a warp's ring). STAGES: slots per warp. A_TYPE 1 fp16, 2 bf16 (tensor cores), 4 fp32 (CUDA cores,
+// strict). B_LAYOUT 1: B row-major (K x N, ldb >= N); 2: B^T given (N x K, row pitch ldb). SPLIT is gridDim.y.
 template <int MT, int NT, int WARPS, int UNROLL, int STAGES, int A_TYPE, int C_TYPE, int B_LAYOUT>
 __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
-    int M, int N, int K, float alpha, const bits16* __restrict__ A, int lda, const bits16* __restrict__ B, int ldb,
-    float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,
-    const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, float* __restrict__ ws,
-    int* __restrict__ counters) {
+    int M, int N, int K, float alpha, const typename Elem<A_TYPE>::T* __restrict__ A, int lda,
+    const typename Elem<A_TYPE>::T* __restrict__ B, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
+    int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
+    float* __restrict__ ws, int* __restrict__ counters) {
     static_assert(MT % 8 == 0 && MT >= 8, "MT: whole n8 tiles");
-    static_assert(NT == 1 || NT == 2 || NT == 4, "NT: 1, 2 or 4 m16 tiles per warp");
+    static_assert(NT == 1 || NT == 2 || NT == 4, "NT: 16, 32 or 64 columns of C per warp");
     static_assert(B_LAYOUT == 1 || B_LAYOUT == 2, "B_LAYOUT: 1 row-major, 2 B^T given");
+    static_assert(A_TYPE == 1 || A_TYPE == 2 || A_TYPE == 4, "A_TYPE: 1 fp16, 2 bf16, 4 fp32");
     static_assert(STAGES >= 2, "STAGES: a ring of at least two slots");
+    typedef typename Elem<A_TYPE>::T E;
+    constexpr bool F32 = A_TYPE == 4;
+    constexpr int EB = sizeof(E), EPP = 16 / EB;  // bytes per element, elements per 16-byte piece
     constexpr bool KMAJOR = B_LAYOUT == 2;
-    constexpr int KC = 32;        // k per chunk: two m16n8k16 steps
-    constexpr int G = KC * UNROLL;
+    constexpr int KC = 32;        // k per chunk (16-bit: two m16n8k16 steps); splits are whole chunks
+    constexpr int G = 64 * UNROLL / EB;  // k per group: 16-bit, UNROLL chunks; fp32, half as many k
     constexpr int J = MT / 8;     // n8 tiles over the rows of A
     constexpr int NTHREADS = WARPS * 32;
-    typedef Slot<NT, UNROLL, KMAJOR> S;
-    // A panel of XK k: about 16 KB of shared memory, a whole number of groups and a multiple of 64 k.
-    constexpr int XK = (8192 / MT) / (2 * G) > 0 ? (8192 / MT) / (2 * G) * (2 * G) : 2 * G;
-    constexpr int XP = XK + (KMAJOR ? 32 : 16);  // row pitch in elements
+    // fp32: a lane's columns of C (RPL) and the lanes that share one (LPR), of the warp's 16 NT.
+    constexpr int LPR = 16 * NT >= 32 ? 1 : 32 / (16 * NT), RPL = 16 * NT >= 32 ? 16 * NT / 32 : 1;
+    constexpr int NACC = F32 ? RPL * MT : NT * J * 4;  // fp32 accumulators per thread
+    typedef Slot<NT, UNROLL, KMAJOR, EB> S;
+    static_assert(S::GK == G, "the slot holds one group");
+    // A panel of XK k: about 16 KB of shared memory, a whole number of pairs of groups (skinny.panel_k).
+    constexpr int XK = (16384 / EB / MT) / (2 * G) > 0 ? (16384 / EB / MT) / (2 * G) * (2 * G) : 2 * G;
+    constexpr int XP = XK + (F32 ? 4 : KMAJOR ? 32 : 16);  // row pitch in elements
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int n_warp = (blockIdx.x * WARPS + warp) * 16 * NT;
@@ -157,93 +182,93 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     const int kper = ((K + splits - 1) / splits + KC - 1) / KC * KC;
     const int kb = min(K, (int)blockIdx.y * kper), ke = min(K, kb + kper);
 
-    float acc[NT][J][4];
+    float accf[NACC];
 #pragma unroll
-    for (int i = 0; i < NT; ++i)
-#pragma unroll
-        for (int j = 0; j < J; ++j)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    for (int i = 0; i < NACC; ++i) accf[i] = 0.0f;
+    // Views of them: 16-bit, MMA fragments (NT x J x 4); fp32, columns x rows of A (RPL x MT). Each view is
+    // used only where it covers accf exactly.
+    float(&acc)[NT][J][4] = *reinterpret_cast<float(*)[NT][J][4]>(accf);
+    float(&acc32)[RPL][MT] = *reinterpret_cast<float(*)[RPL][MT]>(accf);
 
-    // The columns of C this lane's fragment rows g and g + 8 stand for: n_pair(i) and n_pair(i) + 1.
+    // 16-bit: the columns of C this lane's fragment rows g and g + 8 stand for: n_pair(i) and n_pair(i) + 1.
     auto n_pair = [&](int i) { return KMAJOR ? n_warp + 16 * i + 2 * g : n_warp + 2 * NT * g + 2 * i; };
+    // fp32: column q of this lane's (RPL of them, within the warp's), and the share of k it takes (sub).
+    const int own = lane / LPR, sub = lane % LPR;
+    auto col32 = [&](int q) { return own + q * (32 / LPR); };
 
     // Shared memory: the panel of A (MT x XP elements), then each warp's ring of STAGES slots.
     extern __shared__ __align__(16) unsigned char smem[];
-    bits16* xs = reinterpret_cast<bits16*>(smem);
-    unsigned char* ring = smem + MT * XP * 2 + warp * STAGES * S::BYTES;
+    E* xs = reinterpret_cast<E*>(smem);
+    unsigned char* ring = smem + MT * XP * EB + warp * STAGES * S::BYTES;
 
     // A's rows m0 .. m0 + MT, a panel of XK k from p0, zero outside M x [kb, ke) (the weights there are
     // zero too, and 0 x garbage could be NaN). Row pitch XP: the eight 16-byte reads of a B^T-given phase
     // (rows g, g + 1, 64 bytes each) and the sixteen 8-byte reads of a row-major one (four rows, 32 bytes
-    // each) fall into distinct banks.
+    // each) fall into distinct banks; fp32 reads are broadcasts.
     auto load_panel = [&](int p0) {
-        const int pieces = MT * (XK / 8);
+        const int pieces = MT * (XK / EPP);
         for (int e = threadIdx.x; e < pieces; e += NTHREADS) {
-            const int r = e / (XK / 8), c = (e % (XK / 8)) * 8;
+            const int r = e / (XK / EPP), c = (e % (XK / EPP)) * EPP;
             const int m = m0 + r, k = p0 + c;
             unsigned v[4];
             if (m >= M || k >= ke) zero<4>(v);
-            else if (k + 8 <= ke) load_shared_use<4>(v, A + (size_t)m * lda + k);
-            else load_edge<4>(v, A + (size_t)m * lda + k, ke - k);
+            else if (k + EPP <= ke) load_shared_use<4>(v, reinterpret_cast<const bits16*>(A + (size_t)m * lda + k));
+            else load_edge_elems(v, A + (size_t)m * lda + k, ke - k);
             *reinterpret_cast<uint4*>(&xs[r * XP + c]) = make_uint4(v[0], v[1], v[2], v[3]);
         }
     };
 
     // The copies of one group (k0 .. k0 + G) into a slot: consecutive lanes take consecutive 16-byte pieces
-    // of a row (B^T given: 4 UNROLL lanes cover a row's 64 UNROLL bytes; row-major: 2 NT lanes cover a k-row
-    // of 16 NT columns), so a warp-wide copy reads whole runs of a row. A lane's pieces sit at the same
-    // place of every group: their shared-memory offsets and source addresses are computed once and the
-    // sources advance by a group (G k) per step. Outside N x [kb, ke): zero (src-size 0), checked only in
-    // groups that reach an edge.
+    // of a row (B^T given: a row's 32 UNROLL elements; row-major: a k-row's 16 NT columns), so a warp-wide
+    // copy reads whole runs of a row. A lane's pieces sit at the same place of every group: their shared-
+    // memory offsets and source addresses are computed once and the sources advance by a group (G k) per
+    // step. Outside N x [kb, ke): zero (src-size 0), checked only in groups that reach an edge.
     constexpr int PER_LANE = S::PIECES / 32;
     static_assert(S::PIECES % 32 == 0, "a slot's pieces split evenly over the lanes");
     unsigned dst_off[PER_LANE];
-    const bits16* src0[PER_LANE];
+    const E* src0[PER_LANE];
     int lim_n[PER_LANE], off_k[PER_LANE];  // the piece's column of B (bounds N), its k within a group
 #pragma unroll
     for (int q = 0; q < PER_LANE; ++q) {
         const int e = lane + 32 * q;
-        int row, col;
+        const int row = e / S::PER_ROW, col = e % S::PER_ROW;
         if constexpr (KMAJOR) {
-            row = e / (4 * UNROLL), col = e % (4 * UNROLL);
-            lim_n[q] = n_warp + row, off_k[q] = 8 * col;
-            src0[q] = B + (size_t)min(n_warp + row, N - 1) * ldb + 8 * col;
+            lim_n[q] = n_warp + row, off_k[q] = EPP * col;
+            src0[q] = B + (size_t)min(n_warp + row, N - 1) * ldb + EPP * col;
         } else {
-            row = e / (2 * NT), col = e % (2 * NT);
-            lim_n[q] = n_warp + 8 * col, off_k[q] = row;
-            src0[q] = B + (size_t)row * ldb + min(n_warp + 8 * col, N - 1);
+            lim_n[q] = n_warp + EPP * col, off_k[q] = row;
+            src0[q] = B + (size_t)row * ldb + min(n_warp + EPP * col, N - 1);
         }
         dst_off[q] = row * S::PITCH + 16 * col;
     }
     const bool full_n = n_warp + 16 * NT <= N;
     auto issue_group = [&](int slot, int k0) {
         const unsigned base = smem_u32(ring + slot * S::BYTES);
-        const size_t step = KMAJOR ? (size_t)(k0 - kb) : (size_t)(k0 - kb) * ldb;  // from the split's start
-        const bits16* split_base = B + (KMAJOR ? (size_t)kb : (size_t)kb * ldb);
+        const size_t step = KMAJOR ? (size_t)k0 : (size_t)k0 * ldb;  // the group's first k
         if (full_n && k0 + G <= ke) {
 #pragma unroll
-            for (int q = 0; q < PER_LANE; ++q) cp_async16(base + dst_off[q], src0[q] + (split_base - B) + step, 16);
+            for (int q = 0; q < PER_LANE; ++q) cp_async16(base + dst_off[q], src0[q] + step, 16);
         } else {
 #pragma unroll
             for (int q = 0; q < PER_LANE; ++q) {
                 int bytes;
                 if constexpr (KMAJOR) {
                     const int k = k0 + off_k[q];
-                    bytes = lim_n[q] < N && k < ke ? 2 * min(8, ke - k) : 0;
+                    bytes = lim_n[q] < N && k < ke ? EB * min(EPP, ke - k) : 0;
                 } else {
                     const int k = k0 + off_k[q];
-                    bytes = k < ke && lim_n[q] < N ? 2 * min(8, N - lim_n[q]) : 0;
+                    bytes = k < ke && lim_n[q] < N ? EB * min(EPP, N - lim_n[q]) : 0;
                 }
-                cp_async16(base + dst_off[q], bytes ? src0[q] + (split_base - B) + step : B, bytes);
+                cp_async16(base + dst_off[q], bytes ? src0[q] + step : B, bytes);
             }
         }
     };
 
-    // The MMAs of one group from its slot, A's fragments from the panel that starts at p0. Fragments of B
-    // read from the slot as they would have been loaded: B^T given, 16 bytes of rows 16 i + 2 g + h at
+    // 16-bit: the MMAs of one group from its slot, A's fragments from the panel that starts at p0. Fragments
+    // of B read from the slot as they would have been loaded: B^T given, 16 bytes of rows 16 i + 2 g + h at
     // k 32 u + 8 t; row-major, NT words of k-rows 32 u + 16 s + 4 t + r at column 2 NT g.
     auto compute_group = [&](int slot, int k0, int p0) {
+      if constexpr (!F32) {
         const unsigned char* base = ring + slot * S::BYTES;
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
@@ -274,7 +299,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
             for (int j = 0; j < J; ++j) {
                 // Row 8 j + g of the panel, the k this lane's b fragments stand for: B^T given, 8 from c + 8 t
                 // (both steps); row-major, 4 from c + 16 s + 4 t (step s).
-                const bits16* row = xs + (8 * j + g) * XP + c;
+                const E* row = xs + (8 * j + g) * XP + c;
                 unsigned x[4];
                 if constexpr (KMAJOR) {
                     const uint4 v = *reinterpret_cast<const uint4*>(row + 8 * t);
@@ -306,10 +331,49 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
                     }
             }
         }
+      }
     };
 
-    // The ring: STAGES - 1 groups in flight while the MMAs use the oldest. Every lane commits a group per
-    // step (empty past the end), so wait_group counts alike everywhere. A new panel of A at every XK k,
+    // fp32 on the CUDA cores: each lane owns RPL columns of C (its rows of B^T, or its columns of a row-major
+    // B) and all MT rows of A; lanes that share a column (LPR = 2 with NT = 1) take alternate groups of 4 k.
+    // Per 4 k: a float4 of the column (B^T given) or 4 scalars (row-major, consecutive lanes consecutive
+    // columns: conflict-free), then MT float4 broadcasts of A's rows and 4 MT FMAs per column.
+    auto compute_group32 = [&](int slot, int k0, int p0) {
+      if constexpr (F32) {
+        const unsigned char* base = ring + slot * S::BYTES;
+        const int c0 = k0 - p0;
+#pragma unroll
+        for (int s4 = 0; s4 < G / 4 / LPR; ++s4) {
+            const int kk = 4 * (s4 * LPR + sub);  // k within the group
+            float4 w[RPL];
+#pragma unroll
+            for (int q = 0; q < RPL; ++q) {
+                if constexpr (KMAJOR) {
+                    w[q] = *reinterpret_cast<const float4*>(base + col32(q) * S::PITCH + 4 * kk);
+                } else {
+                    const float* b0 = reinterpret_cast<const float*>(base + kk * S::PITCH) + col32(q);
+                    w[q] = make_float4(b0[0], b0[S::PITCH / 4], b0[2 * S::PITCH / 4], b0[3 * S::PITCH / 4]);
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < MT; ++m) {
+                const float4 x = *reinterpret_cast<const float4*>(xs + m * XP + c0 + kk);
+#pragma unroll
+                for (int q = 0; q < RPL; ++q) {
+                    float a = acc32[q][m];
+                    a = fmaf(w[q].x, x.x, a);
+                    a = fmaf(w[q].y, x.y, a);
+                    a = fmaf(w[q].z, x.z, a);
+                    a = fmaf(w[q].w, x.w, a);
+                    acc32[q][m] = a;
+                }
+            }
+        }
+      }
+    };
+
+    // The ring: STAGES - 1 groups in flight while the warp computes on the oldest. Every lane commits a group
+    // per step (empty past the end), so wait_group counts alike everywhere. A new panel of A at every XK k,
     // between two block barriers (every warp walks the same groups).
     const int groups = (ke - kb + G - 1) / G;
 #pragma unroll
@@ -331,21 +395,25 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
         // The slot group q - 1 used is free again: every lane is past its reads (the barrier above).
         if (q + STAGES - 1 < groups) issue_group((q + STAGES - 1) % STAGES, k0 + (STAGES - 1) * G);
         cp_async_commit();
-        compute_group(q % STAGES, k0, p0);
+        if constexpr (F32) compute_group32(q % STAGES, k0, p0);
+        else compute_group(q % STAGES, k0, p0);
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+    if constexpr (F32 && LPR == 2) {  // the two lanes of a column add their halves of k
+#pragma unroll
+        for (int i = 0; i < NACC; ++i) accf[i] += __shfl_xor_sync(0xffffffffu, accf[i], 1);
+    }
 
     if (splits > 1) {
-        // Partial sums out (float4 per (tile, n8 tile), consecutive threads consecutive 16 bytes), then the
-        // last block of this column of blocks adds all of them in split order.
+        // Partial sums out (float4s, consecutive threads consecutive 16 bytes), then the last block of this
+        // column of blocks adds all of them in split order.
+        constexpr int F4 = NACC / 4;
         const int column = blockIdx.z * gridDim.x + blockIdx.x;
-        float4* part = reinterpret_cast<float4*>(ws) + (size_t)column * splits * (NT * J) * NTHREADS;
-        float4* mine = part + (size_t)blockIdx.y * (NT * J) * NTHREADS + threadIdx.x;
+        float4* part = reinterpret_cast<float4*>(ws) + (size_t)column * splits * F4 * NTHREADS;
+        float4* mine = part + (size_t)blockIdx.y * F4 * NTHREADS + threadIdx.x;
 #pragma unroll
-        for (int i = 0; i < NT; ++i)
-#pragma unroll
-            for (int j = 0; j < J; ++j)
-                mine[(i * J + j) * NTHREADS] = make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]);
+        for (int i = 0; i < F4; ++i)
+            mine[i * NTHREADS] = make_float4(accf[4 * i], accf[4 * i + 1], accf[4 * i + 2], accf[4 * i + 3]);
         __threadfence();
         __syncthreads();
         __shared__ int last;
@@ -355,34 +423,49 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
         __threadfence();
         if (threadIdx.x == 0) counters[column] = 0;  // zero again for the next launch
 #pragma unroll
-        for (int i = 0; i < NT; ++i)
-#pragma unroll
-            for (int j = 0; j < J; ++j) {
-                float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                for (int sp = 0; sp < splits; ++sp) {
-                    const float4 v = __ldcg(part + ((size_t)sp * (NT * J) + i * J + j) * NTHREADS + threadIdx.x);
-                    sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-                }
-                acc[i][j][0] = sum.x, acc[i][j][1] = sum.y, acc[i][j][2] = sum.z, acc[i][j][3] = sum.w;
+        for (int i = 0; i < F4; ++i) {
+            float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int sp = 0; sp < splits; ++sp) {
+                const float4 v = __ldcg(part + ((size_t)sp * F4 + i) * NTHREADS + threadIdx.x);
+                sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
             }
+            accf[4 * i] = sum.x, accf[4 * i + 1] = sum.y, accf[4 * i + 2] = sum.z, accf[4 * i + 3] = sum.w;
+        }
     }
 
-    // Epilogue: acc[i][j] = (m, n), (m + 1, n), (m, n + 1), (m + 1, n + 1) with m = m0 + 8 j + 2 t and
-    // n = n_pair(i): row m's pair is (acc[.][.][0], acc[.][.][2]), row m + 1's (acc[.][.][1], acc[.][.][3]).
-    const bool vec_c = pairs_aligned(C, ldc);
-    const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
+    if constexpr (F32) {
+        // fp32: lane `own` writes (m, n) for its columns n and every row m (consecutive lanes consecutive
+        // columns); the second lane of a shared column writes nothing.
+        if (sub != 0) return;
 #pragma unroll
-    for (int i = 0; i < NT; ++i) {
-        const int n = n_pair(i);
-        if (n >= N) continue;
+        for (int q = 0; q < RPL; ++q) {
+            const int n = n_warp + col32(q);
+            if (n >= N) continue;
 #pragma unroll
-        for (int j = 0; j < J; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int m = m0 + 8 * j + 2 * t + h;
-                if (m >= M) continue;
-                epilogue_call<C_TYPE>(C, ldc, m, n, n + 1 < N, acc[i][j][h], acc[i][j][2 + h], alpha, beta, bias, R,
-                                      ldr, epilogue, vec_c, vec_r);
+            for (int m = 0; m < MT; ++m) {
+                if (m0 + m >= M) continue;
+                epilogue_call<C_TYPE>(C, ldc, m0 + m, n, false, acc32[q][m], 0.0f, alpha, beta, bias, R, ldr,
+                                      epilogue, false, false);
             }
+        }
+    } else {
+        // Epilogue: acc[i][j] = (m, n), (m + 1, n), (m, n + 1), (m + 1, n + 1) with m = m0 + 8 j + 2 t and
+        // n = n_pair(i): row m's pair is (acc[.][.][0], acc[.][.][2]), row m + 1's (acc[.][.][1], acc[.][.][3]).
+        const bool vec_c = pairs_aligned(C, ldc);
+        const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
+#pragma unroll
+        for (int i = 0; i < NT; ++i) {
+            const int n = n_pair(i);
+            if (n >= N) continue;
+#pragma unroll
+            for (int j = 0; j < J; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int m = m0 + 8 * j + 2 * t + h;
+                    if (m >= M) continue;
+                    epilogue_call<C_TYPE>(C, ldc, m, n, n + 1 < N, acc[i][j][h], acc[i][j][2 + h], alpha, beta, bias,
+                                          R, ldr, epilogue, vec_c, vec_r);
+                }
+        }
     }
 }

@@ -9,6 +9,7 @@ the shapes where that holds (kernel="auto" takes it there, the tiled rungs elsew
 
 from __future__ import annotations
 
+from ...formats import STRICT_FP32 as FP32
 from ..spec import KernelSpec, Launch, Param, Staging, Traffic, Workspace, cdiv
 from . import mma_sync
 
@@ -17,6 +18,7 @@ SMEM_LIMIT = 227 * 1024
 MAX_M = 16              # kernel="auto" takes the rung up to this many rows of A (fits_shape)
 WIDE_N = 16384          # ... and below this many columns of C (fits_shape)
 LONG_K = 32768          # ... and from this K on a C of at most four tiles (fits_shape)
+MAX_M_FP32 = 64         # fp32: up to this many rows of A (fits_shape)
 B_ROW_MAJOR, B_KMAJOR = 1, 2
 
 
@@ -25,30 +27,60 @@ def warp_columns(p: dict[str, int]) -> int:
     return 16 * p["NT"]
 
 
+A_TYPES = {**mma_sync.A_TYPES, "float32": FP32}  # fp16 and bf16 on the tensor cores, fp32 on the CUDA cores
+
+
+def element_bytes(p: dict[str, int]) -> int:
+    return 4 if p["A_TYPE"] == FP32 else 2
+
+
+def group_k(p: dict[str, int]) -> int:
+    """k per group (one slot of a warp's ring): 64 UNROLL bytes of a row of B^T, 16-bit UNROLL chunks of 32 k,
+    fp32 half as many k (so that a slot takes the same shared memory for every type)."""
+    return 64 * p["UNROLL"] // element_bytes(p)
+
+
 def panel_k(p: dict[str, int]) -> int:
-    """k of A one shared-memory panel holds: about 16 KB, a whole number of pairs of UNROLL chunks."""
-    pair = 2 * KC * p["UNROLL"]
-    return max(1, (8192 // p["MT"]) // pair) * pair
+    """k of A one shared-memory panel holds: about 16 KB, a whole number of pairs of groups."""
+    pair = 2 * group_k(p)
+    return max(1, (16384 // element_bytes(p) // p["MT"]) // pair) * pair
+
+
+def lanes_per_column(p: dict[str, int]) -> int:
+    """fp32: lanes that share one of the warp's 16 NT columns (2 with NT = 1, splitting k), else 1."""
+    return max(1, 32 // (16 * p["NT"]))
+
+
+def accumulators(p: dict[str, int]) -> int:
+    """fp32 accumulators per thread: 16-bit, NT x MT / 2 (MMA fragments); fp32, MT per column a lane owns."""
+    if p["A_TYPE"] == FP32:
+        return max(1, 16 * p["NT"] // 32) * p["MT"]
+    return p["NT"] * p["MT"] // 2
 
 
 def slot_bytes(p: dict[str, int]) -> int:
     """One slot of a warp's ring: a group (UNROLL chunks of 32 k) of its 16 NT columns of B, rows padded
-    (B^T given: 16 NT rows of 64 UNROLL + 32 bytes; row-major: 32 UNROLL k-rows of 32 NT + 16 bytes)."""
+    (B^T given: 16 NT rows of 64 UNROLL bytes + 32, fp32 + 16; row-major: group_k k-rows of 16 NT elements +
+    16 bytes)."""
+    eb = element_bytes(p)
     if p["B_LAYOUT"] == B_KMAJOR:
-        return 16 * p["NT"] * (64 * p["UNROLL"] + 32)
-    return 32 * p["UNROLL"] * (32 * p["NT"] + 16)
+        return 16 * p["NT"] * (64 * p["UNROLL"] + (32 if eb == 2 else 16))
+    return group_k(p) * (16 * p["NT"] * eb + 16)
 
 
 def smem_bytes(p: dict[str, int]) -> int:
-    """The panel of A (MT rows x panel_k + 32 or 16 elements of padding, 16-bit) and every warp's ring."""
-    panel = 2 * p["MT"] * (panel_k(p) + (32 if p["B_LAYOUT"] == B_KMAJOR else 16))
-    return panel + p["WARPS"] * p["STAGES"] * slot_bytes(p)
+    """The panel of A (MT rows x panel_k + padding: 4 elements for fp32, else 32 or 16) and every warp's ring."""
+    eb = element_bytes(p)
+    pad = 4 if eb == 4 else 32 if p["B_LAYOUT"] == B_KMAJOR else 16
+    return eb * p["MT"] * (panel_k(p) + pad) + p["WARPS"] * p["STAGES"] * slot_bytes(p)
 
 
 def registers(p: dict[str, int]) -> int:
-    """Registers a thread needs, about: accumulators (NT x MT / 2), one chunk's fragments of B (8 NT) and
-    of A (4), and about 40 for addresses and the loop."""
-    return p["NT"] * p["MT"] // 2 + 8 * p["NT"] + 4 + 40
+    """Registers a thread needs, about: the accumulators, one chunk's fragments of B (8 NT) and of A (4), and
+    about 40 for addresses and the loop."""
+    if p["A_TYPE"] == FP32:  # a float4 of B per column the lane owns, one of A
+        return accumulators(p) + 4 * max(1, 16 * p["NT"] // 32) + 4 + 40
+    return accumulators(p) + 8 * p["NT"] + 4 + 40
 
 
 def _constraints(p: dict[str, int]) -> list[str]:
@@ -67,8 +99,8 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"SPLIT = {p['SPLIT']}: grid.y holds at most 65535 slices of K")
     if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
         errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major) or 2 (B^T given, read K-major)")
-    if p["A_TYPE"] not in mma_sync.A_TYPES.values():
-        errs.append(f"A_TYPE = {p['A_TYPE']} is not a 16-bit input type code (1 fp16, 2 bf16)")
+    if p["A_TYPE"] not in A_TYPES.values():
+        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code of this rung (1 fp16, 2 bf16, 4 fp32)")
     if p["C_TYPE"] not in mma_sync.C_TYPES.values():
         errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
     if not errs and registers(p) > 232:
@@ -93,12 +125,12 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
 
 
 def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspace:
-    """The partial sums of every block (its threads x NT x MT / 2 fp32: SPLIT x M x N padded to whole tiles)
+    """The partial sums of every block (its threads x `accumulators`: SPLIT x M x N padded to whole tiles)
     and one counter per column of blocks; nothing with SPLIT = 1."""
     if p["SPLIT"] <= 1:
         return Workspace()
     g = _geometry(m, n, k, p)
-    return Workspace(floats=g.blocks * g.threads_per_block * p["NT"] * p["MT"] // 2, ints=g.grid[0] * g.grid[2])
+    return Workspace(floats=g.blocks * g.threads_per_block * accumulators(p), ints=g.grid[0] * g.grid[2])
 
 
 def partial_bytes(m: int, n: int, k: int, p: dict[str, int]) -> int:
@@ -121,15 +153,21 @@ def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: 
     return stream_bytes(m, n, k, p, elem_bytes, out_bytes) / dram_bytes_per_s
 
 
-def fits_shape(m: int, n: int, k: int) -> str | None:
-    """Where kernel="auto" takes this rung (measured against rung 12 on the same calls, H100, B^T given,
+def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
+    """Where kernel="auto" takes this rung (measured against the tiled rungs on the same calls, H100,
     docs/performance.md):
-    - decoding, M <= MAX_M and N < WIDE_N. At M = 32 and N = 8192 rung 12 ran at 0.78 x cuBLAS, this rung
-      at 0.69; at M = 64, rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already give
-      every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93);
-    - long K on a tiny C: K >= LONG_K, N <= 512 and at most 4 of rung 12's 128 x 256 tiles, where rung 12
-      (no split over K) keeps 4 SMs or fewer busy: 64 x 64 x 131072 0.04 -> 0.21 x cuBLAS, 256 x 256 x
-      65536 0.22 -> 0.35; still far from cuBLAS, which splits K on every SM."""
+    - fp16 / bf16 decoding, M <= MAX_M and N < WIDE_N. At M = 32 and N = 8192 rung 12 ran at 0.78 x cuBLAS,
+      this rung at 0.69; at M = 64, rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already
+      give every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93);
+    - fp16 / bf16 with long K on a tiny C: K >= LONG_K, N <= 512 and at most 4 of rung 12's 128 x 256 tiles,
+      where rung 12 (no split over K) keeps 4 SMs or fewer busy: 64 x 64 x 131072 0.04 -> 0.21 x cuBLAS,
+      256 x 256 x 65536 0.22 -> 0.35; still far from cuBLAS, which splits K on every SM;
+    - fp32, M <= MAX_M_FP32: rung 10's smallest tile has 32 rows, and a transposed B (a linear layer's
+      weight) is copied before it runs."""
+    if dtype == "float32":
+        if m <= MAX_M_FP32:
+            return None
+        return f"built for M <= {MAX_M_FP32} in fp32; at M = {m} the tiled fp32 rung is faster"
     if m <= MAX_M:
         if n >= WIDE_N:
             return f"built for N < {WIDE_N} at small M; at N = {n} a tiled rung's tiles already cover every SM"
@@ -171,7 +209,7 @@ def params_for(m: int, n: int, k: int, sms: int, **given: int) -> dict[str, int]
     p = {**{q.name: q.default for q in SPEC.params if q.template}, **given, "B_LAYOUT": B_KMAJOR}
     if "SPLIT" not in given:  # (the larger panel pitch of B^T given: an upper bound for either layout)
         columns = max(1, cdiv(n, p["WARPS"] * warp_columns(p)) * cdiv(m, p["MT"]))
-        most = max(1, min(cdiv(k, KC * p["UNROLL"]) // 2, 256))
+        most = max(1, min(cdiv(k, 64 * p["UNROLL"] // 2) // 2, 256))  # (16-bit groups: the most k per group)
         p["SPLIT"] = best_split(columns, blocks_per_sm(p) * max(sms, 1), most)
     out = {name: p[name] for name in ("MT", "NT", "UNROLL", "STAGES", "WARPS", "SPLIT")}
     return {**out, **{key: v for key, v in given.items() if key not in out}}
@@ -214,7 +252,8 @@ SPEC = KernelSpec(
         Param("WARPS", 4, (1, 2, 4, 8, 16), "warps per block, side by side over N"),
         Param("UNROLL", 2, (1, 2, 4), "chunks of 32 k of B per slot of a warp's ring"),
         Param("STAGES", 4, (2, 3, 4, 6), "slots of a warp's ring: STAGES - 1 in flight while it computes"),
-        Param("A_TYPE", 2, tuple(mma_sync.A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (from the dtype)"),
+        Param("A_TYPE", 2, tuple(A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (tensor cores), 4 fp32 "
+                                                   "(CUDA cores, strict); from the dtype"),
         Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (from out_dtype)"),
         Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
               "1: B row-major (K x N); 2: B^T given (N x K, read K-major); set from the arrays"),
@@ -228,7 +267,7 @@ SPEC = KernelSpec(
     heuristic=_heuristic,
     workspace=workspace,
     min_cc=(8, 0),
-    dtypes=("float16", "bfloat16"),
+    dtypes=("float16", "bfloat16", "float32"),
     arguments=("epilogue", "workspace"),
     type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT"),
     operand_rules=operand_problems,
