@@ -360,3 +360,25 @@ def test_cuda_graph_capture_and_replay(case, gen):
         err = _rel(out, _reference(static, activation=activation))
         assert err <= TOL[dtype], f"{case} replay {i}: rel. error {err:.2e}"
     assert torch.isfinite(torch.randn(1024, device="cuda")).all()  # torch's CUDA generator still works
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("lead", [(4,), (2, 3)], ids=str)
+def test_a_batch_of_rows_times_a_weight(dtype, lead, gen):
+    """x @ W.t() with x of shape (..., T, K): one product of all rows (decode-sized and prefill-sized T),
+    bias, activation and residual per row, autograd through the fold; against float64."""
+    dt = getattr(torch, dtype)
+    for t, k, n in [(1, 512, 384), (70, 264, 136)]:
+        x = (_randn(gen, *lead, t, k) / math.sqrt(k)).to(dt).requires_grad_()
+        w = _randn(gen, n, k).to(dt).requires_grad_()
+        bias = _randn(gen, n)
+        r = _randn(gen, *lead, t, n).to(dt)
+        y = gemmlab.matmul(x, w.t(), bias=bias, activation="gelu_tanh", residual=r)
+        assert y.shape == (*lead, t, n) and y.dtype == dt
+        z = x.double() @ w.double().t() + bias.double()
+        ref = torch.nn.functional.gelu(z, approximate="tanh") + r.double()
+        assert _rel(y, ref) <= TOL[dtype]
+        y.float().sum().backward()
+        gx = torch.autograd.grad((torch.nn.functional.gelu(x.double() @ w.double().t() + bias.double(),
+                                                            approximate="tanh")).sum(), x)[0]
+        assert _rel(x.grad, gx) <= 10 * TOL[dtype]

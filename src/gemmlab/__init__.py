@@ -20,6 +20,59 @@ _router: list = [None]
 
 def matmul(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,
            residual=None, out_dtype=None, precision=None, **params):
+    if getattr(a, "ndim", 2) > 2 and getattr(b, "ndim", 2) == 2:
+        return _batched_rows(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias,
+                             activation=activation, residual=residual, out_dtype=out_dtype, precision=precision,
+                             **params)
+    if getattr(a, "ndim", 2) > 2 or getattr(b, "ndim", 2) > 2:
+        raise ValueError(f"A of shape {tuple(a.shape)} and B of shape {tuple(b.shape)}: gemmlab multiplies a "
+                         "2-D B, or a batch of A's rows by one 2-D B (x @ W with x of shape batch x T x K); a "
+                         "batch of B matrices is not supported")
+    return _matmul2d(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias, activation=activation,
+                     residual=residual, out_dtype=out_dtype, precision=precision, **params)
+
+
+def _batched_rows(a, b, c, *, residual, **kw):
+    """x @ W for x of shape (..., T, K) and a 2-D W: one product of all rows, (batch x T) x K times K x N, in
+    one launch, the epilogue on every row; the result (or `c`) has shape (..., T, N). A's leading dimensions
+    are folded into its rows as a view where its strides allow it (else a copy, as torch.matmul does); C and
+    the residual must fold as views or copies of the same shape."""
+    lead, k = tuple(a.shape[:-1]), a.shape[-1]
+    rows = 1
+    for d in lead:
+        rows *= d
+    a2 = a.reshape(rows, k)
+    n = b.shape[1]
+    want = (*lead, n)
+    for name, x in (("C", c), ("residual", residual)):
+        if x is not None and tuple(x.shape) != want:
+            raise ValueError(f"{name} must have the shape {want} of A's batch x N, got {tuple(x.shape)}")
+    c2 = None
+    if c is not None:
+        c2 = c.reshape(rows, n)
+        if not _shares_memory(c2, c):
+            raise ValueError(f"C of shape {tuple(c.shape)} does not fold into {rows} x {n} rows without a copy "
+                             "(its strides); pass a contiguous C or none")
+    r2 = residual.reshape(rows, n) if residual is not None else None
+    out = _matmul2d(a2, b, c2, residual=r2, **kw)
+    return c if c is not None else out.reshape(want)
+
+
+def _shares_memory(view, x) -> bool:
+    """Whether the reshaped `view` is a view of `x` (not a copy)."""
+    ptr = getattr(view, "data_ptr", None)
+    if ptr is not None:
+        return view.data_ptr() == x.data_ptr()
+    data = getattr(view, "data", None)
+    if hasattr(view, "base") and not hasattr(data, "ptr"):  # numpy
+        import numpy as np
+
+        return np.shares_memory(view, x)
+    return view.data.ptr == x.data.ptr  # CuPy
+
+
+def _matmul2d(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,
+              residual=None, out_dtype=None, precision=None, **params):
     router = _router[0]
     if router is None and "torch" in _sys.modules:  # torch is in use: its operator carries autograd and compile
         from .torch.ops import ROUTER as router
@@ -33,6 +86,9 @@ def matmul(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bia
                         activation=activation, residual=residual, out_dtype=out_dtype, precision=precision, **params)
 
 
-matmul.__doc__ = _call.matmul.__doc__
+matmul.__doc__ = _call.matmul.__doc__ + """
+    Batches: A of shape (..., M, K) with a 2-D B is one product of all of A's rows (x @ W for x of shape
+    batch x T x K, as torch.matmul broadcasts W), one launch, the result of shape (..., M, N).
+    """
 
 __all__ = ["CompileError", "GPUUnavailableError", "GemmlabError", "__version__", "choose_kernel", "kernels", "matmul"]
