@@ -66,8 +66,9 @@ def test_auto_takes_it_by_shape_only():
     assert api.explain_choice("float32", shape=(1, 8192, 8192), cc=cc).spec.name == "skinny"
     assert api.explain_choice("float32", shape=(1, 28672, 8192), cc=cc).spec.name == "skinny"
     assert api.explain_choice("float32", shape=(skinny.MAX_M_FP32 + 1, 8192, 8192), cc=cc).spec.name == "sgemm"
-    assert api.explain_choice("float32", shape=(64, 64, 131072), cc=cc).spec.name == "skinny"  # M <= 64
-    assert api.explain_choice("float32", shape=(256, 256, 65536), cc=cc).spec.name == "sgemm"  # (split-K)
+    assert api.explain_choice("float32", shape=(32, 4096, 4096), cc=cc).spec.name == "skinny"
+    assert api.explain_choice("float32", shape=(32, 64, 131072), cc=cc).spec.name == "sgemm"  # (split-K)
+    assert api.explain_choice("float32", shape=(16, 64, 131072), cc=cc).spec.name == "skinny"
 
 
 def test_stream_model():

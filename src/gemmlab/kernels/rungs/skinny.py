@@ -18,7 +18,7 @@ SMEM_LIMIT = 227 * 1024
 MAX_M = 16              # kernel="auto" takes the rung up to this many rows of A (fits_shape)
 WIDE_N = 16384          # ... and below this many columns of C (fits_shape)
 LONG_K = 32768          # ... and from this K on a C of at most four tiles (fits_shape)
-MAX_M_FP32 = 64         # fp32: up to this many rows of A (fits_shape)
+MAX_M_FP32 = 32         # fp32: up to this many rows of A (fits_shape)
 B_ROW_MAJOR, B_KMAJOR = 1, 2
 
 
@@ -162,12 +162,15 @@ def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
     - fp16 / bf16 with long K on a tiny C: K >= LONG_K, N <= 512 and at most 4 of rung 12's 128 x 256 tiles,
       where rung 12 (no split over K) keeps 4 SMs or fewer busy: 64 x 64 x 131072 0.04 -> 0.21 x cuBLAS,
       256 x 256 x 65536 0.22 -> 0.35; still far from cuBLAS, which splits K on every SM;
-    - fp32, M <= MAX_M_FP32: rung 10's smallest tile has 32 rows, and a transposed B (a linear layer's
-      weight) is copied before it runs."""
+    - fp32, M <= 16, or M <= MAX_M_FP32 with N >= 256: rung 10 (32-row tiles at the least; a transposed B, a
+      linear layer's weight, copied first) ran at 0.12-0.30 x cuBLAS at M = 1-16, this rung at 0.89-1.28;
+      at M = 32 0.28-0.51 against 0.79-0.89, except N = 64 with K = 131072 (0.61 against 0.36); at M = 64
+      rung 10 is as fast or faster (this rung's FMAs each wait on a shared-memory read of A)."""
     if dtype == "float32":
-        if m <= MAX_M_FP32:
+        if m <= 16 or (m <= MAX_M_FP32 and n >= 256):
             return None
-        return f"built for M <= {MAX_M_FP32} in fp32; at M = {m} the tiled fp32 rung is faster"
+        return (f"built for M <= 16 in fp32, or M <= {MAX_M_FP32} with N >= 256; at {m} x {n} x {k} the tiled fp32 "
+                "rung is faster")
     if m <= MAX_M:
         if n >= WIDE_N:
             return f"built for N < {WIDE_N} at small M; at N = {n} a tiled rung's tiles already cover every SM"
