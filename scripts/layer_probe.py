@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--models", default="", help="HIDDENxINTER,... instead of the built-in list")
     ap.add_argument("--acts", default="silu,gelu_tanh")
     ap.add_argument("--no-down", action="store_true")
+    ap.add_argument("--no-up", action="store_true")
     ap.add_argument("--variants", nargs="*", default=[])
     ap.add_argument("--budget-ms", type=float, default=60.0)
     args = ap.parse_args()
@@ -45,7 +46,7 @@ def main() -> None:
     worst = []
     for tokens in (int(t) for t in args.tokens.split(",")):
         for hidden, inter in models:
-            cases = [(f"up {a}", tokens, inter, hidden, a) for a in args.acts.split(",")]
+            cases = [] if args.no_up else [(f"up {a}", tokens, inter, hidden, a) for a in args.acts.split(",")]
             if not args.no_down:
                 cases.append(("down + residual", tokens, hidden, inter, None))
             for label, m, n, k, act in cases:

@@ -210,6 +210,9 @@ __device__ __forceinline__ void fence_fragment(unsigned (&a)[4]) {
 // and 4 j + 2 h + 1 of acc[mt] (the layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8).
 __device__ __forceinline__ int acc_row(int mt, int warp, int g, int h) { return mt * 64 + warp * 16 + g + 8 * h; }
 
+// One 128-byte line of global memory into L2 (no register written).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 // tanh on the multi-function unit (MUFU.TANH, sm_75 and later): one operation, absolute error about 2^-11.
 __device__ __forceinline__ float tanh_mufu(float x) {
     float y;
@@ -1093,6 +1096,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             int tile_row, tile_col;
             grouped_tile_of(tile, ctiles_m, tiles_n, group, tile_row, tile_col);
             tile_row = tile_row * CLUSTER + rank;  // may be tiles_m (below the matrix): nothing is stored
+            if (epilogue & EPI_RESIDUAL) {
+                // The residual's rows of this tile into L2 while the main loop runs (one row per thread, a
+                // prefetch per 128-byte line): the epilogue then reads them from L2, not from DRAM.
+                const int r = tile_row * BM + (PINGPONG ? 0 : cw * WG_M) + tid_wg, c0 = tile_col * BN;
+                if (tid_wg < WG_M && r < M && c0 < N) {
+                    const char* row = reinterpret_cast<const char*>(R + (size_t)r * ldr + c0);
+                    const int bytes = min(BN, N - c0) * (int)sizeof(*R);
+                    for (int off = 0; off < bytes; off += 128) prefetch_l2(row + off);
+                }
+            }
             // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
             // took from the producer, whichever consumer takes them.
             int s = (int)(w.ring % STAGES);
