@@ -26,10 +26,13 @@ def test_c_shape_is_checked():
         gemmlab.matmul(_m(3, 4), _m(4, 6), _m(6, 3), beta=1.0)
 
 
-@pytest.mark.parametrize("shape", [(4,), (2, 2, 2)])
-def test_operands_must_be_2d(shape):
+def test_operands_must_be_2d_or_a_batch_of_rows():
     with pytest.raises(ValueError, match="A must be 2-D"):
-        gemmlab.matmul(np.ones(shape, F32), _m(4, 4))
+        gemmlab.matmul(np.ones((4,), F32), _m(4, 4))
+    with pytest.raises(ValueError, match=r"A is 2 x 2 x 2, B is 4 x 4"):  # a batch of rows, named as given
+        gemmlab.matmul(np.ones((2, 2, 2), F32), _m(4, 4))
+    with pytest.raises(ValueError, match="a batch of B matrices is not supported"):
+        gemmlab.matmul(_m(4, 4), np.ones((2, 4, 4), F32))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])

@@ -38,6 +38,9 @@ def _batched_rows(a, b, c, *, residual, **kw):
     are folded into its rows as a view where its strides allow it (else a copy, as torch.matmul does); C and
     the residual must fold as views or copies of the same shape."""
     lead, k = tuple(a.shape[:-1]), a.shape[-1]
+    if k != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {' x '.join(map(str, a.shape))}, B is "
+                         f"{b.shape[0]} x {b.shape[1]} (A's last dimension must equal B's rows)")
     rows = 1
     for d in lead:
         rows *= d

@@ -156,7 +156,7 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
                    cc: tuple[int, int] | None = None, info: device.DeviceInfo | None = None,
                    sm_count: int | None = None, epilogue: bool = False, kernel: str = AUTO,
                    params: Mapping[str, int] | None = None, out_dtype=None,
-                   activation: str | None = None, b_kmajor: bool = False) -> KernelChoice:
+                   activation: str | None = None, b_kmajor: bool = False, residual: bool = False) -> KernelChoice:
     """The decision `matmul` makes, as data: which rung (every rung with its verdict) and, with `shape`,
     which parameters and why (given, this device's tuned entry, the spec's heuristic, or its defaults).
 
@@ -184,26 +184,31 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     element = formats.element_type(dtype, precision)
     out = formats.dtype_label(out_dtype) if out_dtype is not None else dtype
     full, source, detail = full_params(spec, m, n, k, info, element, out, params, activation, b_kmajor,
-                                       sm_count=sm_count if info is None else None)
+                                       sm_count=sm_count if info is None else None, residual=residual)
     return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail)
 
 
 def full_params(spec: KernelSpec, m: int, n: int, k: int, info, element: str, out: str,
                 given: Mapping[str, int] | None, activation: str | None, b_kmajor: bool,
-                sm_count: int | None = None) -> tuple[dict[str, int], str, str]:
+                sm_count: int | None = None, residual: bool = False) -> tuple[dict[str, int], str, str]:
     """The validated parameter set a call runs, where it came from, and why (resolve_params, then the
-    activation's preferences, then the type parameters)."""
+    epilogue's preferences, then the type parameters)."""
     partial, source, detail = resolve_params(spec, m, n, k, info, element=element, given=given, sm_count=sm_count)
-    for_epilogue = epilogue_params(spec, activation, given)
+    for_epilogue = epilogue_params(spec, activation, given, residual)
     if for_epilogue:
-        detail += f"; for {activation}: {_fmt_params(for_epilogue)} (the rung's preference for that epilogue)"
+        what = " and ".join(w for w in (activation, "a residual" if residual else None) if w)
+        detail += f"; for {what}: {_fmt_params(for_epilogue)} (the rung's preference for that epilogue)"
     _, full = validated_params(spec, {**partial, **for_epilogue, **type_params(spec, element, out, b_kmajor)})
     return full, source, detail
 
 
-def epilogue_params(spec: KernelSpec, activation: str | None, given: Mapping[str, int] | None) -> dict[str, int]:
-    """Parameters the rung prefers for this activation (spec.epilogue_params), except those the caller named."""
-    pref = spec.epilogue_params.get(activation or "none", {})
+def epilogue_params(spec: KernelSpec, activation: str | None, given: Mapping[str, int] | None,
+                    residual: bool = False) -> dict[str, int]:
+    """Parameters the rung prefers for this activation and, with a residual, for that (spec.epilogue_params,
+    keys an activation's name or "residual"), except those the caller named."""
+    pref = dict(spec.epilogue_params.get(activation or "none", {}))
+    if residual:
+        pref.update(spec.epilogue_params.get("residual", {}))
     return {name: v for name, v in pref.items() if name not in (given or {})}
 
 

@@ -209,7 +209,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
 
     given = dict(req.params) or None
     full, source, detail = dispatch.full_params(spec, req.m, req.n, req.k, info, req.element, req.out, given,
-                                                req.activation, b_kmajor)
+                                                req.activation, b_kmajor, residual=req.residual)
     if device.stream_capturing(home.stream(dev)) and not is_prepared(spec, full, dev):
         raise CaptureError(f"gemmlab.matmul would compile and load {spec.name} {full} during CUDA graph capture; "
                            "make one call with the same shapes, dtypes and options before capturing")

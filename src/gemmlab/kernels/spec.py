@@ -185,7 +185,8 @@ class KernelSpec:
     # Argument groups after the standard eleven, in the kernel's order (ARGUMENT_GROUPS).
     arguments: tuple[str, ...] = ()
     # The fused epilogue of epilogue.cuh (bias, activation, residual) is taken: "epilogue" is in `arguments`.
-    # Parameters an activation wants unless the caller names them ({activation: {name: value}}).
+    # Parameters an activation or a residual wants unless the caller names them ({activation or "residual":
+    # {name: value}}).
     epilogue_params: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # Template parameters set from the arrays (dtypes, layout, precision, out_dtype), never by callers, and
     # per input element type ("tf32", ...) parameters that replace the defaults.

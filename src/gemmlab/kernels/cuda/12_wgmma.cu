@@ -210,9 +210,6 @@ __device__ __forceinline__ void fence_fragment(unsigned (&a)[4]) {
 // and 4 j + 2 h + 1 of acc[mt] (the layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8).
 __device__ __forceinline__ int acc_row(int mt, int warp, int g, int h) { return mt * 64 + warp * 16 + g + 8 * h; }
 
-// One 128-byte line of global memory into L2 (no register written).
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-
 // tanh on the multi-function unit (MUFU.TANH, sm_75 and later): one operation, absolute error about 2^-11.
 __device__ __forceinline__ float tanh_mufu(float x) {
     float y;
@@ -602,9 +599,13 @@ __device__ __forceinline__ void load_bias_cols(float2 (&bcol)[8], const float* _
 // interleaves (GELU's multi-function operations) before anything waits.
 // HALVES: 8 pairs at a time (the deferred stores' fp16 GELU and SiLU, whose exponential forms need more
 // temporaries than the registers beside the held outputs allow for 16).
+// `res` (not null: a residual whose rows allow pairs; it points at the consumer's first row and the tile's
+// first column) adds R's pair at the same place after the activation (zero outside C).
 template <int C_TYPE, int MT, int ACC, int ACT, int BIAS, bool HALVES = false>
 __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float (&acc)[MT][ACC], int cb, float alpha,
-                                         const float2 (&bcol)[8], const float (&brow)[MT][2]) {
+                                         const float2 (&bcol)[8], const float (&brow)[MT][2],
+                                         const typename Out<C_TYPE>::T* __restrict__ res = nullptr, int ldr = 0,
+                                         int rows_left = 0, int cols_left = 0, int warp = 0, int g = 0, int t = 0) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -621,8 +622,15 @@ __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float 
                 const float b1 = BIAS == EPI_BIAS_COL   ? bcol[jj].y
                                  : BIAS == EPI_BIAS_ROW ? brow[mt][h]
                                                         : bcol[jj].y + brow[mt][h];
-                const float v0 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a0, b0) : alpha * a0);
-                const float v1 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a1, b1) : alpha * a1);
+                float v0 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a0, b0) : alpha * a0);
+                float v1 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a1, b1) : alpha * a1);
+                if (res != nullptr) {
+                    const int r = acc_row(mt, warp, g, h), c = 64 * cb + 8 * jj + 2 * t;
+                    if (r < rows_left && c < cols_left) {
+                        const float2 rr = Out<C_TYPE>::load2(res + (size_t)r * ldr + c);
+                        v0 += rr.x, v1 += rr.y;
+                    }
+                }
                 out[mt][h][jj] = Out<C_TYPE>::pack2(v0, v1);
             }
         }
@@ -674,7 +682,9 @@ template <int C_TYPE, int MT, int ACC, int ACT, int BIAS = BIAS_EITHER>
 __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, int row0, int col0, int rows_left,
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
                                           const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
-                                          int tid_wg, int barrier, int unit = -1) {
+                                          int tid_wg, int barrier, int unit = -1,
+                                          const typename Out<C_TYPE>::T* __restrict__ R = nullptr, int ldr = 0) {
+    const typename Out<C_TYPE>::T* res = R != nullptr ? R + (size_t)row0 * ldr + col0 : nullptr;
     (void)unit;  // (the traced build's record index)
     float brow[MT][2];
     float2 bcol[8];
@@ -684,7 +694,8 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 #pragma unroll
     for (int cb = 0; cb < ACC / 32; ++cb) {
         unsigned out[MT][2][8];
-        pack_box<C_TYPE, MT, ACC, ACT, BIAS>(out, acc, cb, alpha, bcol, brow);
+        pack_box<C_TYPE, MT, ACC, ACT, BIAS>(out, acc, cb, alpha, bcol, brow, res, ldr, rows_left, cols_left, warp,
+                                             g, t);
         if (cb + 1 < ACC / 32) load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, cb + 1, t);
         if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 1 + 3 * cb);
         store_box<MT>(map, buf, out, cb, row0, col0, warp, g, t, tid_wg, barrier, unit);
@@ -1096,16 +1107,6 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             int tile_row, tile_col;
             grouped_tile_of(tile, ctiles_m, tiles_n, group, tile_row, tile_col);
             tile_row = tile_row * CLUSTER + rank;  // may be tiles_m (below the matrix): nothing is stored
-            if (epilogue & EPI_RESIDUAL) {
-                // The residual's rows of this tile into L2 while the main loop runs (one row per thread, a
-                // prefetch per 128-byte line): the epilogue then reads them from L2, not from DRAM.
-                const int r = tile_row * BM + (PINGPONG ? 0 : cw * WG_M) + tid_wg, c0 = tile_col * BN;
-                if (tid_wg < WG_M && r < M && c0 < N) {
-                    const char* row = reinterpret_cast<const char*>(R + (size_t)r * ldr + c0);
-                    const int bytes = min(BN, N - c0) * (int)sizeof(*R);
-                    for (int off = 0; off < bytes; off += 128) prefetch_l2(row + off);
-                }
-            }
             // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
             // took from the producer, whichever consumer takes them.
             int s = (int)(w.ring % STAGES);
@@ -1281,9 +1282,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // (DEFER: GELU with erf goes to the stores from registers below, which take 32 elements' activations
             // at a time; its box of 64 beside the held outputs of the deferred stores runs out of registers.)
             if constexpr (TMA_STORE && !SWAP) {
-                // (A residual is read by the stores from registers below: beside the deferred stores' held
-                // outputs, its loads spilled.)
-                if (tmap_c.opaque[0] != 0 && beta == 0.0f && !(epilogue & EPI_RESIDUAL) &&
+                // A residual whose rows allow pairs is added box by box as the tile is stored, in builds without
+                // deferred stores (DEFER 0, which the host picks for calls with a residual: beside the deferred
+                // stores' held outputs its loads spilled); with DEFER 1 it takes the stores from registers.
+                const typename Out<C_TYPE>::T* res_r =
+                    !DEFERRED && (epilogue & EPI_RESIDUAL) && pairs_aligned(R, opaque(ldr)) ? R : nullptr;
+                if (tmap_c.opaque[0] != 0 && beta == 0.0f && (!(epilogue & EPI_RESIDUAL) || res_r != nullptr) &&
                     !(DEFERRED && ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) == EPI_ACT_GELU_ERF)) {
                     const unsigned buf = epi_buf;
                     const int col0 = tile_col * BN, rows_left = M - row_first, cols_left = N - col0;
@@ -1319,30 +1323,30 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_RELU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr);
                             break;
                         case EPI_ACT_GELU_TANH:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(&tmap_c, buf, row_first, col0, rows_left,
                                                                           cols_left, acc, alpha, bias, bias_mode, warp, g,
-                                                                          t, tid_wg, 1 + cw, started);
+                                                                          t, tid_wg, 1 + cw, started, res_r, ldr);
                             break;
                         case EPI_ACT_GELU_ERF:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(&tmap_c, buf, row_first, col0, rows_left,
                                                                          cols_left, acc, alpha, bias, bias_mode, warp, g,
-                                                                         t, tid_wg, 1 + cw, started);
+                                                                         t, tid_wg, 1 + cw, started, res_r, ldr);
                             break;
                         case EPI_ACT_SILU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_SILU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr);
                             break;
                         default:
                             if (bias_mode != 0)
                                 store_tma<C_TYPE, MT, ACC, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left, acc,
-                                                              alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started);
+                                                              alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr);
                             else
                                 store_tma<C_TYPE, MT, ACC, 0, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
                                                                      acc, alpha, bias, bias_mode, warp, g, t, tid_wg,
-                                                                     1 + cw, started);
+                                                                     1 + cw, started, res_r, ldr);
                     }
                     continue;
                 }
