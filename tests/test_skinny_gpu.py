@@ -8,12 +8,12 @@ roundoff (one rounding at the store) and the second term covers fp32 accumulatio
 element (a misplaced fragment, a lost split) is off by about |ref| itself, hundreds of times the bound.
 """
 
-import math
-
 import numpy as np
 import pytest
 
 import gemmlab
+
+from test_tensor_gpu import ACTS
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -21,13 +21,6 @@ torch = pytest.importorskip("torch")
 UNIT = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 SHAPES = [(1, 4096, 4096), (1, 1, 1), (2, 130, 70), (3, 1000, 3001), (5, 8192, 1024), (8, 4104, 520),
           (13, 777, 4097), (16, 2048, 8192), (24, 96, 33), (33, 1025, 2000), (64, 3000, 1024), (63, 64, 96)]
-ACTS = {
-    None: lambda x: x,
-    "relu": lambda x: np.maximum(x, 0),
-    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
-    "gelu_erf": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
-    "silu": lambda x: x / (1 + np.exp(-x)),
-}
 
 
 def _rand(shape, dtype, gen):

@@ -100,6 +100,18 @@ class Staging:
         return self.operands(dict(params)) if callable(self.operands) else self.operands
 
 
+def rows_16_byte_aligned(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
+    """An operand rule (`KernelSpec.operand_rules`) for rungs that read A and B in 16-byte pieces (TMA,
+    cp.async): what keeps the bases or rows from being 16-byte aligned; empty when nothing does."""
+    errs = []
+    for name, ptr, ld in (("A", a_ptr, lda), ("B", b_ptr, ldb)):
+        if ptr % 16:
+            errs.append(f"{name}'s base address is not 16-byte aligned")
+        if (ld * elem_bytes) % 16:
+            errs.append(f"{name}'s rows are {ld} elements apart, not a multiple of {16 // elem_bytes}")
+    return errs
+
+
 @dataclass(frozen=True)
 class SecondKernel:
     """A kernel of the same module launched after the rung's own, on the same stream (split-K's reduction):

@@ -10,7 +10,7 @@ the shapes where that holds (kernel="auto" takes it there, the tiled rungs elsew
 from __future__ import annotations
 
 from ...formats import STRICT_FP32 as FP32
-from ..spec import KernelSpec, Launch, Param, Staging, Traffic, Workspace, cdiv
+from ..spec import KernelSpec, Launch, Param, Staging, Traffic, Workspace, cdiv, rows_16_byte_aligned
 from . import mma_sync
 
 KC = 32                 # k per chunk (two m16n8k16 steps)
@@ -232,17 +232,6 @@ def best_split(columns: int, slots: int, most: int) -> int:
     return max(range(1, most + 1), key=lambda s: (filled(s), -s))
 
 
-def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
-    """A and B are read in 16-byte pieces: bases and rows 16-byte aligned."""
-    errs = []
-    for name, ptr, ld in (("A", a_ptr, lda), ("B", b_ptr, ldb)):
-        if ptr % 16:
-            errs.append(f"{name}'s base address is not 16-byte aligned")
-        if (ld * elem_bytes) % 16:
-            errs.append(f"{name}'s rows are {ld} elements apart, not a multiple of {16 // elem_bytes}")
-    return errs
-
-
 SPEC = KernelSpec(
     name="skinny",
     rung=13,
@@ -273,7 +262,7 @@ SPEC = KernelSpec(
     dtypes=("float16", "bfloat16", "float32"),
     arguments=("epilogue", "workspace"),
     type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT"),
-    operand_rules=operand_problems,
+    operand_rules=rows_16_byte_aligned,  # A and B are read in 16-byte pieces
     staging=Staging("AB"),
     fits_shape=fits_shape,
 )

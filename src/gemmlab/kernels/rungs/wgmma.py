@@ -9,7 +9,8 @@ and stream-K's workspace for the last round of tiles (`workspace`, once the grid
 
 from __future__ import annotations
 
-from ..spec import KernelSpec, Launch, Param, Staging, TensorMapBox, Trace, Traffic, Workspace, cdiv
+from ..spec import (KernelSpec, Launch, Param, Staging, TensorMapBox, Trace, Traffic, Workspace, cdiv,
+                    rows_16_byte_aligned)
 from . import mma_sync
 
 BK = 64                 # one 128-byte swizzle row per stage: 64 fp16/bf16 (32 tf32, same bytes)
@@ -245,13 +246,7 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
 
 def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
     """What keeps A and B from being read by TMA (16-byte aligned base and rows); empty when fine."""
-    errs = []
-    for name, ptr, ld in (("A", a_ptr, lda), ("B", b_ptr, ldb)):
-        if ptr % 16:
-            errs.append(f"{name}'s base address is not 16-byte aligned")
-        if (ld * elem_bytes) % 16:
-            errs.append(f"{name}'s rows are {ld} elements apart, not a multiple of {16 // elem_bytes}")
-    return errs
+    return rows_16_byte_aligned(a_ptr, lda, b_ptr, ldb, elem_bytes)
 
 
 def tensor_maps(m: int, n: int, k: int, p: dict[str, int]) -> tuple[TensorMapBox | None, ...]:
