@@ -132,7 +132,10 @@ def _paragraph(e_model: KernelModel, pred: Prediction, measured_s: float | None,
         parts.append(f"Quantization costs {100 * (1 - q.tile_efficiency * q.balance_efficiency):.0f}% here: "
                      f"{q.tiles} tiles of {q.tile_m}x{q.tile_n} ({pct(q.tile_efficiency)} useful) on {q.sm_count} SMs, "
                      f"{q.busiest_sm_blocks} on the busiest.")
-    if nxt is None:
+    if nxt is None and mdl.spec.fits_shape is not None:
+        parts.append("It is a rung for some shapes, beside the ladder (kernel=\"auto\" takes it where "
+                     "spec.fits_shape says it is built for the shape).")
+    elif nxt is None:
         parts.append("It is the top rung of the ladder.")
     elif nmodel is not None and npred is not None:
         same = npred.bound(lim.resource)

@@ -128,21 +128,28 @@ def is_fp32(spec: KernelSpec) -> bool:
 
 
 def fp32_specs() -> list[KernelSpec]:
-    """The fp32 ladder: the registry's rungs that take float32, in rung order."""
-    return [s for s in registry.all_specs() if is_fp32(s)]
+    """The fp32 ladder: the registry's rungs that take float32, in rung order (rungs built for some shapes
+    only, such as skinny, are not steps of it)."""
+    return registry.specs_for_dtype("float32")
 
 
 def next_rung(spec: KernelSpec) -> KernelSpec | None:
-    """The fp32 rung after `spec` in the registry's ladder order, or None at the top of the fp32 ladder."""
+    """The fp32 rung after `spec` in the registry's ladder order, or None at the top of the fp32 ladder or
+    for a rung outside it."""
     specs = fp32_specs()
     names = [s.name for s in specs]
+    if spec.name not in names:
+        return None
     i = names.index(spec.name)
     return specs[i + 1] if i + 1 < len(specs) else None
 
 
 def previous_rung(spec: KernelSpec) -> KernelSpec | None:
+    """The fp32 rung before `spec`, or None at the bottom of the ladder or for a rung outside it."""
     specs = fp32_specs()
     names = [s.name for s in specs]
+    if spec.name not in names:
+        return None
     i = names.index(spec.name)
     return specs[i - 1] if i > 0 else None
 

@@ -121,7 +121,8 @@ def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape
     cands = []
     for s, why in verdicts:
         if s is chosen:
-            reason = "chosen: the highest rung that fits"
+            reason = ("chosen: built for this shape" if s.fits_shape is not None else
+                      "chosen: the highest rung that fits")
         elif why is None:
             reason = "fits; a higher rung is chosen" if chosen is not None and s.rung < chosen.rung else "fits"
         else:
