@@ -1,5 +1,6 @@
-"""Rung 13: small M (decoding). B streamed once from DRAM straight into registers, split over K, tensor cores on
-C^T = B^T A^T (fp16 / bf16 in, fp32 accumulate, fused epilogue).
+"""Rung 13: small M (decoding). Each warp streams its columns of B once through a private cp.async ring in shared
+memory, split over K; fp16 / bf16 on the tensor cores as C^T = B^T A^T (fp32 accumulate), strict fp32 on the
+CUDA cores; the fused epilogue.
 
 A product with few rows of A (the tokens of a decoding step) does 2 M flops per element of B, so its time is
 the bytes of B over the DRAM bandwidth: `stream_seconds` is the model, and `fits_shape` keeps the rung to
@@ -237,7 +238,8 @@ SPEC = KernelSpec(
     rung=13,
     source="13_skinny.cu",
     template="skinny_gemm",
-    idea="small M: B streamed once from DRAM into registers, split over K, tensor cores on C^T = B^T A^T",
+    idea="small M: each warp streams its columns of B once through a private cp.async ring, split over K; "
+         "tensor cores on C^T = B^T A^T (fp32 on the CUDA cores)",
     params=(
         Param("MT", 8, (8, 16, 32, 64), "rows of A per block (n8 tiles of the swapped MMA)"),
         Param("NT", 4, (1, 2, 4), "m16 tiles per warp: 16 NT columns of C"),
