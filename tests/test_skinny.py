@@ -72,10 +72,12 @@ def test_auto_takes_it_by_shape_only():
 
 
 def test_stream_model():
-    p = SPEC.validate({**SPEC.heuristic(1, 8192, 8192, 132), "B_LAYOUT": 2})
+    p = SPEC.validate({**SPEC.heuristic(1, 8192, 8192, 132), "B_LAYOUT": 2, "A_TYPE": 2, "C_TYPE": 3})
     bytes_ = skinny.stream_bytes(1, 8192, 8192, p)
     assert bytes_ == 2 * (8192 * 8192 + 8192) + 2 * 8192
     assert skinny.stream_seconds(1, 8192, 8192, p, 3.35e12) == pytest.approx(bytes_ / 3.35e12)
+    f32 = {**p, "A_TYPE": 4, "C_TYPE": 1}  # fp32 weights and output: twice the bytes
+    assert skinny.stream_bytes(1, 8192, 8192, f32) == 4 * (8192 * 8192 + 8192) + 4 * 8192
 
 
 @pytest.mark.slow

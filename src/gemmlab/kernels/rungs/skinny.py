@@ -47,11 +47,6 @@ def panel_k(p: dict[str, int]) -> int:
     return max(1, (16384 // element_bytes(p) // p["MT"]) // pair) * pair
 
 
-def lanes_per_column(p: dict[str, int]) -> int:
-    """fp32: lanes that share one of the warp's 16 NT columns (2 with NT = 1, splitting k), else 1."""
-    return max(1, 32 // (16 * p["NT"]))
-
-
 def accumulators(p: dict[str, int]) -> int:
     """fp32 accumulators per thread: 16-bit, NT x MT / 2 (MMA fragments); fp32, MT per column a lane owns."""
     if p["A_TYPE"] == FP32:
@@ -134,24 +129,18 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     return Workspace(floats=g.blocks * g.threads_per_block * accumulators(p), ints=g.grid[0] * g.grid[2])
 
 
-def partial_bytes(m: int, n: int, k: int, p: dict[str, int]) -> int:
-    """Bytes of partial sums written and read back (0 without a split): SPLIT x (M x N padded) fp32, twice."""
-    if p["SPLIT"] <= 1:
-        return 0
-    return 2 * 4 * workspace(m, n, k, p, 0).floats
-
-
-def stream_bytes(m: int, n: int, k: int, p: dict[str, int], elem_bytes: int = 2, out_bytes: int = 2) -> int:
-    """What must cross the DRAM interface at the least: B once per tile of MT rows, A and C once."""
+def stream_bytes(m: int, n: int, k: int, p: dict[str, int]) -> int:
+    """What must cross the DRAM interface at the least: B once per tile of MT rows, A and C once (the input
+    type's bytes from A_TYPE, the output's from C_TYPE)."""
     tiles = cdiv(m, p["MT"])
-    return elem_bytes * (k * n * tiles + m * k) + out_bytes * m * n
+    out_bytes = 4 if p["C_TYPE"] == mma_sync.C_TYPES["float32"] else 2
+    return element_bytes(p) * (k * n * tiles + m * k) + out_bytes * m * n
 
 
-def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: float, elem_bytes: int = 2,
-                   out_bytes: int = 2) -> float:
+def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: float) -> float:
     """The model: the bytes that must move (stream_bytes) over the DRAM bandwidth. The kernel's speed is
     quoted as a share of this bound (the partial sums stay in L2 and are left out)."""
-    return stream_bytes(m, n, k, p, elem_bytes, out_bytes) / dram_bytes_per_s
+    return stream_bytes(m, n, k, p) / dram_bytes_per_s
 
 
 def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
