@@ -73,3 +73,25 @@ def test_torch_autograd_through_the_fold():
     ref.square().sum().backward()
     torch.testing.assert_close(gx, x.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(gw, w.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_rows_fold_reads_the_strides():
+    from gemmlab.arrays import rows_fold, strides_in_elements
+
+    x = np.zeros((3, 4, 5), np.float32)
+    assert rows_fold(x.shape, strides_in_elements(x))
+    assert rows_fold((3, 1, 5), (7, 99, 1))            # a size-1 dimension steps over nothing
+    assert rows_fold((0, 4, 5), (1, 1, 1))             # empty
+    t = x.transpose(1, 0, 2)
+    assert not rows_fold(t.shape, strides_in_elements(t))
+    assert rows_fold(x[:, :, :3].shape, strides_in_elements(x[:, :, :3]))  # padded rows: pitch 5, still one step
+    assert not rows_fold(x[:, :2, :].shape, strides_in_elements(x[:, :2, :]))  # rows 0-1 of every 4
+
+
+def test_a_torch_c_that_does_not_fold_is_refused():
+    torch = pytest.importorskip("torch")
+    a, b = torch.ones(2, 3, 4), torch.ones(4, 5)
+    with pytest.raises(ValueError, match="does not fold"):
+        gemmlab.matmul(a, b, torch.zeros(3, 2, 5).transpose(0, 1))
+    c = torch.zeros(2, 3, 5)
+    assert gemmlab.matmul(a, b, c) is c and torch.equal(c, torch.full((2, 3, 5), 4.0))

@@ -10,6 +10,7 @@ Importing gemmlab needs no GPU, CuPy or torch; GPU features raise GPUUnavailable
 
 import sys as _sys
 
+from . import arrays as _arrays
 from ._version import __version__
 from .api import call as _call
 from .api import choose_kernel, kernels
@@ -50,28 +51,13 @@ def _batched_rows(a, b, c, *, residual, **kw):
     for name, x in (("C", c), ("residual", residual)):
         if x is not None and tuple(x.shape) != want:
             raise ValueError(f"{name} must have the shape {want} of A's batch x N, got {tuple(x.shape)}")
-    c2 = None
-    if c is not None:
-        c2 = c.reshape(rows, n)
-        if not _shares_memory(c2, c):
-            raise ValueError(f"C of shape {tuple(c.shape)} does not fold into {rows} x {n} rows without a copy "
-                             "(its strides); pass a contiguous C or none")
+    if c is not None and not _arrays.rows_fold(tuple(c.shape), _arrays.strides_in_elements(c)):
+        raise ValueError(f"C of shape {tuple(c.shape)} does not fold into {rows} x {n} rows without a copy "
+                         "(its strides); pass a contiguous C or none")
+    c2 = c.reshape(rows, n) if c is not None else None
     r2 = residual.reshape(rows, n) if residual is not None else None
     out = _matmul2d(a2, b, c2, residual=r2, **kw)
     return c if c is not None else out.reshape(want)
-
-
-def _shares_memory(view, x) -> bool:
-    """Whether the reshaped `view` is a view of `x` (not a copy)."""
-    ptr = getattr(view, "data_ptr", None)
-    if ptr is not None:
-        return view.data_ptr() == x.data_ptr()
-    data = getattr(view, "data", None)
-    if hasattr(view, "base") and not hasattr(data, "ptr"):  # numpy
-        import numpy as np
-
-        return np.shares_memory(view, x)
-    return view.data.ptr == x.data.ptr  # CuPy
 
 
 def _matmul2d(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,

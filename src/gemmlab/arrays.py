@@ -81,6 +81,22 @@ def row_pitch(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
     return s0
 
 
+def rows_fold(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether every dimension but the last folds into one index of rows without a copy (a reshape to
+    (rows, last) is a view): each leading dimension steps over the whole of the ones inside it. Dimensions
+    of size 1 step over nothing; an empty array folds."""
+    if 0 in shape:
+        return True
+    expected = None
+    for size, stride in reversed(list(zip(shape[:-1], strides[:-1]))):
+        if size == 1:
+            continue
+        if expected is not None and stride != expected:
+            return False
+        expected = stride * size
+    return True
+
+
 def column_pitch(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
     """The leading dimension of the transpose of a 2-D array that is column-major (each column contiguous,
     columns evenly spaced): what a rung that reads Bᵀ in place needs; None otherwise (and for vectors)."""
