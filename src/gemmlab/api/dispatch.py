@@ -2,14 +2,15 @@
 
 kernel="auto": the highest rung that runs the inputs' dtype at the asked precision, on this device's
 compute capability (min_cc, and exact targets such as sm_90a), built for the shape (`spec.fits_shape`, for
-rungs built for some shapes only), with a fused epilogue when one is asked for, and whose operand rules (`spec.operand_rules`) the arrays meet or whose staging fixes them. Nothing
-here names a rung: a new rung is chosen wherever its spec says it fits.
+rungs built for some shapes only), with a fused epilogue when one is asked for, and whose operand rules
+(`spec.operand_rules`) the arrays meet or whose staging fixes them. Nothing here names a rung: a new rung is
+chosen wherever its spec says it fits.
 
 Parameters: the caller's (a named kernel), else this device's tuned entry for the shape class, else the
 spec's heuristic, else its defaults; under all of them the element type's defaults (`spec.type_defaults`),
 then the epilogue's preferences (an activation's or a residual's, `spec.epilogue_params`) unless the caller
-named them, then the type
-parameters set from the arrays (A_TYPE, C_TYPE, B_LAYOUT). `explain_choice` returns the whole decision.
+named them, then the type parameters set from the arrays (A_TYPE, C_TYPE, B_LAYOUT). `explain_choice`
+returns the whole decision.
 """
 
 from __future__ import annotations

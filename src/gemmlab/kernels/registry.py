@@ -51,7 +51,7 @@ def specs_for_dtype(dtype: str, ladder: bool = True) -> list[KernelSpec]:
     runs fp32 data over the ladder (benchmarks, sweeps, tuner, tests) iterates `specs_for_dtype("float32")`.
     `ladder`: leave out rungs built for some shapes only (`spec.fits_shape`, e.g. skinny for small M), which
     a sweep of general shapes, the tuner and the ablation would time where they are not meant to run."""
-    return [s for s in REGISTRY.values() if dtype in s.dtypes and not (ladder and s.fits_shape is not None)]
+    return [s for s in REGISTRY.values() if dtype in s.dtypes and (s.fits_shape is None or not ladder)]
 
 
 def takes(spec: KernelSpec, dtype: str, precision: str | None = None) -> bool:
@@ -64,8 +64,7 @@ def takes(spec: KernelSpec, dtype: str, precision: str | None = None) -> bool:
 def specs_for(dtype: str, precision: str | None = None, ladder: bool = True) -> list[KernelSpec]:
     """The rungs that run `dtype` inputs at `precision` (None: the dtype's own), in rung order; `ladder` as
     for specs_for_dtype (rungs built for some shapes only are left out)."""
-    return [s for s in REGISTRY.values()
-            if takes(s, dtype, precision) and not (ladder and s.fits_shape is not None)]
+    return [s for s in REGISTRY.values() if takes(s, dtype, precision) and (s.fits_shape is None or not ladder)]
 
 
 def cc_problem(spec: KernelSpec, cc: tuple[int, int]) -> str | None:
