@@ -26,13 +26,15 @@ def test_c_shape_is_checked():
         gemmlab.matmul(_m(3, 4), _m(4, 6), _m(6, 3), beta=1.0)
 
 
-def test_operands_must_be_2d_or_a_batch_of_rows():
+def test_operands_must_be_matrices_or_batches_of_them():
     with pytest.raises(ValueError, match="A must be 2-D"):
         gemmlab.matmul(np.ones((4,), F32), _m(4, 4))
     with pytest.raises(ValueError, match=r"A is 2 x 2 x 2, B is 4 x 4"):  # a batch of rows, named as given
         gemmlab.matmul(np.ones((2, 2, 2), F32), _m(4, 4))
-    with pytest.raises(ValueError, match="a batch of B matrices is not supported"):
-        gemmlab.matmul(_m(4, 4), np.ones((2, 4, 4), F32))
+    with pytest.raises(ValueError, match=r"batch sizes differ: A is 3 x 4 x 4, B is 2 x 4 x 4"):
+        gemmlab.matmul(np.ones((3, 4, 4), F32), np.ones((2, 4, 4), F32))
+    with pytest.raises(ValueError, match=r"leading \(batch\) dimensions must be equal"):
+        gemmlab.matmul(np.ones((2, 3, 4, 4), F32), np.ones((3, 2, 4, 4), F32))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])

@@ -82,7 +82,7 @@ def test_operand_rules_send_auto_to_the_next_rung(monkeypatch):
 
 
 def test_an_epilogue_skips_rungs_without_one(monkeypatch):
-    plain = replace(SGEMM, name="plain_fp32", rung=92, arguments=("workspace",))
+    plain = replace(SGEMM, name="plain_fp32", rung=92, arguments=("workspace",), type_params=())
     _with_rungs(monkeypatch, plain)
     assert api.choose_kernel("float32", (9, 0)).name == "plain_fp32"
     assert api.choose_kernel("float32", (9, 0), epilogue=True).name == "sgemm"

@@ -21,16 +21,48 @@ _router: list = [None]
 
 def matmul(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,
            residual=None, out_dtype=None, precision=None, **params):
-    if getattr(a, "ndim", 2) > 2 and getattr(b, "ndim", 2) == 2:
-        return _batched_rows(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias,
-                             activation=activation, residual=residual, out_dtype=out_dtype, precision=precision,
-                             **params)
-    if getattr(a, "ndim", 2) > 2 or getattr(b, "ndim", 2) > 2:
-        raise ValueError(f"A of shape {tuple(a.shape)} and B of shape {tuple(b.shape)}: gemmlab multiplies a "
-                         "2-D B, or a batch of A's rows by one 2-D B (x @ W with x of shape batch x T x K); a "
-                         "batch of B matrices is not supported")
-    return _matmul2d(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias, activation=activation,
-                     residual=residual, out_dtype=out_dtype, precision=precision, **params)
+    kw = dict(alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias, activation=activation,
+              residual=residual, out_dtype=out_dtype, precision=precision, **params)
+    nda, ndb = getattr(a, "ndim", 2), getattr(b, "ndim", 2)
+    if nda > 2 and ndb == 2:
+        return _batched_rows(a, b, c, **kw)
+    if nda > 3 or ndb > 3:
+        return _batched_leading(a, b, c, **kw)
+    return _product(a, b, c, **kw)
+
+
+def _batched_leading(a, b, c, *, residual, **kw):
+    """A (..., M, K) @ B (..., K, N) with more than one leading dimension: the leading dimensions, equal on
+    both sides (or absent on one: a matrix every product shares), fold into one batch dimension, as views
+    where the strides allow it (else copies, as torch.matmul makes); C and the residual must fold as views."""
+    la = tuple(a.shape[:-2]) if a.ndim > 2 else ()
+    lb = tuple(b.shape[:-2]) if b.ndim > 2 else ()
+    if la and lb and la != lb:
+        raise ValueError(f"A of shape {tuple(a.shape)} and B of shape {tuple(b.shape)}: the leading (batch) "
+                         "dimensions must be equal, or one operand 2-D (shared by every product)")
+    lead = la or lb
+    batch = 1
+    for d in lead:
+        batch *= d
+    a3 = a.reshape(batch, *a.shape[-2:]) if la else a
+    b3 = b.reshape(batch, *b.shape[-2:]) if lb else b
+    want = (*lead, a.shape[-2], b.shape[-1])
+    folded = []
+    for name, x in (("C", c), ("residual", residual)):
+        if x is None:
+            folded.append(None)
+            continue
+        if name == "residual" and tuple(x.shape) == want[-2:]:
+            folded.append(x)  # one M x N residual for every product
+            continue
+        if tuple(x.shape) != want:
+            raise ValueError(f"{name} must have the shape {want} of the batch x M x N, got {tuple(x.shape)}")
+        if name == "C" and not _arrays.rows_fold(tuple(x.shape[:-1]), _arrays.strides_in_elements(x)[:-1]):
+            raise ValueError(f"C of shape {tuple(x.shape)} does not fold into {batch} x {want[-2]} x {want[-1]} "
+                             "without a copy (its strides); pass a contiguous C or none")
+        folded.append(x.reshape(batch, *want[-2:]))
+    out = _product(a3, b3, folded[0], residual=folded[1], **kw)
+    return c if c is not None else out.reshape(want)
 
 
 def _batched_rows(a, b, c, *, residual, **kw):
@@ -56,11 +88,11 @@ def _batched_rows(a, b, c, *, residual, **kw):
                          "(its strides); pass a contiguous C or none")
     c2 = c.reshape(rows, n) if c is not None else None
     r2 = residual.reshape(rows, n) if residual is not None else None
-    out = _matmul2d(a2, b, c2, residual=r2, **kw)
+    out = _product(a2, b, c2, residual=r2, **kw)
     return c if c is not None else out.reshape(want)
 
 
-def _matmul2d(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,
+def _product(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,
               residual=None, out_dtype=None, precision=None, **params):
     router = _router[0]
     if router is None and "torch" in _sys.modules:  # torch is in use: its operator carries autograd and compile
@@ -76,8 +108,10 @@ def _matmul2d(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, 
 
 
 matmul.__doc__ = _call.matmul.__doc__ + """
-    Batches: A of shape (..., M, K) with a 2-D B is one product of all of A's rows (x @ W for x of shape
-    batch x T x K, as torch.matmul broadcasts W), one launch, the result of shape (..., M, N).
+    Leading dimensions beyond three fold into one batch: A (..., M, K) @ B (..., K, N) with equal leading
+    dimensions (or a 2-D operand on one side) is a batch of products, the result (..., M, N). A of shape
+    (..., M, K) with a 2-D B is one product of all of A's rows (x @ W for x of shape batch x T x K, as
+    torch.matmul broadcasts W), one launch.
     """
 
 __all__ = ["CompileError", "GPUUnavailableError", "GemmlabError", "__version__", "choose_kernel", "kernels", "matmul"]

@@ -76,7 +76,10 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
            **params):
     """C = alpha * A @ B + beta * C, with an optional fused epilogue.
 
-    a: M x K, b: K x N, c: M x N or None. numpy arrays are copied to the GPU and back; CuPy and torch
+    a: M x K, b: K x N, c: M x N or None; or a batch (torch.bmm's shapes): a: batch x M x K, b: batch x K x N
+    (either one 2-D, or a batch of one: shared by every product), c: batch x M x N, one launch for the
+    batch (the rungs with a batched form: `gemmlab.kernels()`), the epilogue per product (bias shared,
+    residual batch x M x N or one M x N). numpy arrays are copied to the GPU and back; CuPy and torch
     arrays (anything with __cuda_array_interface__ or DLPack) are used in place. The result has the type
     of `a`. When `c` is given it is overwritten with the result and returned (BLAS semantics); with
     beta == 0 its old contents are never read. `kernel` is a rung name (`gemmlab.kernels()`), a CPU
@@ -215,7 +218,15 @@ def _cpu_fallback(req: checks.Request, a, b, c, kinds, alpha, beta, bias, residu
         _warned_cpu[0] = True
     if req.dtype == "bfloat16":
         raise TypeError("bfloat16 host arrays need a GPU (numpy has no bfloat16 arithmetic)")
-    z = _host_product(best.name, a, b, c, kinds, alpha, beta, {}, np.float32)
+    if req.batched:  # product by product
+        def item(x, kd, i):
+            h = arrays.to_host_numpy(x, kd)
+            return h[i] if h.ndim == 3 and h.shape[0] > 1 else h.reshape(h.shape[-2:])
+        z = np.stack([_host_product(best.name, item(a, kinds[0], i), item(b, kinds[1], i),
+                                    None if c is None else item(c, kinds[2], i), [arrays.NUMPY] * 3, alpha, beta,
+                                    {}, np.float32) for i in range(req.batch)]).reshape(req.batch, req.m, req.n)
+    else:
+        z = _host_product(best.name, a, b, c, kinds, alpha, beta, {}, np.float32)
     if bias is not None:
         vec = np.asarray(arrays.to_host_numpy(bias, arrays.kind_of(bias)), dtype=np.float32).reshape(-1)
         z = z + (vec.reshape(-1, 1) if req.bias == "row" else vec.reshape(1, -1))

@@ -31,6 +31,8 @@ class Request:
     activation: str | None
     residual: bool
     has_c: bool
+    batch: int = 1             # products in the call (A's and B's leading dimension; one of them may be shared)
+    batched: bool = False      # the call's operands have a batch dimension (the output is batch x M x N)
 
     @property
     def element(self) -> str:
@@ -73,6 +75,34 @@ def check_shapes(a, b, c) -> tuple[int, int, int]:
     return int(m), int(n), int(k)
 
 
+def check_batched_shapes(a, b, c) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of a product whose A (batch x M x K or M x K) and B (batch x K x N or K x N) are 2-D or
+    3-D, as torch.bmm / torch.matmul take them: a 2-D operand, or a batch of one, is shared by every product.
+    C, where given, is batch x M x N. Raises naming the shapes at fault."""
+    for name, x in (("A", a), ("B", b)):
+        if len(x.shape) not in (2, 3):
+            raise ValueError(f"{name} must be 2-D or 3-D (a batch of matrices), got shape {tuple(x.shape)} "
+                             f"({len(x.shape)}-D)")
+    (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: {_shape_error(a.shape, b.shape)} (A's columns must equal B's rows)")
+    ba = a.shape[0] if len(a.shape) == 3 else 1
+    bb = b.shape[0] if len(b.shape) == 3 else 1
+    if ba != bb and 1 not in (ba, bb):
+        raise ValueError(f"batch sizes differ: {_shape_error(a.shape, b.shape)} (equal batches, or one operand "
+                         "2-D or a batch of one, shared by every product)")
+    batch = ba if bb == 1 else bb
+    want = (batch, m, n)
+    if c is not None and tuple(c.shape) != want:
+        raise ValueError(f"C must be {fmt_shape(want)} for {_shape_error(a.shape, b.shape)}, got {fmt_shape(c.shape)}")
+    return int(batch), int(m), int(n), int(k)
+
+
+def is_batched(a, b) -> bool:
+    """Whether a call's A or B has a batch dimension (3-D)."""
+    return len(getattr(a, "shape", ())) == 3 or len(getattr(b, "shape", ())) == 3
+
+
 def bias_mode(bias, m: int, n: int) -> str | None:
     """None, "col" (length N, or 1 x N) or "row" (length M != N, or M x 1); raises naming the shape or dtype."""
     if bias is None:
@@ -93,11 +123,16 @@ def bias_mode(bias, m: int, n: int) -> str | None:
     return mode
 
 
-def check_residual(residual, m: int, n: int, out: str) -> None:
+def check_residual(residual, m: int, n: int, out: str, batch: int | None = None) -> None:
+    """R is M x N, or for a batched call batch x M x N (one per product) or M x N (shared by all)."""
     if residual is None:
         return
-    if tuple(residual.shape) != (m, n):
-        raise ValueError(f"residual must be M x N = {m} x {n}, got {fmt_shape(residual.shape)}")
+    shape = tuple(residual.shape)
+    if batch is None and shape != (m, n):
+        raise ValueError(f"residual must be M x N = {m} x {n}, got {fmt_shape(shape)}")
+    if batch is not None and shape not in ((batch, m, n), (m, n)):
+        raise ValueError(f"residual must be batch x M x N = {batch} x {m} x {n} (or M x N = {m} x {n}, shared by "
+                         f"the batch), got {fmt_shape(shape)}")
     if arrays.dtype_name(residual) != out:
         raise TypeError(f"residual must have the output dtype {out}, got {arrays.dtype_name(residual)}")
 
@@ -111,9 +146,14 @@ def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, 
     """Everything wrong with a GPU call, as one clear error naming the shape, dtype or parameter at fault;
     else the call's Request."""
     check_scalars(alpha, beta)
-    m, n, k = check_shapes(a, b, c)
+    batched = is_batched(a, b)
+    if batched:
+        batch, m, n, k = check_batched_shapes(a, b, c)
+    else:
+        batch, (m, n, k) = 1, check_shapes(a, b, c)
     if beta != 0 and c is None:
-        raise ValueError(f"beta = {beta} needs a C to scale; pass c (an M x N = {m} x {n} array) or beta = 0")
+        what = f"a batch x M x N = {batch} x {m} x {n}" if batched else f"an M x N = {m} x {n}"
+        raise ValueError(f"beta = {beta} needs a C to scale; pass c ({what} array) or beta = 0")
     host = [arrays.is_host(kd) for kd in kinds if kd is not None]
     if any(host) and not all(host):
         raise TypeError(f"A, B and C must all be host arrays or all device arrays, got {', '.join(kd for kd in kinds if kd)}")
@@ -132,8 +172,8 @@ def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, 
         raise TypeError(f"C is {arrays.dtype_name(c)} but the output dtype is {out} (out_dtype); pass C of the output dtype")
     act = formats.check_activation(activation)
     mode = bias_mode(bias, m, n)
-    check_residual(residual, m, n, out)
-    for name, v in (("M", m), ("N", n), ("K", k)):
+    check_residual(residual, m, n, out, batch if batched else None)
+    for name, v in (("M", m), ("N", n), ("K", k), ("the batch", batch)):
         if v > INT32_MAX:
             raise ValueError(f"{name} = {v} exceeds the kernels' 32-bit index range")
     if kernel == AUTO and params:
@@ -143,7 +183,8 @@ def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, 
         hash(ptuple)
     except TypeError:
         raise TypeError(f"kernel parameters must be integers, got {params!r}") from None
-    req = Request(m, n, k, dt_a, resolved, out, kernel, ptuple, mode, act, residual is not None, c is not None)
+    req = Request(m, n, k, dt_a, resolved, out, kernel, ptuple, mode, act, residual is not None, c is not None,
+                  batch, batched)
     if kernel != AUTO:
         check_named(req)
     return req
@@ -161,6 +202,10 @@ def check_named(req: Request) -> None:
         offer = [s.name for s in registry.specs_for(req.dtype, req.precision, ladder=False)]
         raise TypeError(f"kernel {spec.name} has no precision={req.precision!r} mode for {req.dtype} inputs (kernels "
                         f"that do: {', '.join(offer) or 'none'}; or kernel='auto')")
+    if req.batch > 1 and not spec.batched:
+        offer = [s.name for s in registry.specs_for(req.dtype, req.precision, ladder=False) if s.batched]
+        raise ValueError(f"kernel {spec.name} runs one product per launch; a batch of {req.batch} runs on "
+                         f"{', '.join(offer) or 'no rung for these inputs'} (or kernel='auto')")
     if req.epilogue and not spec.epilogue:
         raise ValueError(f"kernel {spec.name} takes no fused epilogue (bias, activation, residual); kernels "
                          f"that do: {', '.join(epilogue_rungs(req.dtype)) or 'none'} (or kernel='auto')")
@@ -169,17 +214,23 @@ def check_named(req: Request) -> None:
         if name in given:
             raise ValueError(f"parameter {name} is set from the arrays' dtypes, layout, precision and out_dtype; "
                              "do not pass it")
-    spec.validate({**spec.type_defaults.get(req.element, {}), **given, **type_params(spec, req.element, req.out)})
+    spec.validate({**spec.type_defaults.get(req.element, {}), **given,
+                   **type_params(spec, req.element, req.out, batched=req.batch > 1)})
 
 
-def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False) -> dict[str, int]:
-    """A_TYPE / C_TYPE (and B_LAYOUT where the rung has it) for rungs whose element types and operand layout
-    are template parameters. B_LAYOUT 2: B read K-major in place, because it is given transposed
-    (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared memory), computed
-    as C^T = B^T A^T; 1: B row-major as it is."""
+def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False,
+                batched: bool = False) -> dict[str, int]:
+    """A_TYPE / C_TYPE (and B_LAYOUT, BATCHED where the rung has them) for rungs whose element types, operand
+    layout and batching are template parameters. B_LAYOUT 2: B read K-major in place, because it is given
+    transposed (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared memory),
+    computed as C^T = B^T A^T; 1: B row-major as it is. BATCHED 1: a batch of products in one launch."""
     if not spec.type_params:
         return {}
+    if spec.type_params == ("BATCHED",):
+        return {"BATCHED": int(batched)}
     out_p = {"A_TYPE": formats.ELEMENT_TYPES[element], "C_TYPE": formats.C_TYPES[out]}
     if "B_LAYOUT" in spec.type_params:
         out_p["B_LAYOUT"] = 2 if b_kmajor else 3 if element == "tf32" else 1
+    if "BATCHED" in spec.type_params:
+        out_p["BATCHED"] = int(batched)
     return out_p

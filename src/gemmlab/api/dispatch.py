@@ -99,7 +99,7 @@ def operand_problems(spec: KernelSpec, operands, element_bytes: int) -> list[str
     return list(spec.operand_rules(*operands, element_bytes))
 
 
-def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape=None):
+def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape=None, batched: bool = False):
     ranked = _ranked(dtype, precision, cc, epilogue)
     element_bytes = formats.element_bytes(formats.element_type(dtype, precision))
     verdicts: list[tuple[KernelSpec, str | None]] = list(ranked)
@@ -107,6 +107,9 @@ def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape
     for i in range(len(verdicts) - 1, -1, -1):  # from the top rung down: the first that fits is taken
         s, why = verdicts[i]
         if why is not None:
+            continue
+        if batched and not s.batched:
+            verdicts[i] = (s, "runs one product per launch, not a batch")
             continue
         off_shape = None
         if s.fits_shape is not None:  # a rung built for some shapes: taken only where a shape says so
@@ -142,15 +145,18 @@ def _no_kernel(dtype: str, precision: str, cc, epilogue: bool) -> TypeError:
 
 def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, precision: str | None = None, *,
                   epilogue: bool = False, operands: tuple | None = None,
-                  shape: tuple[int, int, int] | None = None) -> KernelSpec:
+                  shape: tuple[int, int, int] | None = None, batched: bool = False) -> KernelSpec:
     """The kernel `kernel="auto"` runs: the highest rung that runs `dtype` at `precision` (None: the dtype's
     own) on compute capability `cc` (None: any), with a fused epilogue when `epilogue`, built for `shape`
     (M, N, K; `spec.fits_shape`) when it is given, and whose operand rules (a_ptr, lda, b_ptr, ldb) the
-    arrays meet, or which stages operands that do not, when `operands` are given. TypeError if none does."""
+    arrays meet, or which stages operands that do not, when `operands` are given; with `batched`, among the
+    rungs that run a batch of products in one launch (`spec.batched`). TypeError if none does."""
     precision = precision or NATIVE_PRECISION.get(dtype, "fp32")
     spec, _ = _decide(dtype, precision, tuple(cc) if cc is not None else None, epilogue, operands,
-                      tuple(shape) if shape is not None else None)
+                      tuple(shape) if shape is not None else None, batched)
     if spec is None:
+        if batched:
+            raise TypeError(f"no rung runs a batch of {dtype} products at {precision} in one launch on this device")
         raise _no_kernel(dtype, precision, cc, epilogue)
     return spec
 
@@ -193,15 +199,21 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
 
 def full_params(spec: KernelSpec, m: int, n: int, k: int, info, element: str, out: str,
                 given: Mapping[str, int] | None, activation: str | None, b_kmajor: bool,
-                sm_count: int | None = None, residual: bool = False) -> tuple[dict[str, int], str, str]:
+                sm_count: int | None = None, residual: bool = False, batch: int = 1) -> tuple[dict[str, int], str, str]:
     """The validated parameter set a call runs, where it came from, and why (resolve_params, then the
-    epilogue's preferences, then the type parameters)."""
-    partial, source, detail = resolve_params(spec, m, n, k, info, element=element, given=given, sm_count=sm_count)
+    epilogue's preferences, then a batch's, then the type parameters). A batch of `batch` products is
+    tuned as one product of batch x M rows: the tiles it has to spread over the SMs."""
+    partial, source, detail = resolve_params(spec, m * batch, n, k, info, element=element, given=given,
+                                             sm_count=sm_count)
     for_epilogue = epilogue_params(spec, activation, given, residual)
     if for_epilogue:
         what = " and ".join(w for w in (activation, "a residual" if residual else None) if w)
         detail += f"; for {what}: {_fmt_params(for_epilogue)} (the rung's preference for that epilogue)"
-    _, full = validated_params(spec, {**partial, **for_epilogue, **type_params(spec, element, out, b_kmajor)})
+    for_batch = {name: v for name, v in spec.batch_params.items() if name not in (given or {})} if batch > 1 else {}
+    if for_batch:
+        detail += f"; for a batch: {_fmt_params(for_batch)}"
+    _, full = validated_params(spec, {**partial, **for_epilogue, **for_batch,
+                                      **type_params(spec, element, out, b_kmajor, batched=batch > 1)})
     return full, source, detail
 
 

@@ -87,12 +87,14 @@ def forget_scratch() -> None:
 # ----------------------------------------------------------------------------------------- operands
 
 def _staged(home: arrays.Home, x, ptr: int, lay: OperandLayout, dev: int, stream: int):
-    """A copy of the rows x cols operand at `ptr` (row pitch lay.ld) in rows padded to 16 bytes."""
+    """A copy of the rows x cols operand at `ptr` (row pitch lay.ld; a batch of them one after another) in
+    rows padded to 16 bytes."""
     ld = lay.staged_ld
+    rows = lay.rows * max(lay.batch, 1)
     label = {4: "float32", 2: "int16"}[lay.item]
-    out = home.empty((lay.rows, ld), label, dev)
-    if lay.rows and lay.cols:
-        driver().memcpy2d(home.ptr(out), ld * lay.item, ptr, lay.ld * lay.item, lay.cols * lay.item, lay.rows,
+    out = home.empty((rows, ld), label, dev)
+    if rows and lay.cols:
+        driver().memcpy2d(home.ptr(out), ld * lay.item, ptr, lay.ld * lay.item, lay.cols * lay.item, rows,
                           driver().d2d, stream)
     return out, home.ptr(out), ld
 
@@ -105,7 +107,8 @@ def _operand(home: arrays.Home, x, lay: OperandLayout, dev: int, stream: int):
         x = home.contiguous(x)
     if lay.stage:
         ld = max(lay.cols, 1) if lay.copy else lay.ld
-        out, ptr, _ = _staged(home, x, home.ptr(x), OperandLayout(lay.rows, lay.cols, ld, lay.item), dev, stream)
+        out, ptr, _ = _staged(home, x, home.ptr(x), OperandLayout(lay.rows, lay.cols, ld, lay.item, batch=lay.batch),
+                              dev, stream)
         return out, ptr
     return x, home.ptr(x)
 
@@ -138,6 +141,10 @@ def _maps(plan: Plan, pa: int, pb: int, pc: int) -> tuple[bytes, ...]:
     req = plan.request
     ptrs = {"A": pa, "B": pb, "C": pc}
     lds = {"A": plan.a.read_ld, "B": plan.b.read_ld, "C": plan.c.read_ld if plan.c is not None else max(req.n, 1)}
+    # A batched build reads 3-D maps: depth the products an operand holds (1 for one every product shares),
+    # its matrices the plan's batch stride apart.
+    batched = bool(plan.params.get("BATCHED"))
+    lays = {"A": plan.a, "B": plan.b, "C": plan.c}
     out = []
     for box in plan.maps:
         if box is None or req.m == 0 or req.n == 0 or req.k == 0:
@@ -145,10 +152,16 @@ def _maps(plan: Plan, pa: int, pb: int, pc: int) -> tuple[bytes, ...]:
             continue
         ptr, ld = ptrs[box.operand], lds[box.operand]
         item = box.elem_bytes or ITEMSIZE[req.out]
-        if box.optional and (ptr % 16 or (ld * item) % 16):
+        depth, step = 1, 0
+        if batched:
+            lay = lays[box.operand]
+            step = lay.read_bstride if lay is not None else req.m * ld  # (C allocated by the call: contiguous)
+            depth = req.batch if step else 1
+        if box.optional and (ptr % 16 or (ld * item) % 16 or (step * item) % 16):
             out.append(zero)
             continue
-        out.append(tma.encode_2d(ptr, item, box.rows, box.cols, ld, box.box_rows, box.box_cols, swizzle=box.swizzle))
+        out.append(tma.encode(ptr, item, box.rows, box.cols, ld, box.box_rows, box.box_cols, swizzle=box.swizzle,
+                              depth=depth, depth_stride=step, rank=3 if batched else 2))
     hit = tuple(out)
     if len(plan.map_cache) >= _MAPS_PER_PLAN:
         plan.map_cache.clear()
@@ -157,9 +170,10 @@ def _maps(plan: Plan, pa: int, pb: int, pc: int) -> tuple[bytes, ...]:
 
 
 def _span(ptr: int, lay: OperandLayout) -> tuple[int, int]:
-    if lay.rows == 0 or lay.cols == 0:
+    if lay.rows == 0 or lay.cols == 0 or lay.batch == 0:
         return (0, 0)
-    return ptr, ptr + ((lay.rows - 1) * lay.ld + lay.cols) * lay.item
+    last = (lay.batch - 1) * lay.bstride if lay.batch > 1 else 0
+    return ptr, ptr + (last + (lay.rows - 1) * lay.ld + lay.cols) * lay.item
 
 
 # ----------------------------------------------------------------------------------------- the launch
@@ -171,17 +185,19 @@ def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, be
     ka, pa = _operand(home, a, plan.a, dev, stream)
     kb, pb = _operand(home, b, plan.b, dev, stream)
     if c is None:
-        out = target = home.empty((req.m, req.n), req.out, dev)
+        out = target = home.empty((req.batch, req.m, req.n) if req.batched else (req.m, req.n), req.out, dev)
         pc = home.ptr(out)
     else:
         out = c
         target = home.contiguous(c) if plan.c.copy else c
         pc = home.ptr(target)
-        span = _span(pc, OperandLayout(req.m, req.n, plan.c.read_ld, plan.c.item))
+        span = _span(pc, OperandLayout(req.m, req.n, plan.c.read_ld, plan.c.item, batch=plan.c.batch,
+                                       bstride=plan.c.read_bstride))
         for p, lay in ((pa, plan.a), (pb, plan.b)):
-            if arrays.overlaps(span, _span(p, OperandLayout(lay.rows, lay.cols, lay.read_ld, lay.item))):
+            read = OperandLayout(lay.rows, lay.cols, lay.read_ld, lay.item, batch=lay.batch, bstride=lay.read_bstride)
+            if arrays.overlaps(span, _span(p, read)):
                 raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
-    if req.m == 0 or req.n == 0:
+    if req.m == 0 or req.n == 0 or req.batch == 0:
         return out
     pbias = pr = 0
     vec = kr = None

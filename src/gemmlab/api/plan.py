@@ -94,7 +94,9 @@ def resident_blocks(spec: KernelSpec, p: dict[str, int], kernel, geo: Launch, sm
 class OperandLayout:
     """How the kernel reads one matrix operand: in place with leading dimension `ld` (elements), or from a
     row-major copy made per call (`copy`), then perhaps from a staged copy in 16-byte aligned rows (`stage`).
-    `transposed`: the operand is read as its transpose (Bᵀ of a column-major B), `rows` x `cols` as read."""
+    `transposed`: the operand is read as its transpose (Bᵀ of a column-major B), `rows` x `cols` as read.
+    A batched operand holds `batch` such matrices `bstride` elements apart (batch 1, bstride 0: one matrix,
+    shared by every product of a batched call)."""
 
     rows: int
     cols: int
@@ -103,6 +105,22 @@ class OperandLayout:
     copy: bool = False
     stage: bool = False
     transposed: bool = False
+    batch: int = 1
+    bstride: int = 0
+
+    @property
+    def read_bstride(self) -> int:
+        """The elements between its matrices as the kernel reads them (0: one matrix)."""
+        if self.batch <= 1:
+            return 0
+        if self.stage:
+            return self.rows * self.staged_ld
+        return self.rows * max(self.cols, 1) if self.copy else self.bstride
+
+    @property
+    def uniform(self) -> bool:
+        """Whether its matrices follow one another at the row pitch (batch x rows rows of one 2-D layout)."""
+        return self.batch <= 1 or self.bstride == self.rows * self.ld
 
     @property
     def staged_ld(self) -> int:
@@ -116,7 +134,16 @@ class OperandLayout:
 
 
 def layout_of(shape, strides, item: int, *, allow_transposed: bool = False) -> OperandLayout:
-    """The layout a 2-D operand is read with (see arrays.row_pitch / column_pitch)."""
+    """The layout a 2-D operand, or a batch of them (3-D), is read with (see arrays.row_pitch /
+    column_pitch). A batch whose matrices are not evenly spaced, non-negative steps apart is copied."""
+    if len(shape) == 3:
+        lay = layout_of(shape[1:], strides[1:], item, allow_transposed=allow_transposed)
+        batch, step = int(shape[0]), strides[0]
+        if batch <= 1:
+            return lay
+        if not isinstance(step, int) or step < 0:
+            return replace(layout_of(shape[1:], (shape[2], 1), item), copy=True, batch=batch, bstride=0)
+        return replace(lay, batch=batch, bstride=step)
     rows, cols = int(shape[0]), int(shape[1])
     if rows == 0 or cols == 0:  # nothing of it is read
         return OperandLayout(rows, cols, max(cols, 1), item)
@@ -136,8 +163,8 @@ def _unaligned(ptr: int, lay: OperandLayout) -> bool:
     if lay.rows == 0 or lay.cols == 0:
         return False
     if lay.copy:
-        return (lay.cols * lay.item) % 16 != 0
-    return ptr % 16 != 0 or (lay.ld * lay.item) % 16 != 0
+        return (lay.cols * lay.item) % 16 != 0 or (lay.batch > 1 and (lay.rows * lay.cols * lay.item) % 16 != 0)
+    return ptr % 16 != 0 or (lay.ld * lay.item) % 16 != 0 or (lay.bstride * lay.item) % 16 != 0
 
 
 # ----------------------------------------------------------------------------------------- the plan
@@ -201,7 +228,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     if req.kernel == AUTO:
         ops = None if la.copy or lb.copy or req.m * req.n * req.k == 0 else (pa, la.ld, pb, lb.ld)
         spec = dispatch.choose_kernel(req.dtype, info.compute_capability, req.precision, epilogue=req.epilogue,
-                                      operands=ops, shape=(req.m, req.n, req.k))
+                                      operands=ops, shape=(req.m, req.n, req.k), batched=req.batch > 1)
     else:
         spec = registry.get(req.kernel)
     b_kmajor = lb_t.transposed and "B_LAYOUT" in spec.type_params
@@ -209,7 +236,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
 
     given = dict(req.params) or None
     full, source, detail = dispatch.full_params(spec, req.m, req.n, req.k, info, req.element, req.out, given,
-                                                req.activation, b_kmajor, residual=req.residual)
+                                                req.activation, b_kmajor, residual=req.residual, batch=req.batch)
     if device.stream_capturing(home.stream(dev)) and not is_prepared(spec, full, dev):
         raise CaptureError(f"gemmlab.matmul would compile and load {spec.name} {full} during CUDA graph capture; "
                            "make one call with the same shapes, dtypes and options before capturing")
@@ -221,9 +248,9 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     if req.m * req.n * req.k == 0:
         letters = ""  # nothing is read
     if "A" in letters and _unaligned(pa, la):
-        la = replace(la, stage=True)
+        la = replace(la, stage=True, copy=la.copy or not la.uniform)
     if "B" in letters and _unaligned(pb, lb):
-        lb = replace(lb, stage=True)
+        lb = replace(lb, stage=True, copy=lb.copy or not lb.uniform)
     problems = dispatch.operand_problems(spec, _as_read(pa, la, pb, lb), item_in) if req.m * req.n * req.k else []
     if problems:
         raise ValueError(f"{spec.name} cannot read these operands: {'; '.join(problems)}")
@@ -232,6 +259,8 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     if c is not None:
         sc = arrays.strides_in_elements(c)
         lc = layout_of(c.shape, sc, item_out)
+        if lc.batch > 1 and not lc.copy and lc.bstride < (lc.rows - 1) * lc.ld + lc.cols:
+            lc = replace(lc, copy=True)  # C's matrices overlap (a broadcast C): written through a copy
     lr = layout_of(residual.shape, arrays.strides_in_elements(residual), item_out) if residual is not None else None
     for name, lay in (("lda", la), ("ldb", lb), ("ldc", lc), ("ldr", lr)):
         if lay is not None and lay.read_ld > INT32_MAX:
@@ -242,6 +271,16 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
         raise ValueError(f"{spec.name} {p} needs {geo.smem} bytes of shared memory per block; "
                          f"this device allows {info.smem_per_block_optin}")
     grid = geo.grid
+    if p.get("BATCHED"):  # a batch: the persistent grid walks every product's tiles; others take grid.z
+        if spec.persistent:
+            if grid[0] * req.batch > INT32_MAX:
+                raise ValueError(f"{spec.name}: {req.batch} products of {grid[0]} tiles exceed the kernel's 32-bit "
+                                 "tile index")
+            grid = (grid[0] * req.batch, 1, 1)
+        elif grid[2] != 1:
+            raise ValueError(f"{spec.name} {p} uses grid.z for one product; it cannot also take a batch")
+        else:
+            grid = (grid[0], grid[1], req.batch)
     if spec.persistent:  # blocks walk the tiles: no more than can be resident at once
         grid = (min(grid[0], resident_blocks(spec, p, prepared.kernel, geo, info.sm_count)), 1, 1)
     for axis, (g, limit) in enumerate(zip(grid, (2**31 - 1, 65535, 65535))):
@@ -251,11 +290,16 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     prepared.kernel.ensure_dynamic_smem(geo.smem)
     second = spec.second_kernel.geometry(req.m, req.n, req.k, p) if spec.second_kernel else None
     workspace = spec.workspace(req.m, req.n, req.k, p, grid[0] * grid[1] * grid[2]) if spec.workspace else None
+    if p.get("BATCHED") and (second is not None or (workspace is not None and (workspace.floats or workspace.ints))):
+        raise ValueError(f"{spec.name} {p}: a split over K (scratch per product) has no batched form; a batch "
+                         f"of {req.batch} runs without one (leave its split parameters to the rung)")
     maps = spec.tensor_maps(req.m, req.n, req.k, p) if spec.tensor_maps else ()
 
     ldc = lc.read_ld if lc is not None else max(req.n, 1)
     ldr = lr.read_ld if lr is not None else 0
-    values, slots = _arguments(spec, req, workspace, len(maps), la.read_ld, lb.read_ld, ldc, ldr)
+    strides = (la.read_bstride, lb.read_bstride, (lc.read_bstride if lc is not None else req.m * ldc),
+               lr.read_bstride if lr is not None else 0) if req.batch > 1 else (0, 0, 0, 0)
+    values, slots = _arguments(spec, req, workspace, len(maps), la.read_ld, lb.read_ld, ldc, ldr, strides)
     # the second kernel's (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, bias, R, ldr, flags)
     second_pack = None if second is None else launch.ArgPack(
         (np.int32(req.m), np.int32(req.n), np.int32(p.get("SPLIT_K", 1)), np.float32(1), np.float32(0), _NULL,
@@ -278,7 +322,7 @@ _NULL = np.uint64(0)
 
 
 def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_maps: int, lda: int, ldb: int,
-               ldc: int, ldr: int):
+               ldc: int, ldr: int, strides: tuple[int, int, int, int] = (0, 0, 0, 0)):
     """The kernel's argument list (the leading dimensions are the plan's; addresses and scalars are
     placeholders), and the index of every argument a call rewrites."""
     values: list = [np.int32(req.m), np.int32(req.n), np.int32(req.k), np.float32(1), _NULL, np.int32(lda), _NULL,
@@ -296,4 +340,6 @@ def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_ma
 
             slots["maps"] = len(values)
             values += [tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))] * n_maps
+        elif group == "batch":
+            values += [np.int32(req.batch), *(np.int64(x) for x in strides)]
     return values, slots

@@ -61,6 +61,7 @@ class Record:
     pinned: bool | None                 # host memory of an end-to-end run (None: not applicable)
     precision: str = ""                 # number format: fp32, tf32, fp16, bf16 ("" in older files: fp32)
     epilogue: str = ""                  # a fused layer's epilogue (bench.fused): "bias_col+gelu_tanh"; "": a product
+    batch: int = 1                      # products of M x N x K in one call (bench.batched); flops count them all
     # ---- outcome
     status: str = OK                    # "ok", "failed" (verification; never timed), "error"
     rel_error: float | None = None      # ||C - ref|| / ||ref||, reference in float64
@@ -169,8 +170,8 @@ def problem_bytes(m: int, n: int, k: int, beta: float, mode: str, itemsize: int 
 
 def derive(rec: Record) -> Record:
     """Fill flops, bytes and the rates from the median time and the recorded peaks."""
-    rec.flops = 2 * rec.m * rec.n * rec.k
-    rec.bytes = problem_bytes(rec.m, rec.n, rec.k, rec.beta, rec.mode, rec.itemsize)
+    rec.flops = 2 * rec.m * rec.n * rec.k * max(rec.batch, 1)
+    rec.bytes = problem_bytes(rec.m, rec.n, rec.k, rec.beta, rec.mode, rec.itemsize) * max(rec.batch, 1)
     if rec.fmt == "fp32" and rec.peak_tflops is None:
         rec.peak_tflops = rec.peak_fp32_tflops
     if rec.median_ms and rec.median_ms > 0:

@@ -33,9 +33,18 @@ def bench(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="results and report directory "
                                                                  "(default gemmlab-results/<run id>)"),
     at: Optional[int] = typer.Option(None, help="the size the report's tables use (default: the largest with cuBLAS)"),
+    batch: Optional[int] = typer.Option(None, "--batch", help="instead of the ladder: a batch of this many products "
+                                                               "of each --shape (or --sizes) in one gemmlab launch, "
+                                                               "against torch.bmm, torch.matmul and a loop of torch.mm"),
+    shared: str = typer.Option("none", "--shared", help="with --batch: none, a (one A for every product) or b "
+                                                        "(one B: x @ W)"),
 ) -> None:
     """Benchmark the ladder (compute only and end to end) against cuBLAS, torch, Triton and the CPU;
-    write results (JSON, CSV) and the report (Markdown, HTML). Without a GPU: the CPU ladder only."""
+    write results (JSON, CSV) and the report (Markdown, HTML). Without a GPU: the CPU ladder only.
+    With --batch: batched products against torch (GPU and torch needed)."""
+    if batch is not None:
+        _bench_batch(batch, shared, sizes, shape, dtype, budget_ms, out)
+        return
     plan = _measure.build_plan(sizes=sizes, shapes=shape, kernels=kernel, neighbours=neighbours, no_peers=no_peers,
                                no_cpu=no_cpu, budget_ms=budget_ms, pinned=pinned, cpu_scale=cpu_scale,
                                dtype=dtype, precision=precision)
@@ -49,6 +58,57 @@ def bench(
         console.print(f"[yellow]interrupted: kept {len(results)} measurements[/yellow]")
         raise typer.Exit(130)
     if any(not r.ok for r in results.records):
+        raise typer.Exit(1)
+
+
+def _bench_batch(batch: int, shared: str, sizes, shapes, dtype: str, budget_ms, out) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..bench import batched as bz
+    from ..bench.peers import torch_unavailable_reason
+    from ..bench.records import Results
+    from ..bench.sweep import parse_shape, parse_sizes
+    from ..runtime import device
+    from ._app import fail
+
+    try:
+        problems = [parse_shape(s) for s in shapes or []] + [(n, n, n) for n in (parse_sizes(sizes) if sizes else [])]
+        if not problems:
+            raise ValueError("--batch needs the products' shape: --shape MxNxK (repeatable) or --sizes")
+        batches = [bz.Batch(batch, m, n, k, dtype=dtype, shared=shared) for m, n, k in problems]
+        for b in batches:
+            b.check()
+    except ValueError as exc:
+        fail(str(exc))
+    reason = device.gpu_unavailable_reason() or torch_unavailable_reason()
+    if reason:
+        fail(f"gemmlab bench --batch times GPU calls beside torch's: {reason}")
+    merged = Results([], [])
+    failed = False
+    for problem in batches:
+        with console.status("starting") as status:
+            res = bz.measure(problem, budget_ms=budget_ms or 300.0, command=" ".join(["gemmlab", *sys.argv[1:]]),
+                             on_progress=lambda t: status.update(escape(t)))
+        merged.records += res.records
+        merged.runs += res.runs
+        recs = res.records
+        bmm = next((r for r in recs if r.kernel == bz.BMM and r.ok), None)
+        t = Table(title=f"{problem.describe()} (medians, cold L2; TFLOP/s of the whole batch)")
+        for col in ("call", "time", "TFLOP/s", "x torch.bmm", "rel. error"):
+            t.add_column(col, justify="left" if col == "call" else "right", no_wrap=col == "call")
+        for r in sorted((r for r in recs if r.ok), key=lambda r: r.median_ms):
+            t.add_row(escape(r.label), _measure._time(r.median_ms), f"{r.tflops:.1f}",
+                      f"{bmm.median_ms / r.median_ms:.3f}" if bmm else "-", f"{r.rel_error:.1e}")
+        console.print(t)
+        for r in recs:
+            if not r.ok:
+                failed = failed or r.family == "gpu"
+                console.print(f"[red]{escape(f'{r.label}: {r.status}: {r.note}')}[/red]", highlight=False)
+    target = out or Path("gemmlab-results") / merged.runs[0]["run_id"]
+    paths = _measure.write_outputs(merged, target, report=False, at=None)
+    console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
+    if failed:
         raise typer.Exit(1)
 
 

@@ -29,13 +29,15 @@ from ..formats import NATIVE_PRECISION, REDUCED_PRECISIONS  # noqa: F401  (the o
 class Param:
     """One parameter: its default, the values a search may try, and what it means. Template parameters
     (the default) are compiled into the kernel; `template=False` marks a launch parameter (e.g. a split over
-    grid.y) that one compiled kernel serves for every value."""
+    grid.y) that one compiled kernel serves for every value. `searched=False`: set from the call (e.g.
+    whether it is a batch), so a search keeps the default."""
 
     name: str
     default: int
     choices: tuple[int, ...]
     doc: str
     template: bool = True
+    searched: bool = True
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,11 @@ class Trace:
 # ldc), in the order a spec's `arguments` lists them:
 # - "workspace": the float workspace and the int counters (pointers), then the workspace's scalars;
 # - "epilogue": bias (fp32 vector), R (residual), ldr, flags (formats.epilogue_flags);
-# - "tensor_maps": the maps `tensor_maps` describes, by value.
-ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps")
+# - "tensor_maps": the maps `tensor_maps` describes, by value;
+# - "batch": the number of products and the element strides between A's, B's, C's and R's matrices (int,
+#   then four 64-bit integers; 0 for an operand every product shares). A rung that takes it runs a batch of
+#   products in one launch (its BATCHED template parameter on: grid.z, or the persistent grid's tiles).
+ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps", "batch")
 
 
 @dataclass(frozen=True)
@@ -201,6 +206,9 @@ class KernelSpec:
     # Parameters an activation or a residual wants unless the caller names them ({activation or "residual":
     # {name: value}}).
     epilogue_params: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # Parameters a batch of products takes unless the caller names them (e.g. no split-K: its scratch and
+    # counters are per product of one launch).
+    batch_params: Mapping[str, int] = field(default_factory=dict)
     # Template parameters set from the arrays (dtypes, layout, precision, out_dtype), never by callers, and
     # per input element type ("tf32", ...) parameters that replace the defaults.
     type_params: tuple[str, ...] = ()
@@ -230,11 +238,18 @@ class KernelSpec:
         for group, hook in (("workspace", self.workspace), ("tensor_maps", self.tensor_maps)):
             if (group in self.arguments) != (hook is not None):
                 raise ValueError(f"kernel {self.name}: the {group!r} argument group and the {group} hook go together")
+        if ("batch" in self.arguments) != ("BATCHED" in self.type_params):
+            raise ValueError(f"kernel {self.name}: the 'batch' argument group and the BATCHED type parameter go together")
 
     @property
     def epilogue(self) -> bool:
         """Whether the rung takes the fused epilogue (bias, activation, residual)."""
         return "epilogue" in self.arguments
+
+    @property
+    def batched(self) -> bool:
+        """Whether the rung runs a batch of products in one launch (the "batch" argument group)."""
+        return "batch" in self.arguments
 
     # -------------------------------------------------------------------------------- parameters
 
@@ -283,7 +298,8 @@ class KernelSpec:
         cached = _SEARCH_SPACES.get(id(self))
         if cached is None or cached[0] is not self:
             names = [p.name for p in self.params]
-            combos = (dict(zip(names, values)) for values in itertools.product(*(p.choices for p in self.params)))
+            choices = (p.choices if p.searched else (p.default,) for p in self.params)
+            combos = (dict(zip(names, values)) for values in itertools.product(*choices))
             cached = (self, [d for d in combos if not self.constraints(d)])
             _SEARCH_SPACES[id(self)] = cached
         return [dict(d) for d in cached[1]]

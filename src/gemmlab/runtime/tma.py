@@ -80,21 +80,46 @@ def check_2d(ptr: int, elem_bytes: int, rows: int, cols: int, row_stride: int, b
     return errs
 
 
+def check_depth(depth: int, depth_stride: int, elem_bytes: int) -> list[str]:
+    """What TMA would refuse about a third dimension of `depth` matrices `depth_stride` elements apart."""
+    errs = []
+    if not 1 <= depth < 1 << 32:
+        errs.append(f"depth {depth} (1 .. 2^32 - 1 matrices)")
+    if depth > 1 and ((depth_stride * elem_bytes) % 16 or not 0 < depth_stride * elem_bytes < 1 << 40):
+        errs.append(f"matrices {depth_stride} elements ({depth_stride * elem_bytes} bytes) apart, not a positive "
+                    "multiple of 16 bytes")
+    return errs
+
+
 def encode_2d(ptr: int, elem_bytes: int, rows: int, cols: int, row_stride: int, box_rows: int, box_cols: int,
               swizzle: int = 128) -> bytes:
     """The tensor map of a row-major rows x cols matrix (row stride in elements) read in box_rows x box_cols
     boxes, written to shared memory with the given swizzle; out-of-range elements read as zero."""
+    return encode(ptr, elem_bytes, rows, cols, row_stride, box_rows, box_cols, swizzle=swizzle)
+
+
+def encode(ptr: int, elem_bytes: int, rows: int, cols: int, row_stride: int, box_rows: int, box_cols: int, *,
+           swizzle: int = 128, depth: int = 1, depth_stride: int = 0, rank: int = 2) -> bytes:
+    """As encode_2d; with rank 3, a batch of `depth` such matrices `depth_stride` elements apart (boxes one
+    matrix deep; a kernel addresses the matrix by the third coordinate). Rank 3 with depth 1 describes one
+    matrix for a kernel that gives every copy a third coordinate (always 0 for it)."""
     errs = check_2d(ptr, elem_bytes, rows, cols, row_stride, box_rows, box_cols, swizzle)
+    if rank == 3:
+        errs += check_depth(depth, depth_stride, elem_bytes)
+    elif rank != 2:
+        errs.append(f"rank {rank} (2 or 3)")
     if errs:
         raise TensorMapError("cannot describe the matrix for TMA: " + "; ".join(errs))
     fn, err = _driver()
     out = (ctypes.c_uint64 * 16)()
-    dims = (ctypes.c_uint64 * 2)(cols, rows)                # innermost first
-    strides = (ctypes.c_uint64 * 1)(row_stride * elem_bytes)
-    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
-    elem_strides = (ctypes.c_uint32 * 2)(1, 1)
-    rc = fn(ctypes.addressof(out), _DATA_TYPES[elem_bytes], 2, ctypes.c_void_p(ptr), dims, strides, box, elem_strides,
-            _INTERLEAVE_NONE, SWIZZLES[swizzle], _L2_PROMOTION_256B, _OOB_FILL_ZERO)
+    # innermost first; the third dimension's stride, where it has one matrix, is any legal value
+    step = depth_stride * elem_bytes if depth > 1 else -(-max(rows * row_stride * elem_bytes, 16) // 16) * 16
+    dims = (ctypes.c_uint64 * rank)(*([cols, rows, depth][:rank]))
+    strides = (ctypes.c_uint64 * (rank - 1))(*([row_stride * elem_bytes, step][:rank - 1]))
+    box = (ctypes.c_uint32 * rank)(*([box_cols, box_rows, 1][:rank]))
+    elem_strides = (ctypes.c_uint32 * rank)(*([1] * rank))
+    rc = fn(ctypes.addressof(out), _DATA_TYPES[elem_bytes], rank, ctypes.c_void_p(ptr), dims, strides, box,
+            elem_strides, _INTERLEAVE_NONE, SWIZZLES[swizzle], _L2_PROMOTION_256B, _OOB_FILL_ZERO)
     if rc != 0:
         text = ctypes.c_char_p()
         err(rc, ctypes.byref(text))

@@ -10,7 +10,8 @@ Autograd. With z = alpha·A·B + beta·C + bias and out = act(z) + R:
     dR = dOut,  dz = dOut · act'(z),  dA = alpha · dz · Bᵀ,  dB = alpha · Aᵀ · dz,
     dbias = the sum of dz over rows (per-column bias) or columns (per-row bias),  dC = beta · dz.
 dA and dB run on gemmlab's kernels: Bᵀ is a transposed view of B, which rung 12 reads in place (K-major);
-Aᵀ is copied row-major by torch (M x K elements, a small share of the product). With an activation, the
+Aᵀ is copied row-major by torch (M x K elements, a small share of the product). In a batch the same holds
+per product; the gradient of an operand the products share (2-D, or a batch of one) is the sum over them. With an activation, the
 forward under autograd keeps z: it runs the product with bias and beta·C fused (z, M x N of the output
 dtype: the same memory torch's own unfused layer keeps for its activation) and applies the activation
 with torch; the backward then needs no second product. Without autograd (inference, or torch.compile
@@ -54,11 +55,32 @@ def matmul_op(a: torch.Tensor, b: torch.Tensor, c: Optional[torch.Tensor], bias:
 
 @matmul_op.register_fake
 def _matmul_fake(a, b, c, bias, residual, alpha, beta, activation, out_dtype, precision, kernel, params):
-    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "gemmlab.matmul: A and B must be 2-D")
-    torch._check(a.shape[1] == b.shape[0],
+    torch._check(a.dim() in (2, 3) and b.dim() in (2, 3), lambda: "gemmlab.matmul: A and B must be 2-D or 3-D")
+    torch._check(a.shape[-1] == b.shape[-2],
                  lambda: f"gemmlab.matmul: inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
     dtype = out_dtype if out_dtype is not None else c.dtype if c is not None else a.dtype
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=dtype)
+    if a.dim() == 2 and b.dim() == 2:
+        return a.new_empty((a.shape[0], b.shape[1]), dtype=dtype)
+    return a.new_empty((_batch_of(a, b), a.shape[-2], b.shape[-1]), dtype=dtype)
+
+
+def _batch_of(a, b):
+    """The products of a batched call: A's or B's leading dimension (a 2-D operand, or a batch of one, is
+    shared by all)."""
+    ba = a.shape[0] if a.dim() == 3 else 1
+    bb = b.shape[0] if b.dim() == 3 else 1
+    torch._check(ba == bb or ba == 1 or bb == 1,
+                 lambda: f"gemmlab.matmul: batch sizes differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
+    return ba if bb == 1 else bb
+
+
+def _to_shape(g: torch.Tensor, shape) -> torch.Tensor:
+    """A batched gradient summed over the products that shared an operand of `shape` (2-D, or a batch of one)."""
+    if g.dim() == 3 and len(shape) == 2:
+        return g.sum(0)
+    if g.dim() == 3 and shape[0] == 1 and g.shape[0] != 1:
+        return g.sum(0, keepdim=True)
+    return g
 
 
 # ----------------------------------------------------------------------------------------- autograd
@@ -107,8 +129,9 @@ class _Matmul(torch.autograd.Function):
         ctx.precision, ctx.kernel, ctx.params = precision, kernel, params
         ctx.bias_shape = None if bias is None else tuple(bias.shape)
         ctx.bias_dtype = None if bias is None else bias.dtype
-        ctx.bias_row = bias is not None and (tuple(bias.shape) == (a.shape[0], 1) or
-                                             (bias.dim() == 1 and bias.shape[0] != b.shape[1]))
+        ctx.bias_row = bias is not None and (tuple(bias.shape) == (a.shape[-2], 1) or
+                                             (bias.dim() == 1 and bias.shape[0] != b.shape[-1]))
+        ctx.residual_shape = None if residual is None else tuple(residual.shape)
         return y
 
     @staticmethod
@@ -119,16 +142,21 @@ class _Matmul(torch.autograd.Function):
         da = db = dc = dbias = dres = None
         g = dz.to(a.dtype)
         if need[0]:  # dA = alpha dz B^T (B^T: a view, read K-major in place where the rung can)
-            da = matmul_op(g, b.t(), None, None, None, ctx.alpha, 0.0, None, a.dtype, ctx.precision, "auto", "")
+            da = matmul_op(g, b.transpose(-1, -2), None, None, None, ctx.alpha, 0.0, None, a.dtype, ctx.precision,
+                           "auto", "")
+            da = _to_shape(da, a.shape)
         if need[1]:  # dB = alpha A^T dz
-            db = matmul_op(a.t(), g, None, None, None, ctx.alpha, 0.0, None, b.dtype, ctx.precision, "auto", "")
+            db = matmul_op(a.transpose(-1, -2), g, None, None, None, ctx.alpha, 0.0, None, b.dtype, ctx.precision,
+                           "auto", "")
+            db = _to_shape(db, b.shape)
         if need[2]:
             dc = (ctx.beta * dz.float()).to(dz.dtype)
-        if need[3]:
-            s = dz.float().sum(dim=1 if ctx.bias_row else 0)
+        if need[3]:  # summed over the products and the rows (per-column bias) or the columns (per-row)
+            lead = tuple(range(dz.dim() - 2))
+            s = dz.float().sum(dim=(*lead, dz.dim() - 1 if ctx.bias_row else dz.dim() - 2))
             dbias = s.reshape(ctx.bias_shape).to(ctx.bias_dtype)
         if need[4]:
-            dres = dy
+            dres = _to_shape(dy, ctx.residual_shape)
         return da, db, dc, dbias, dres, None, None, None, None, None, None, None
 
 

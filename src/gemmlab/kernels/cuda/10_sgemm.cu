@@ -158,13 +158,22 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
 // last blocks to finish, below), 2 leaves the sum to sgemm_split_reduce, launched after it (WAVE == 1).
 // `bias` (length M or N) and `R` (M x N, leading dimension ldr) are read only when the `epilogue` flags
 // (epilogue.cuh) ask for them.
+// BATCHED 1: product blockIdx.z of a batch, its A, B, C and R `sa`, `sb`, `sc`, `sr` elements after the
+// previous product's (0: one matrix every product shares); no split-K (the host runs a batch unsplit).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M, int SPLIT_K, int MIN_BLOCKS, int STAGES,
-          int ORDER, int B_COPY, int WAVE, int REDUCE>
+          int ORDER, int B_COPY, int WAVE, int REDUCE, int BATCHED>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
            float* __restrict__ workspace, int* __restrict__ tile_counters, const float* __restrict__ bias,
-           const float* __restrict__ R, int ldr, int epilogue) {
+           const float* __restrict__ R, int ldr, int epilogue, int batch, long long sa, long long sb, long long sc,
+           long long sr) {
+    static_assert(BATCHED == 0 || (BATCHED == 1 && SPLIT_K == 1), "BATCHED: 0, or 1 without split-K");
+    if constexpr (BATCHED == 1) {
+        const long long z = blockIdx.z;
+        A += z * sa, B += z * sb, C += z * sc, R += z * sr;
+    }
+    (void)batch;
     constexpr int WARPS_N = BN / WN, NT = (BM / WM) * WARPS_N * 32;
     constexpr int LROWS = WM / TM, LCOLS = WN / TN;
     constexpr int SA = BM + 4;                              // k-major A: one k per row of BM (+ 4) floats

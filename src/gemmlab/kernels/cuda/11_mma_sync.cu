@@ -124,12 +124,20 @@ __device__ __forceinline__ void load_tile_async(T* dst, const T* __restrict__ sr
 // group of the L2-friendly block order; A_TYPE: input type (1 fp16, 2 bf16, 3 tf32 from fp32 storage);
 // C_TYPE: output type (1 fp32, 2 fp16, 3 bf16). A, B and C point at raw elements; `bias` (fp32, length M
 // or N) and `R` (output type, leading dimension ldr) are read only when `epilogue` asks for them.
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int A_TYPE, int C_TYPE>
+// BATCHED 1: product blockIdx.z of a batch, its A, B, C and R `sa`, `sb`, `sc`, `sr` elements after the
+// previous product's (0: one matrix every product shares).
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, int A_TYPE, int C_TYPE, int BATCHED>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
 mma_sync_gemm(int M, int N, int K, float alpha, const typename In<A_TYPE>::T* __restrict__ A, int lda,
               const typename In<A_TYPE>::T* __restrict__ B, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
               int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr,
-              int epilogue) {
+              int epilogue, int batch, long long sa, long long sb, long long sc, long long sr) {
+    static_assert(BATCHED == 0 || BATCHED == 1, "BATCHED: 0 or 1");
+    if constexpr (BATCHED == 1) {
+        const long long z = blockIdx.z;
+        A += z * sa, B += z * sb, C += z * sc, R += z * sr;
+    }
+    (void)batch;
     typedef typename In<A_TYPE>::T InT;
     constexpr bool TF32 = A_TYPE == 3;
     constexpr int CHUNK = 16 / (int)sizeof(InT);  // elements per 16-byte chunk: 8 (16-bit), 4 (fp32)

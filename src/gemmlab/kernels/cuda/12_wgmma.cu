@@ -121,6 +121,31 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const Tensor
         : "memory");
 }
 
+// The same copies of one matrix of a batch (3-D maps, BATCHED builds): `z` is the matrix. A negative z is a
+// 2-D map (the builds without a batch pass the constant -1, so only the 2-D form is compiled in).
+__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int inner, int outer, int z, unsigned bar) {
+    if (z < 0) {
+        tma_load_2d(dst, map, inner, outer, bar);
+        return;
+    }
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(z), "r"(bar)
+        : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(unsigned dst, const TensorMap* map, int inner, int outer, int z,
+                                                   unsigned bar, unsigned short mask) {
+    if (z < 0) {
+        tma_load_2d_multicast(dst, map, inner, outer, bar, mask);
+        return;
+    }
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(z), "r"(bar), "h"(mask)
+        : "memory");
+}
+
 // Arrive on the mbarrier at the same shared-memory offset in cluster block `rank` (this block included).
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
     asm volatile(
@@ -137,6 +162,16 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, unsigned src, int inner, int outer) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
                      reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(inner), "r"(outer)
+                 : "memory");
+}
+// The same into matrix z of a batch (3-D maps); a negative z: the 2-D form.
+__device__ __forceinline__ void tma_store(const TensorMap* map, unsigned src, int inner, int outer, int z) {
+    if (z < 0) {
+        tma_store_2d(map, src, inner, outer);
+        return;
+    }
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                     reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(inner), "r"(outer), "r"(z)
                  : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
@@ -647,7 +682,7 @@ __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float 
 template <int MT>
 __device__ __forceinline__ void store_box(const TensorMap* map, unsigned buf, const unsigned (&out)[MT][2][8], int cb,
                                           int row0, int col0, int warp, int g, int t, int tid_wg, int barrier,
-                                          int unit) {
+                                          int unit, int z = -1) {
     constexpr int BOX = MT * 64 * 128;
     (void)unit;
     const int lane = 4 * g + t, mi = lane / 8, mr = lane % 8;
@@ -665,7 +700,7 @@ __device__ __forceinline__ void store_box(const TensorMap* map, unsigned buf, co
     fence_async_shared();
     warpgroup_barrier(barrier);  // the box is complete
     if (tid_wg == 0) {
-        tma_store_2d(map, box, col0 + 64 * cb, row0);
+        tma_store(map, box, col0 + 64 * cb, row0, z);
         bulk_commit();
         TRACE_EPILOGUE(barrier - 1, unit, 3 + 3 * cb);
     }
@@ -683,7 +718,8 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
                                           int cols_left, const float (&acc)[MT][ACC], float alpha,
                                           const float* __restrict__ bias, int bias_mode, int warp, int g, int t,
                                           int tid_wg, int barrier, int unit = -1,
-                                          const typename Out<C_TYPE>::T* __restrict__ R = nullptr, int ldr = 0) {
+                                          const typename Out<C_TYPE>::T* __restrict__ R = nullptr, int ldr = 0,
+                                          int z = -1) {
     const typename Out<C_TYPE>::T* res = R != nullptr ? R + (size_t)row0 * ldr + col0 : nullptr;
     (void)unit;  // (the traced build's record index)
     float brow[MT][2];
@@ -698,7 +734,7 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
                                              g, t);
         if (cb + 1 < ACC / 32) load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, cb + 1, t);
         if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 1 + 3 * cb);
-        store_box<MT>(map, buf, out, cb, row0, col0, warp, g, t, tid_wg, barrier, unit);
+        store_box<MT>(map, buf, out, cb, row0, col0, warp, g, t, tid_wg, barrier, unit, z);
     }
 }
 
@@ -739,7 +775,7 @@ __device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], 
 template <int MT, int ACC>
 __device__ __forceinline__ void store_tma_transposed(const TensorMap* map, unsigned buf, int row0, int col0,
                                                      const float (&acc)[MT][ACC], float alpha, int warp, int g,
-                                                     int t, int tid_wg, int barrier) {
+                                                     int t, int tid_wg, int barrier, int z = -1) {
     constexpr int WG_M = MT * 64, STEP = WG_M * 128;  // WG_M / 32 boxes of 4 KB
 #pragma unroll
     for (int st = 0; st < ACC / 16; ++st) {  // 32 of C's rows (4 register pairs per row of the tile) per step
@@ -766,7 +802,7 @@ __device__ __forceinline__ void store_tma_transposed(const TensorMap* map, unsig
         warpgroup_barrier(barrier);
         if (tid_wg == 0) {
 #pragma unroll
-            for (int nb = 0; nb < WG_M / 32; ++nb) tma_store_2d(map, step + nb * 4096, row0 + 32 * nb, col0 + 32 * st);
+            for (int nb = 0; nb < WG_M / 32; ++nb) tma_store(map, step + nb * 4096, row0 + 32 * nb, col0 + 32 * st, z);
             bulk_commit();
         }
     }
@@ -886,12 +922,13 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
 // BN / CLUSTER rows x BK. A and B pointers are unused by the main loop (the maps carry them) and kept for
 // the common argument list.
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K, int DEFER>
+          int STREAM_K, int DEFER, int BATCHED>
 __device__ __forceinline__ void
 wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
            int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
            const TensorMap& tmap_a, const TensorMap& tmap_b, const TensorMap& tmap_c, float* __restrict__ sk_ws,
-           int* __restrict__ sk_flags, int sk_tiles_arg) {
+           int* __restrict__ sk_flags, int sk_tiles_arg, int batch, long long sa, long long sb, long long sc,
+           long long sr) {
     typedef typename Out<C_TYPE>::T OutT;
     constexpr int ELEM = A_TYPE == 3 ? 4 : 2;    // bytes per input element (tf32 travels as fp32)
     constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16 or 32 tf32
@@ -914,7 +951,11 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr bool SK = STREAM_K == 1 && !PINGPONG;
     static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K: 0 or 1");
     static_assert(DEFER == 0 || DEFER == 1, "DEFER: 0 or 1");
-    const int sk_tiles = SK ? sk_tiles_arg : 0;
+    static_assert(BATCHED == 0 || BATCHED == 1, "BATCHED: 0 or 1");
+    // BATCHED 1: `batch` products, the tiles of one after another's in the walk; the maps are 3-D (the matrix
+    // is the third coordinate; an operand every product shares, stride 0, is always matrix 0), C and R are
+    // offset by their strides. No stream-K (the host passes no stream-K tiles with a batch).
+    const int sk_tiles = SK && !BATCHED ? sk_tiles_arg : 0;
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
     constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
@@ -962,7 +1003,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 #define WGMMA_TILE_WALK                                                                          \
     const int tiles_m = (opaque(SWAP ? N : M) + BM - 1) / BM;                                     \
     const int tiles_n = (opaque(SWAP ? M : N) + BN - 1) / BN;                                     \
-    const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles = ctiles_m * tiles_n;           \
+    const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles_one = ctiles_m * tiles_n;       \
+    const int tiles = BATCHED ? tiles_one * opaque(batch) : tiles_one;                            \
     const int group = GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1;                              \
     const int k_tiles = (opaque(K) + BK - 1) / BK;                                                \
     const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;                                       \
@@ -1005,9 +1047,13 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             WorkUnit w;
             for (int i = 0; work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w); ++i) {
                 int tile_row, tile_col;
-                grouped_tile_of(w.tile, ctiles_m, tiles_n, group, tile_row, tile_col);
+                const int bz = BATCHED ? w.tile / tiles_one : 0;  // the product (0 without a batch)
+                grouped_tile_of(w.tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
                 tile_row = min(tile_row * CLUSTER + rank, tiles_m - 1);  // a block below the matrix repeats A
                 const int m0 = tile_row * BM, n0 = tile_col * BN;
+                // the matrices of the two maps (-1: 2-D maps); tmap_a is over B when the roles swap
+                const int za = BATCHED ? ((SWAP ? sb : sa) != 0 ? bz : 0) : -1;
+                const int zb = BATCHED ? ((SWAP ? sa : sb) != 0 ? bz : 0) : -1;
                 for (int kt = w.kb; kt < w.ke; ++kt) {
                     mbar_wait(smem_u32(&empty_bar[s]), phase ^ 1);  // a fresh barrier passes parity 1 at once
                     const unsigned full = smem_u32(&full_bar[s]);
@@ -1015,16 +1061,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     const unsigned a_dst = base + s * STAGE_BYTES, b_dst = a_dst + A_BYTES;
                     if constexpr (SWAP) {  // BM columns of B (rows of the tile), 32 at a time
 #pragma unroll
-                        for (int c = 0; c < BM / 32; ++c) tma_load_2d(a_dst + c * A_CHUNK, &tmap_a, m0 + c * 32, kt * BK, full);
+                        for (int c = 0; c < BM / 32; ++c) tma_load(a_dst + c * A_CHUNK, &tmap_a, m0 + c * 32, kt * BK, za, full);
                     } else {
-                        tma_load_2d(a_dst, &tmap_a, kt * BK, m0, full);
+                        tma_load(a_dst, &tmap_a, kt * BK, m0, za, full);
                     }
                     if constexpr (CLUSTER == 1) {
                         if constexpr (B_KMAJOR) {
-                            tma_load_2d(b_dst, &tmap_b, kt * BK, n0, full);  // BN rows of B^T, BK k each
+                            tma_load(b_dst, &tmap_b, kt * BK, n0, zb, full);  // BN rows of B^T, BK k each
                         } else {
 #pragma unroll
-                            for (int c = 0; c < BN / 64; ++c) tma_load_2d(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, full);
+                            for (int c = 0; c < BN / 64; ++c) tma_load(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, zb, full);
                         }
                     } else {
                         // This block's share of B, to every block of the cluster (each one's `full` counts the
@@ -1032,12 +1078,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                         constexpr unsigned short ALL = (1u << CLUSTER) - 1;
                         if constexpr (B_KMAJOR) {
                             constexpr int ROWS = BN / CLUSTER;  // rows of B^T per share (the map's box)
-                            tma_load_2d_multicast(b_dst + rank * ROWS * 128, &tmap_b, kt * BK, n0 + rank * ROWS, full, ALL);
+                            tma_load_multicast(b_dst + rank * ROWS * 128, &tmap_b, kt * BK, n0 + rank * ROWS, zb, full, ALL);
                         } else {
                             constexpr int SHARE = BN / 64 / CLUSTER;
 #pragma unroll
                             for (int c = rank * SHARE; c < (rank + 1) * SHARE; ++c)
-                                tma_load_2d_multicast(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, full, ALL);
+                                tma_load_multicast(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, zb, full, ALL);
                         }
                     }
                     if (++s == STAGES) {
@@ -1060,7 +1106,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         // DEFER: the last tile's packed outputs, its place in C, and how many of its boxes are still to be
         // stored (BOXES after its epilogue, one fewer after each k step of the next tile).
         unsigned held[DEFERRED ? BOXES : 1][MT][2][8];
-        int held_boxes = 0, held_row = 0, held_col = 0;
+        int held_boxes = 0, held_row = 0, held_col = 0, held_z = -1;
         const unsigned epi_buf = base + STAGES * STAGE_BYTES + cw * EPI_REGION;
         // The next held box (box BOXES - held_boxes), a compile-time index into `held`.
         auto store_next = [&]() {
@@ -1069,7 +1115,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 #pragma unroll
                 for (int cb = 0; cb < BOXES; ++cb)
                     if (next == cb)
-                        store_box<MT>(&tmap_c, epi_buf, held[cb], cb, held_row, held_col, warp, g, t, tid_wg, 1 + cw, -1);
+                        store_box<MT>(&tmap_c, epi_buf, held[cb], cb, held_row, held_col, warp, g, t, tid_wg, 1 + cw, -1,
+                                      held_z);
                 --held_boxes;
             }
         };
@@ -1105,7 +1152,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
 #endif
             int tile_row, tile_col;
-            grouped_tile_of(tile, ctiles_m, tiles_n, group, tile_row, tile_col);
+            const int bz = BATCHED ? tile / tiles_one : 0;  // the product (0 without a batch)
+            grouped_tile_of(tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
             tile_row = tile_row * CLUSTER + rank;  // may be tiles_m (below the matrix): nothing is stored
             // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
             // took from the producer, whichever consumer takes them.
@@ -1265,16 +1313,20 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // straight from the registers. (Whether C and R allow 2-element accesses is computed here, not
             // kept in registers across the main loop.)
             const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
+            // the product's C and R (and the third coordinate of C's map: -1, a 2-D map, without a batch)
+            OutT* const Cz = BATCHED ? C + bz * sc : C;
+            const OutT* const Rz = BATCHED ? R + bz * sr : R;
+            const int zc = BATCHED ? bz : -1;
             if constexpr (SWAP && TMA_STORE) {  // fp32 C, beta == 0, no flags, a map of C: through TMA stores
                 if (tmap_c.opaque[0] != 0 && beta == 0.0f && epilogue == 0) {
                     store_tma_transposed<MT, ACC>(&tmap_c, base + STAGES * STAGE_BYTES + cw * EPI_REGION, row_first,
-                                                  tile_col * BN, acc, alpha, warp, g, t, tid_wg, 1 + cw);
+                                                  tile_col * BN, acc, alpha, warp, g, t, tid_wg, 1 + cw, zc);
                     continue;
                 }
             }
             if constexpr (SWAP) {  // rows of the tile are columns of C
-                store_transposed<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, N - row_first, M - tile_col * BN, acc,
-                                                  alpha, beta, bias, R, ldr, epilogue, warp, g, t);
+                store_transposed<C_TYPE, MT, ACC>(Cz, ldc, row_first, tile_col * BN, N - row_first, M - tile_col * BN, acc,
+                                                  alpha, beta, bias, Rz, ldr, epilogue, warp, g, t);
                 continue;
             }
             // 16-bit outputs with beta == 0 and no residual, where the host encoded a map of C (its rows 16-byte
@@ -1286,7 +1338,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 // deferred stores (DEFER 0, which the host picks for calls with a residual: beside the deferred
                 // stores' held outputs its loads spilled); with DEFER 1 it takes the stores from registers.
                 const typename Out<C_TYPE>::T* res_r =
-                    !DEFERRED && (epilogue & EPI_RESIDUAL) && pairs_aligned(R, opaque(ldr)) ? R : nullptr;
+                    !DEFERRED && (epilogue & EPI_RESIDUAL) && pairs_aligned(Rz, opaque(ldr)) ? Rz : nullptr;
                 if (tmap_c.opaque[0] != 0 && beta == 0.0f && (!(epilogue & EPI_RESIDUAL) || res_r != nullptr) &&
                     !(DEFERRED && ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) == EPI_ACT_GELU_ERF)) {
                     const unsigned buf = epi_buf;
@@ -1317,72 +1369,72 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                         }
 #undef PACK_AS
 #undef PACK
-                        held_boxes = BOXES, held_row = row_first, held_col = col0;
+                        held_boxes = BOXES, held_row = row_first, held_col = col0, held_z = zc;
                         continue;
                     }
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_RELU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr);
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             break;
                         case EPI_ACT_GELU_TANH:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(&tmap_c, buf, row_first, col0, rows_left,
                                                                           cols_left, acc, alpha, bias, bias_mode, warp, g,
-                                                                          t, tid_wg, 1 + cw, started, res_r, ldr);
+                                                                          t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             break;
                         case EPI_ACT_GELU_ERF:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(&tmap_c, buf, row_first, col0, rows_left,
                                                                          cols_left, acc, alpha, bias, bias_mode, warp, g,
-                                                                         t, tid_wg, 1 + cw, started, res_r, ldr);
+                                                                         t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             break;
                         case EPI_ACT_SILU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_SILU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr);
+                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             break;
                         default:
                             if (bias_mode != 0)
                                 store_tma<C_TYPE, MT, ACC, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left, acc,
-                                                              alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr);
+                                                              alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             else
                                 store_tma<C_TYPE, MT, ACC, 0, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
                                                                      acc, alpha, bias, bias_mode, warp, g, t, tid_wg,
-                                                                     1 + cw, started, res_r, ldr);
+                                                                     1 + cw, started, res_r, ldr, zc);
                     }
                     continue;
                 }
             }
-            const bool vec_c = pairs_aligned(C, opaque(ldc));
-            const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, opaque(ldr));
+            const bool vec_c = pairs_aligned(Cz, opaque(ldc));
+            const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(Rz, opaque(ldr));
             // (Edge blocks too: N even, so every pair of columns lies inside C or outside it.)
             if (vec_c && (opaque(N) & 1) == 0) {
                 const int rows_left = M - row_first, cols_left = N - tile_col * BN;
                 if (epilogue == 0) {
-                    store_direct<C_TYPE, MT, ACC>(C, ldc, row_first, tile_col * BN, rows_left, cols_left, acc, alpha,
+                    store_direct<C_TYPE, MT, ACC>(Cz, ldc, row_first, tile_col * BN, rows_left, cols_left, acc, alpha,
                                                   beta, warp, g, t);
                     continue;
                 }
                 if (beta == 0.0f && vec_r) {  // (a residual whose rows allow pairs is read here too)
                     const int bias_mode = epilogue & EPI_BIAS_MASK, col0 = tile_col * BN;
-                    const typename Out<C_TYPE>::T* res_r = (epilogue & EPI_RESIDUAL) ? R : nullptr;
+                    const typename Out<C_TYPE>::T* res_r = (epilogue & EPI_RESIDUAL) ? Rz : nullptr;
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_RELU>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_RELU>(Cz, ldc, row_first, col0, rows_left, cols_left, acc,
                                                           alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                             break;
                         case EPI_ACT_GELU_TANH:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(Cz, ldc, row_first, col0, rows_left, cols_left, acc,
                                                           alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                             break;
                         case EPI_ACT_GELU_ERF:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(Cz, ldc, row_first, col0, rows_left, cols_left, acc,
                                                           alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                             break;
                         case EPI_ACT_SILU:
-                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_SILU>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                            store_direct_fused<C_TYPE, MT, ACC, EPI_ACT_SILU>(Cz, ldc, row_first, col0, rows_left, cols_left, acc,
                                                           alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                             break;
                         default:
-                            store_direct_fused<C_TYPE, MT, ACC, 0>(C, ldc, row_first, col0, rows_left, cols_left, acc,
+                            store_direct_fused<C_TYPE, MT, ACC, 0>(Cz, ldc, row_first, col0, rows_left, cols_left, acc,
                                                           alpha, bias, bias_mode, res_r, ldr, warp, g, t);
                     }
                     continue;
@@ -1408,8 +1460,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                                 make_float2(acc[mt][4 * j + 2 * h], acc[mt][4 * j + 2 * h + 1]);
                         }
                 warpgroup_barrier(1 + cw);  // the chunk is staged
-                store_chunk<C_TYPE, WG_M>(stage, row_first, tile_col * BN + chunk * EPI_COLS, M, N, C,
-                                          ldc, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r, tid_wg);
+                store_chunk<C_TYPE, WG_M>(stage, row_first, tile_col * BN + chunk * EPI_COLS, M, N, Cz,
+                                          ldc, alpha, beta, bias, Rz, ldr, epilogue, vec_c, vec_r, tid_wg);
             }
         }
     }
@@ -1442,19 +1494,20 @@ struct EnableIf<true> {
         float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,                \
         const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, const __grid_constant__ TensorMap tmap_a, \
         const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
-        int* __restrict__ sk_flags, int sk_tiles
+        int* __restrict__ sk_flags, int sk_tiles, int batch, long long sa, long long sb, long long sc, long long sr
 #define WGMMA_BODY                                                                                                 \
-    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER>(                          \
-        M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles)
+    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER, BATCHED>(                 \
+        M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles,  \
+        batch, sa, sb, sc, sr)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K, int DEFER>
+          int STREAM_K, int DEFER, int BATCHED>
 __global__ typename EnableIf<CLUSTER == 1>::type __launch_bounds__(384, 1) wgmma_gemm(WGMMA_PARAMS) {
     WGMMA_BODY;
 }
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K, int DEFER>
+          int STREAM_K, int DEFER, int BATCHED>
 __global__ typename EnableIf<CLUSTER != 1>::type __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1)
     wgmma_gemm(WGMMA_PARAMS) {
     WGMMA_BODY;

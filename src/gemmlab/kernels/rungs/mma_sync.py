@@ -118,6 +118,8 @@ SPEC = KernelSpec(
         Param("A_TYPE", 2, tuple(INPUT_TYPES.values()),
               "input type of A and B: 1 fp16, 2 bf16, 3 tf32 (set from the dtype and precision)"),
         Param("C_TYPE", 1, tuple(C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (set from out_dtype)"),
+        Param("BATCHED", 0, (0, 1), "1: a batch of products in one launch, one per grid.z; set from the call",
+              searched=False),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -126,7 +128,7 @@ SPEC = KernelSpec(
     min_cc=(8, 0),
     dtypes=("float16", "bfloat16"),
     precisions=("tf32",),
-    arguments=("epilogue",),
-    type_params=TYPE_PARAMS,
+    arguments=("epilogue", "batch"),
+    type_params=(*TYPE_PARAMS, "BATCHED"),
     type_defaults=TYPE_DEFAULTS,
 )

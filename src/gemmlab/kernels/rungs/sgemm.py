@@ -22,6 +22,10 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"REDUCE = {p['REDUCE']}: the slices are summed in the kernel (1) or by a second launch (2)")
     elif p["REDUCE"] == 2 and p["WAVE"] != 1:
         errs.append(f"REDUCE = 2 sums every tile's slices, so it needs WAVE = 1 (every tile split), not {p['WAVE']}")
+    if p["BATCHED"] not in (0, 1):
+        errs.append(f"BATCHED = {p['BATCHED']}: 0 (one product) or 1 (a batch, one product per grid.z)")
+    elif p["BATCHED"] and p["SPLIT_K"] != 1:
+        errs.append(f"BATCHED = 1 runs each product unsplit; SPLIT_K = {p['SPLIT_K']} has no batched form")
     if p["B_COPY"] not in (4, 16):
         errs.append(f"B_COPY = {p['B_COPY']}: B is copied in pieces of 16 or 4 bytes")
     elif p["B_COPY"] == 4 and not errs:
@@ -253,6 +257,8 @@ SPEC = KernelSpec(
               "wave of W (set per device by the heuristic)"),
         Param("REDUCE", 1, (1,), "with SPLIT_K > 1: 1 sums the slices in the kernel (its last blocks), 2 in "
               "sgemm_split_reduce, a second launch over all of C (WAVE = 1 only)"),
+        Param("BATCHED", 0, (0, 1), "1: a batch of products in one launch, one per grid.z (no split-K); set from "
+                                    "the call", searched=False),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -268,7 +274,10 @@ SPEC = KernelSpec(
     # 2047 x 2049 x 1023 0.58 -> 0.75; 333 x 777 x 999 0.36 -> 0.20, the copy's cost). With B_COPY = 4 any
     # B runs the unchecked loops as it is. A needs no alignment (four-byte copies).
     # REDUCE = 2: the launch layer runs sgemm_split_reduce once the kernel is done, on a grid over C.
-    arguments=("workspace", "epilogue"),
+    # A batch (BATCHED = 1): one product per grid.z, unsplit; its count and strides are the last arguments.
+    arguments=("workspace", "epilogue", "batch"),
+    type_params=("BATCHED",),
+    batch_params={"SPLIT_K": 1, "WAVE": 1, "REDUCE": 1},
     staging=Staging(lambda p: "B" if p["B_COPY"] == 16 else "", min_macs=STAGE_MIN_MACS),
     second_kernel=SecondKernel("sgemm_split_reduce", _after_geometry),
 )

@@ -4,7 +4,8 @@ Built for sm_90a only (wgmma and setmaxnreg exist on no other target). The eleme
 follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launch needs beyond the common
 argument list are described here and made by the launch layer: the tensor maps of A, B and C (`tensor_maps`),
 the persistent grid (as many blocks as can be resident at once, in whole clusters: `persistent`, `cluster`),
-and stream-K's workspace for the last round of tiles (`workspace`, once the grid is known).
+and stream-K's workspace for the last round of tiles (`workspace`, once the grid is known). A batch of
+products (BATCHED 1) is one launch: the grid walks the tiles of every product, the maps are 3-D.
 """
 
 from __future__ import annotations
@@ -309,6 +310,8 @@ SPEC = KernelSpec(
                                   "during the next tile's first k steps, a box of 64 columns after each step's "
                                   "wgmmas, its outputs held packed in registers; 0: stored before the next tile "
                                   "begins"),
+        Param("BATCHED", 0, (0, 1), "1: a batch of products in one launch (3-D tensor maps, the persistent grid "
+                                    "walking every product's tiles); set from the call", searched=False),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -319,8 +322,9 @@ SPEC = KernelSpec(
     targets=("sm_90a",),
     dtypes=("float16", "bfloat16"),
     precisions=("tf32",),
-    arguments=("epilogue", "tensor_maps", "workspace"),
-    type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT"),
+    arguments=("epilogue", "tensor_maps", "workspace", "batch"),
+    type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT", "BATCHED"),
+    batch_params={"STREAM_K": 0},
     persistent=True,
     cluster=lambda p: p["CLUSTER"],
     tensor_maps=tensor_maps,

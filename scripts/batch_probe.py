@@ -1,0 +1,40 @@
+"""Batched products against torch.bmm on the GPU, side by side (interleaved, L2 flushed): the batch shapes
+of the suite (scripts/shape_suite.py BATCHES), BF16 and strict FP32, through `gemmlab bench --batch`'s
+measurement (bench.batched.measure). Prints one line per shape, the ratio to torch.bmm last.
+
+    PYTHONPATH=src python scripts/batch_probe.py [--dtype bfloat16,float32] [--budget 200]
+"""
+
+import argparse
+
+from gemmlab.bench import batched as bz
+
+BATCHES = [(2, 4096, 4096, 4096), (8, 2048, 2048, 2048), (32, 1024, 1024, 128), (64, 512, 512, 64),
+           (16, 4096, 128, 4096), (4, 8192, 1024, 8192), (96, 2048, 2048, 128), (12, 1000, 3001, 200)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bfloat16,float32")
+    ap.add_argument("--budget", type=float, default=200.0)
+    ap.add_argument("--shared", default="none")
+    args = ap.parse_args()
+    rows = []
+    for dtype in args.dtype.split(","):
+        for bt, m, n, k in BATCHES:
+            res = bz.measure(bz.Batch(bt, m, n, k, dtype=dtype, shared=args.shared), budget_ms=args.budget)
+            by = {r.kernel: r for r in res.records}
+            gl = next(r for r in res.records if r.family == "gpu")
+            bmm = by.get(bz.BMM)
+            if not gl.ok:
+                rows.append(f"{dtype:9s} {bt:3d} x {m}x{n}x{k}: gemmlab {gl.status} {gl.note}")
+                continue
+            ratio = bmm.median_ms / gl.median_ms if bmm and bmm.ok else float("nan")
+            rows.append(f"{dtype:9s} {bt:3d} x {m:5d}x{n:5d}x{k:5d} {gl.kernel:8s} {gl.median_ms * 1e3:9.1f} us "
+                        f"{gl.tflops:7.1f} TF | bmm {bmm.median_ms * 1e3:9.1f} us {bmm.tflops:7.1f} TF | x bmm {ratio:.3f}")
+            print(rows[-1], flush=True)
+    print("\n".join(["", "summary"] + rows))
+
+
+if __name__ == "__main__":
+    main()
