@@ -2,7 +2,7 @@
 of the suite (scripts/shape_suite.py BATCHES), BF16 and strict FP32, through `gemmlab bench --batch`'s
 measurement (bench.batched.measure). Prints one line per shape, the ratio to torch.bmm last.
 
-    PYTHONPATH=src python scripts/batch_probe.py [--dtype bfloat16,float32] [--budget 200]
+    PYTHONPATH=src python scripts/batch_probe.py [--dtype bfloat16,float32] [--budget 200] [--variants]
 """
 
 import argparse
@@ -12,13 +12,21 @@ from gemmlab.bench import batched as bz
 BATCHES = [(2, 4096, 4096, 4096), (8, 2048, 2048, 2048), (32, 1024, 1024, 128), (64, 512, 512, 64),
            (16, 4096, 128, 4096), (4, 8192, 1024, 8192), (96, 2048, 2048, 128), (12, 1000, 3001, 200)]
 
+VARIANTS = [{}, {"CLUSTER": 1}, {"BN": 128, "CLUSTER": 1}, {"SCHEDULE": 2, "BN": 128, "STAGES": 5, "HELD": 2},
+            {"SCHEDULE": 2, "BM": 64, "BN": 256, "STAGES": 4, "HELD": 2, "CLUSTER": 1},
+            {"SCHEDULE": 2, "BN": 128, "STAGES": 5, "HELD": 2, "CLUSTER": 1}]
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="bfloat16,float32")
     ap.add_argument("--budget", type=float, default=200.0)
     ap.add_argument("--shared", default="none")
+    ap.add_argument("--variants", action="store_true", help="rung 12's tilings on the BF16 shapes, against bmm")
     args = ap.parse_args()
+    if args.variants:
+        variants(BATCHES, VARIANTS, budget=args.budget)
+        return
     rows = []
     for dtype in args.dtype.split(","):
         for bt, m, n, k in BATCHES:
@@ -34,6 +42,37 @@ def main():
                         f"{gl.tflops:7.1f} TF | bmm {bmm.median_ms * 1e3:9.1f} us {bmm.tflops:7.1f} TF | x bmm {ratio:.3f}")
             print(rows[-1], flush=True)
     print("\n".join(["", "summary"] + rows))
+
+
+
+
+def variants(shapes, configs, dtype="bfloat16", budget=150.0):
+    """gemmlab with each parameter set in `configs` (and kernel="auto") against torch.bmm, interleaved."""
+    import torch
+
+    import gemmlab
+    from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
+
+    dt = getattr(torch, dtype)
+    for bt, m, n, k in shapes:
+        a = (torch.rand(bt, m, k, device="cuda") * 2 - 1).to(dt)
+        b = (torch.rand(bt, k, n, device="cuda") * 2 - 1).to(dt)
+        ref = torch.bmm(a, b)
+        calls = {"bmm": TimedCall(lambda: torch.bmm(a, b), graph=False),
+                 "auto": TimedCall(lambda: gemmlab.matmul(a, b), graph=False)}
+        for i, cfg in enumerate(configs):
+            try:
+                got = gemmlab.matmul(a, b, kernel="wgmma", **cfg)
+            except Exception as exc:  # noqa: BLE001
+                print(f"  {cfg}: {type(exc).__name__}: {str(exc)[:100]}")
+                continue
+            assert torch.allclose(got.float(), ref.float(), rtol=2e-2, atol=2e-1), cfg
+            calls[f"v{i}"] = TimedCall(lambda cfg=cfg: gemmlab.matmul(a, b, kernel="wgmma", **cfg), graph=False)
+        t = time_interleaved(calls, TimingOptions(budget_ms=budget))
+        base = t["bmm"].median_ms
+        print(f"{bt} x {m}x{n}x{k}: bmm {base * 1e3:.1f} us; " + "; ".join(
+            f"{name}{'' if name in ('auto', 'bmm') else ' ' + str(configs[int(name[1:])])} x{base / v.median_ms:.3f}"
+            for name, v in t.items() if name != "bmm"), flush=True)
 
 
 if __name__ == "__main__":

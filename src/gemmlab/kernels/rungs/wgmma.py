@@ -221,6 +221,11 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
       1000^3 measured 0.73 against 0.81, twice, for a reason not established);
     - at most one wave of default tiles and K <= 2048 (2048^3: 128 tiles): 128 x 128 ping-pong tiles
       without clusters, two waves (2048^3: 0.78 -> 0.82);
+    - N <= 128 (a 256-wide tile would compute half zeros): 128 x 128 tiles without clusters (a batch of 16
+      x 4096 x 128 x 4096: 0.91 -> 1.08 of torch.bmm, then bound by reading A once at 2.6 TB/s);
+    - K <= 128 (one or two k steps: a tile is mostly its epilogue) with many tiles: 64 x 256 ping-pong tiles
+      without clusters, one consumer's stores under the other's loads (batches of torch.bmm: 64 x 512 x 512
+      x 64 0.93 -> 1.02, 32 x 1024 x 1024 x 128 0.97 -> 1.02, 96 x 2048 x 2048 x 128 0.86 -> 0.97);
     - short K (K <= 1024) with many tiles: the ping-pong schedule, whose epilogue of one tile overlaps the
       other consumer's main loop, a large share when a tile has 16 k steps or fewer (4096 x 4096 x 1024:
       0.70 -> 0.80; 8192 x 4096 x 1024: 0.72 -> 0.79);
@@ -236,6 +241,10 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
         if m % 64 == 0 and n % 128 == 0:
             return {"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1}
         return {"BN": 128, "CLUSTER": 1}
+    if n <= 128:
+        return {"BN": 128, "CLUSTER": 1}
+    if k <= 128:
+        return {"BM": 64, "SCHEDULE": PINGPONG, "STAGES": 4, "HELD": 2, "CLUSTER": 1}
     if wide <= sms and k <= 2048:
         return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2, "CLUSTER": 1}
     if k <= 1024:
