@@ -1,30 +1,40 @@
 """Rung 12's tilings on the suite's odd sizes (BF16), against torch.matmul, interleaved, L2 flushed: which
 tile shape, cluster and schedule each size wants, beside what kernel="auto" picks.
 
-    PYTHONPATH=src python scripts/odd_probe.py [--budget 100]
+    PYTHONPATH=src python scripts/odd_probe.py [--budget 100] [--stream-k]
+
+--stream-k: kernel="auto" against its own choice with STREAM_K = 1 and stream-K's gates on rounds and
+gain opened (rung 12's SK_MIN_ROUNDS, SK_MIN_GAIN), on shapes whose last round of tiles is partial.
 """
 
 import argparse
 
-VARIANTS = [{}, {"CLUSTER": 1}, {"BN": 128}, {"BN": 128, "CLUSTER": 1}, {"BM": 256, "BN": 128},
-            {"SCHEDULE": 2, "BN": 128, "STAGES": 5, "HELD": 2}, {"SCHEDULE": 2, "BN": 128, "STAGES": 5, "HELD": 2,
-                                                                  "CLUSTER": 1}]
-ODD = [(1000, 1000, 1000), (3000, 3000, 3000), (4097, 4097, 4097), (6000, 6000, 6000), (1000, 3001, 2000),
-       (2047, 2049, 1023), (5000, 3000, 1234)]
+VARIANTS = [{}, {"CLUSTER": 1}, {"BN": 128}, {"BN": 192, "CLUSTER": 1}, {"BN": 192, "CLUSTER": 1, "STAGES": 5},
+            {"BN": 192, "CLUSTER": 1, "DEFER": 0}]
+ODD = [(3000, 3000, 3000), (5000, 5000, 5000), (6000, 6000, 6000), (3000, 3000, 8192), (2048, 11008, 4096),
+       (1000, 1000, 1000), (5000, 3000, 1234)]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=float, default=100.0)
+    ap.add_argument("--stream-k", action="store_true")
+    ap.add_argument("--kmajor", action="store_true", help="B as the transpose of an N x K weight (W.t())")
     args = ap.parse_args()
     import torch
 
     import gemmlab
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
 
+    if args.stream_k:
+        stream_k(args.budget)
+        return
+
     for m, n, k in ODD:
         a = (torch.rand(m, k, device="cuda") * 2 - 1).to(torch.bfloat16)
         b = (torch.rand(k, n, device="cuda") * 2 - 1).to(torch.bfloat16)
+        if args.kmajor:
+            b = b.t().contiguous().t()
         ref = a.float() @ b.float()
         calls = {"torch": TimedCall(lambda: torch.matmul(a, b), graph=False),
                  "auto": TimedCall(lambda: gemmlab.matmul(a, b), graph=False)}
@@ -41,6 +51,40 @@ def main():
         print(f"{m}x{n}x{k}: torch {base * 1e3:.1f} us; " + "; ".join(
             f"{name}{'' if name == 'auto' else ' ' + str(VARIANTS[int(name[1:])])} x{base / v.median_ms:.3f}"
             for name, v in t.items() if name != "torch"), flush=True)
+
+
+PARTIAL = [(3000, 3000, 3000), (2500, 2500, 2500), (3500, 3500, 3500), (5000, 5000, 5000), (4096, 4096, 4096),
+           (3000, 3000, 8192), (6000, 6000, 6000), (2048, 2048, 8192)]
+
+
+def stream_k(budget):
+    import torch
+
+    import gemmlab
+    from gemmlab.api import dispatch
+    from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
+    from gemmlab.kernels import registry
+    from gemmlab.kernels.rungs import wgmma
+    from gemmlab.runtime import device
+
+    wgmma.SK_MIN_ROUNDS, wgmma.SK_MIN_GAIN = 1, 0.0
+    info = device.device_info()
+    for m, n, k in PARTIAL:
+        a = (torch.rand(m, k, device="cuda") * 2 - 1).to(torch.bfloat16)
+        b = (torch.rand(k, n, device="cuda") * 2 - 1).to(torch.bfloat16)
+        auto = dispatch.full_params(registry.get("wgmma"), m, n, k, info, "bfloat16", "bfloat16", None, None, False)[0]
+        tiled = {name: auto[name] for name in ("BM", "BN", "STAGES", "HELD", "SCHEDULE", "GROUP_M", "CLUSTER", "DEFER")}
+        ref = a.float() @ b.float()
+        sk = dict(tiled, STREAM_K=1)
+        got = gemmlab.matmul(a, b, kernel="wgmma", **sk)
+        assert torch.allclose(got.float(), ref, rtol=2e-2, atol=5e-1)
+        calls = {"torch": TimedCall(lambda: torch.matmul(a, b), graph=False),
+                 "auto": TimedCall(lambda: gemmlab.matmul(a, b), graph=False),
+                 "sk": TimedCall(lambda: gemmlab.matmul(a, b, kernel="wgmma", **sk), graph=False)}
+        t = time_interleaved(calls, TimingOptions(budget_ms=budget))
+        base = t["torch"].median_ms
+        print(f"{m}x{n}x{k} {tiled}: torch {base * 1e3:.1f} us; auto x{base / t['auto'].median_ms:.3f}; "
+              f"stream-K x{base / t['sk'].median_ms:.3f}", flush=True)
 
 
 if __name__ == "__main__":

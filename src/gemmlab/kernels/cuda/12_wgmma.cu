@@ -315,6 +315,13 @@ __device__ __forceinline__ unsigned lds32(unsigned addr) {
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_REGS96 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define WG_REGS128 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -336,8 +343,19 @@ __device__ __forceinline__ unsigned lds32(unsigned addr) {
 // instruction has no transpose immediates; the tensor cores use the top 19 bits of each fp32 input.
 template <int N, int A_TYPE, int TRANS_B>
 __device__ __forceinline__ void wgmma_step(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
-    static_assert(N == 128 || N == 256, "wgmma tiles of N = 128 or 256 columns");
-    if constexpr (N == 256) {
+    static_assert(N == 128 || N == 192 || N == 256, "wgmma tiles of N = 128, 192 or 256 columns");
+    if constexpr (N == 192) {  // (fp16 / bf16: a tile width that fills the last round of some shapes, e.g. 3000^3)
+        static_assert(A_TYPE != 3, "N = 192 is built for fp16 / bf16");
+        if constexpr (A_TYPE == 1) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {" WG_REGS96 "}, %96, %97, 1, 1, 1, 0, %98;\n"
+                         : WG_ACC64(0), WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88)
+                         : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {" WG_REGS96 "}, %96, %97, 1, 1, 1, 0, %98;\n"
+                         : WG_ACC64(0), WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88)
+                         : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        }
+    } else if constexpr (N == 256) {
         if constexpr (A_TYPE == 1) {
             asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, %130;\n"
                          : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
@@ -975,7 +993,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int EPI_REGION = WG_M * (TMA_STORE && 256 > EPI_PITCH * 4 ? 256 : EPI_PITCH * 4);
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
-    static_assert(BN == 128 || BN == 256, "BN must be 128 or 256");
+    static_assert(BN == 128 || BN == 256 || (BN == 192 && A_TYPE != 3), "BN must be 128 or 256 (192: fp16 / bf16)");
     static_assert(MT * ACC <= 128, "at most 128 accumulators per consumer thread (BM x BN <= 128 x 256)");
     static_assert(STAGES >= 2, "the TMA ring needs at least two slots");
     static_assert(HELD == 1 || HELD == 2, "HELD: 1 or 2 slots per consumer");
