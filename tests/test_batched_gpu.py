@@ -116,6 +116,22 @@ def test_the_epilogue_per_product(dtype, precision, kernel, gen):
     _check(c, want, scale + 4, dtype, eps, f"{kernel} alpha, beta")
 
 
+@pytest.mark.parametrize("params", [dict(CLUSTER=2), dict(CLUSTER=2, BM=128, BN=128), dict(CLUSTER=1)], ids=str)
+@pytest.mark.parametrize("kmajor", [False, True], ids=["B row-major", "B^T per product"])
+def test_rung_12_tilings_over_a_batch(params, kmajor, gen):
+    """Clusters of two over a batch (the tile pairs of a cluster belong to one product; an odd tile-row
+    count leaves a block below each product's matrix), both layouts of B."""
+    if not HOPPER:
+        pytest.skip("wgmma needs sm_90")
+    bt, m, n, k = 3, 300, 520, 200
+    a = _rand((bt, m, k), "bfloat16", gen)
+    b = _rand((bt, n, k), "bfloat16", gen).transpose(1, 2) if kmajor else _rand((bt, k, n), "bfloat16", gen)
+    out = torch.full((bt, m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    gemmlab.matmul(a, b, out, kernel="wgmma", **params)
+    a64, b64 = _f64(a), _f64(b)
+    _check(out, a64 @ b64, np.abs(a64) @ np.abs(b64), "bfloat16", 1e-5, f"wgmma {params} kmajor={kmajor}")
+
+
 def test_a_named_rung_without_a_batched_form_is_refused():
     a = torch.ones(2, 8, 8, device="cuda")
     with pytest.raises(ValueError, match="kernel naive runs one product per launch"):

@@ -20,7 +20,8 @@ TILINGS = [dict(BM=128, BN=256, STAGES=4), dict(BM=128, BN=128, STAGES=6), dict(
            dict(BM=128, BN=128, STAGES=5, SCHEDULE=2), dict(BM=128, BN=128, STAGES=3, SCHEDULE=2, HELD=2),
            dict(BM=128, BN=256, STAGES=4, CLUSTER=1), dict(BM=256, BN=128, STAGES=3, CLUSTER=1),
            dict(BM=128, BN=128, STAGES=5, SCHEDULE=2, CLUSTER=1), dict(BM=64, BN=256, STAGES=5, SCHEDULE=2, HELD=2),
-           dict(BM=64, BN=256, STAGES=4, SCHEDULE=2, CLUSTER=1)]
+           dict(BM=64, BN=256, STAGES=4, SCHEDULE=2, CLUSTER=1), dict(BM=128, BN=192, STAGES=4, CLUSTER=1),
+           dict(BM=64, BN=192, STAGES=5, SCHEDULE=2, HELD=2, CLUSTER=1)]
 
 
 @pytest.fixture(autouse=True)
@@ -182,7 +183,8 @@ def test_tf32_row_major_b_is_computed_transposed(params, rng):
 
 
 @pytest.mark.parametrize("params", [{}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2),
-                                    dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)], ids=str)
+                                    dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1),
+                                    dict(BN=192, CLUSTER=1)], ids=str)
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
 def test_tma_store_epilogue_matches_the_stores_from_registers(params, out_dtype):
     """16-bit C with beta == 0 and 16-byte aligned rows is written through shared memory and TMA stores; the
@@ -358,6 +360,25 @@ def test_transposed_b_is_read_in_place(precision, mnk, cluster, rng):
     if precision is None:
         out = gemmlab.matmul(x, w.t(), kernel="mma_sync", out_dtype="float32")
         assert ((out.double() - ref).norm() / ref.norm()).item() <= tol
+
+
+@pytest.mark.parametrize("cluster", [1, 2])
+@pytest.mark.parametrize("mnk", [(129, 264, 72), (2100, 2056, 200), (700, 200, 4104)], ids=lambda t: "x".join(map(str, t)))
+def test_192_column_tiles_on_a_transposed_b(mnk, cluster, rng):
+    """BN = 192 with B given as W.t() (read K-major, 96 rows a block in clusters of two), and a batch."""
+    torch = pytest.importorskip("torch")
+    m, n, k = mnk
+    x = torch.randn(m, k, device="cuda").bfloat16()
+    w = torch.randn(n, k, device="cuda").bfloat16()
+    ref = x.double() @ w.double().t()
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    gemmlab.matmul(x, w.t(), c, kernel="wgmma", BN=192, CLUSTER=cluster)
+    err = ((c.double() - ref).norm() / ref.norm()).item()
+    xs, ws = torch.stack([x, -x, 2 * x]), torch.stack([w, w, -w])
+    got = gemmlab.matmul(xs, ws.transpose(1, 2), kernel="wgmma", BN=192, CLUSTER=cluster)
+    want = xs.double() @ ws.double().transpose(1, 2)
+    err_batch = ((got.double() - want).norm() / want.norm()).item()
+    assert err <= TOL and err_batch <= TOL, (err, err_batch)
 
 
 @pytest.mark.parametrize("dtype,shape", [(np.float32, (1, 1)), (np.float32, (33, 70)), (np.float16, (1000, 37)),
