@@ -214,8 +214,14 @@ def check_named(req: Request) -> None:
         if name in given:
             raise ValueError(f"parameter {name} is set from the arrays' dtypes, layout, precision and out_dtype; "
                              "do not pass it")
-    spec.validate({**spec.type_defaults.get(req.element, {}), **given,
-                   **type_params(spec, req.element, req.out, batched=req.batch > 1)})
+    # B's layout is known only with the arrays (the plan checks the set again for it): here the parameters
+    # must suit one of the layouts the rung reads.
+    layouts = (False, True) if "B_LAYOUT" in spec.type_params else (False,)
+    problems = [spec.problems({**spec.type_defaults.get(req.element, {}), **given,
+                               **type_params(spec, req.element, req.out, kmajor, batched=req.batch > 1)})
+                for kmajor in layouts]
+    if all(problems):
+        raise ValueError("; ".join(problems[0]))
 
 
 def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False,

@@ -697,7 +697,7 @@ __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float 
 // 8 i + r addresses row 8 (i % 2) + r of its warp's 16 rows, piece 2 q + i / 2 of the box's eight for
 // instruction q; the swizzled piece (2 q + i / 2) ^ r is (i / 2 ^ r) ^ 2 q, so the q-th address is the first
 // one XOR 32 q. `unit`: the traced build's record (-1: none).
-template <int MT>
+template <int MT, int NB>
 __device__ __forceinline__ void store_box(const TensorMap* map, unsigned buf, const unsigned (&out)[MT][2][8], int cb,
                                           int row0, int col0, int warp, int g, int t, int tid_wg, int barrier,
                                           int unit, int z = -1) {
@@ -706,7 +706,14 @@ __device__ __forceinline__ void store_box(const TensorMap* map, unsigned buf, co
     const int lane = 4 * g + t, mi = lane / 8, mr = lane % 8;
     const unsigned stsm_off = (unsigned)(warp * 16 + 8 * (mi & 1) + mr) * 128u + (unsigned)(((mi >> 1) ^ mr) << 4);
     const unsigned box = buf + (cb % 2) * BOX;
-    if (tid_wg == 0) bulk_wait_read<1>();  // the store that last read this box (two boxes ago) is done with it
+    // The store that last read this box is done with it: two boxes ago, except for the first box of a tile
+    // of an odd number NB of boxes (192 columns: 3), which reuses the box of the tile before's last store.
+    if (tid_wg == 0) {
+        if (NB % 2 == 1 && cb == 0)
+            bulk_wait_read<0>();
+        else
+            bulk_wait_read<1>();
+    }
     warpgroup_barrier(barrier);
     if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 2 + 3 * cb);
 #pragma unroll
@@ -752,7 +759,7 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
                                              g, t);
         if (cb + 1 < ACC / 32) load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, cb + 1, t);
         if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 1 + 3 * cb);
-        store_box<MT>(map, buf, out, cb, row0, col0, warp, g, t, tid_wg, barrier, unit, z);
+        store_box<MT, ACC / 32>(map, buf, out, cb, row0, col0, warp, g, t, tid_wg, barrier, unit, z);
     }
 }
 
@@ -1133,7 +1140,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 #pragma unroll
                 for (int cb = 0; cb < BOXES; ++cb)
                     if (next == cb)
-                        store_box<MT>(&tmap_c, epi_buf, held[cb], cb, held_row, held_col, warp, g, t, tid_wg, 1 + cw, -1,
+                        store_box<MT, BOXES>(&tmap_c, epi_buf, held[cb], cb, held_row, held_col, warp, g, t, tid_wg, 1 + cw, -1,
                                       held_z);
                 --held_boxes;
             }
