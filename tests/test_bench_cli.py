@@ -75,3 +75,20 @@ def test_ctrl_c_keeps_the_measurements(tmp_path, monkeypatch):
     doc = json.loads((tmp_path / "results.json").read_text())
     assert len(doc["records"]) == 2 and doc["runs"][0]["interrupted"]
     assert (tmp_path / "report.html").is_file()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--batch", "0", "--shape", "64x64x64"], "--batch 0: a batch has at least one product"),
+    (["--batch", "4", "--shape", "64x64x64", "--shared", "c"], "--shared 'c' is not one of none, a, b"),
+    (["--batch", "4", "--shape", "64x64x64", "--dtype", "int8"], "--dtype 'int8'"),
+    (["--batch", "4"], "--batch needs the products' shape"),
+])
+def test_bench_batch_names_what_is_wrong(args, message):
+    r = runner.invoke(app, ["bench", *args], terminal_width=200)
+    assert r.exit_code == 1 and message in r.output, r.output
+
+
+@no_gpu
+def test_bench_batch_without_a_gpu_says_why():
+    r = runner.invoke(app, ["bench", "--batch", "4", "--shape", "64x64x64"], terminal_width=200)
+    assert r.exit_code == 1 and "gemmlab bench --batch times GPU calls beside torch's" in r.output, r.output
