@@ -8,7 +8,7 @@ calls, on the same operands (uniform in [-1, 1), rounded once):
 - torch.matmul, which broadcasts a shared operand itself;
 - a loop of torch.mm, one launch per product (the cost of not batching).
 Every call is verified against the float64 products, then all are timed interleaved with the L2 flushed
-(`timing.time_interleaved`), on the current stream, so the ratios are side by side. Records carry the batch
+(`verified.verify_then_time`), on the current stream, so the ratios are side by side. Records carry the batch
 (`Record.batch`; their flops count every product).
 """
 
@@ -122,14 +122,6 @@ def _device_info():
     return device.device_info()
 
 
-def rel_error64(torch, got, ref) -> float:
-    """||got - ref|| / ||ref|| in float64; inf where got holds a NaN or an infinity."""
-    g = got.double()
-    if not bool(torch.isfinite(g).all()):
-        return float("inf")
-    return float(torch.linalg.vector_norm(g - ref) / torch.linalg.vector_norm(ref))
-
-
 def measure(problem: Batch, *, budget_ms: float = 300.0, seed: int = 0, command: str = "",
             on_progress: Callable[[str], None] | None = None):
     """Verify, then time every call of `build` interleaved; the records (one per call) as `Results`. A call
@@ -143,8 +135,8 @@ def measure(problem: Batch, *, budget_ms: float = 300.0, seed: int = 0, command:
     from .. import api as gemmlab
     from ..runtime import device
     from . import environment
-    from .records import COMPUTE, ERROR, FAILED, OK, Record, Results, derive
-    from .timing import TimedCall, TimingOptions, balanced_orders, time_interleaved
+    from .records import COMPUTE, OK, Record, Results, derive
+    from .verified import verify_then_time
 
     problem.check()
     device.require_cupy()
@@ -176,34 +168,10 @@ def measure(problem: Batch, *, budget_ms: float = 300.0, seed: int = 0, command:
         if on_progress:
             on_progress("building the calls")
         calls, ref64 = build(problem, torch, gemmlab, seed=seed)
-        records: list[Record] = []
-        timed: dict[str, TimedCall] = {}
-        by_label: dict[str, tuple[BatchCall, float]] = {}
-        for c in calls:
-            if on_progress:
-                on_progress(f"verifying {c.label}")
-            try:
-                c.fn()
-                torch.cuda.synchronize()
-                err = rel_error64(torch, c.output(), ref64)
-            except Exception as exc:  # a call that cannot run here: reported, never fatal
-                lines = str(exc).strip().splitlines()
-                records.append(record(c, status=ERROR, note=f"{type(exc).__name__}: {lines[0] if lines else ''}"))
-                continue
-            if not err < fmt.verify_tol:
-                records.append(record(c, status=FAILED, err=err, note=f"verification failed: relative error {err:.2e}"))
-                continue
-            timed[c.label] = TimedCall(c.fn, flush_l2=True, graph=False)
-            by_label[c.label] = (c, err)
+        refs = [ref64]
         del ref64
-        torch.cuda.empty_cache()
-        opts = TimingOptions(budget_ms=budget_ms)
-        opts = opts.with_(rounds=max(opts.rounds, len(balanced_orders(len(timed)))))
-        timings = time_interleaved(timed, opts, on_round=(lambda name: on_progress(f"timing {name}"))
-                                   if on_progress else None) if timed else {}
-        for label, t in timings.items():
-            c, err = by_label[label]
-            records.append(record(c, err=err, t=t))
+        records = verify_then_time(calls, lambda c: refs[0], fmt.verify_tol, record, budget_ms, on_progress,
+                                   before_timing=refs.clear)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     run["finished_at"] = now()

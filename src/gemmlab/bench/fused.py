@@ -10,8 +10,8 @@ The calls, all on the same 16-bit operands (uniform in [-1, 1), rounded once) an
 - cuBLAS's bare product (torch.matmul), the yardstick: not the same work, verified as a product.
 
 Every call is verified against the layer in float64 on the same values (the bare product against the
-float64 product), then all are timed interleaved with the L2 flushed, in a whole cycle of balanced orders
-(`timing.balanced_orders`), on the current stream; the ratios are measured side by side. Records carry the
+float64 product), then all are timed interleaved with the L2 flushed (`verified.verify_then_time`); the
+ratios are measured side by side. Records carry the
 layer's epilogue (`Record.epilogue`), so the report shows them apart from plain products.
 """
 
@@ -186,14 +186,6 @@ def _device_info():
     return device.device_info()
 
 
-def rel_error64(torch, got, ref) -> float:
-    """||got - ref|| / ||ref|| in float64; inf where got holds a NaN or an infinity."""
-    g = got.double()
-    if not bool(torch.isfinite(g).all()):
-        return float("inf")
-    return float(torch.linalg.vector_norm(g - ref) / torch.linalg.vector_norm(ref))
-
-
 def tolerance(layer: Layer) -> float:
     return number_format(layer.dtype).verify_tol
 
@@ -210,8 +202,8 @@ def measure(layer: Layer, *, compile_mode: str | None = None, budget_ms: float =
     from .. import api as gemmlab
     from ..runtime import device
     from . import environment
-    from .records import COMPUTE, ERROR, FAILED, OK, Record, Results, derive
-    from .timing import TimedCall, TimingOptions, balanced_orders, time_interleaved
+    from .records import COMPUTE, OK, Record, Results, derive
+    from .verified import verify_then_time
 
     layer.check()
     device.require_cupy()
@@ -241,35 +233,11 @@ def measure(layer: Layer, *, compile_mode: str | None = None, budget_ms: float =
     if on_progress:
         on_progress("building the calls" + (" (torch.compile compiles at the first call)" if compile_mode else ""))
     calls, ref64, product64, free = build(layer, torch, gemmlab, compile_mode=compile_mode, seed=seed, notes=notes)
-    records: list[Record] = []
-    timed: dict[str, TimedCall] = {}
-    by_label: dict[str, tuple[LayerCall, float]] = {}
+    refs = {"layer": ref64, "product": product64}
+    del ref64, product64  # (held by refs alone: freed before the timings)
     try:
-        for c in calls:
-            if on_progress:
-                on_progress(f"verifying {c.label}")
-            try:
-                c.fn()
-                torch.cuda.synchronize()
-                err = rel_error64(torch, c.output(), ref64 if c.layer_work else product64)
-            except Exception as exc:  # a peer that cannot run here: reported, never fatal
-                lines = str(exc).strip().splitlines()
-                records.append(record(c, status=ERROR, note=f"{type(exc).__name__}: {lines[0] if lines else ''}"))
-                continue
-            if not err < fmt.verify_tol:
-                records.append(record(c, status=FAILED, err=err, note=f"verification failed: relative error {err:.2e}"))
-                continue
-            timed[c.label] = TimedCall(c.fn, flush_l2=True, graph=False)  # torch work is not captured in graphs
-            by_label[c.label] = (c, err)
-        del ref64, product64
-        torch.cuda.empty_cache()
-        opts = TimingOptions(budget_ms=budget_ms)
-        opts = opts.with_(rounds=max(opts.rounds, len(balanced_orders(len(timed)))))
-        timings = time_interleaved(timed, opts, on_round=(lambda name: on_progress(f"timing {name}"))
-                                   if on_progress else None) if timed else {}
-        for label, t in timings.items():
-            c, err = by_label[label]
-            records.append(record(c, err=err, t=t))
+        records = verify_then_time(calls, lambda c: refs["layer" if c.layer_work else "product"], fmt.verify_tol,
+                                   record, budget_ms, on_progress, before_timing=refs.clear)
     finally:
         for f in free:
             f()

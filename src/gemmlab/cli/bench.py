@@ -61,15 +61,23 @@ def bench(
         raise typer.Exit(1)
 
 
+def _require_gpu_and_torch(command: str) -> None:
+    from ..bench.peers import torch_unavailable_reason
+    from ..runtime import device
+    from ._app import fail
+
+    reason = device.gpu_unavailable_reason() or torch_unavailable_reason()
+    if reason:
+        fail(f"{command} times GPU calls beside torch's: {reason}")
+
+
 def _bench_batch(batch: int, shared: str, sizes, shapes, dtype: str, budget_ms, out) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     from ..bench import batched as bz
-    from ..bench.peers import torch_unavailable_reason
     from ..bench.records import Results
     from ..bench.sweep import parse_shape, parse_sizes
-    from ..runtime import device
     from ._app import fail
 
     try:
@@ -81,9 +89,7 @@ def _bench_batch(batch: int, shared: str, sizes, shapes, dtype: str, budget_ms, 
             b.check()
     except ValueError as exc:
         fail(str(exc))
-    reason = device.gpu_unavailable_reason() or torch_unavailable_reason()
-    if reason:
-        fail(f"gemmlab bench --batch times GPU calls beside torch's: {reason}")
+    _require_gpu_and_torch("gemmlab bench --batch")
     merged = Results([], [])
     failed = False
     for problem in batches:
@@ -133,9 +139,7 @@ def fused(
     from rich.table import Table
 
     from ..bench import fused as fz
-    from ..bench.peers import torch_unavailable_reason
     from ..bench.sweep import parse_shape
-    from ..runtime import device
     from ._app import fail
 
     try:
@@ -144,9 +148,7 @@ def fused(
         layer.check()
     except ValueError as exc:
         fail(str(exc))
-    reason = device.gpu_unavailable_reason() or torch_unavailable_reason()
-    if reason:
-        fail(f"gemmlab fused times GPU calls beside torch's: {reason}")
+    _require_gpu_and_torch("gemmlab fused")
     with console.status("starting") as status:
         res = fz.measure(layer, compile_mode=compile_mode, budget_ms=budget_ms, seed=seed,
                          command=" ".join(["gemmlab", *sys.argv[1:]]), on_progress=lambda t: status.update(escape(t)))
