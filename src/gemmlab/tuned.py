@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .kernels import registry
-from .runtime.compiler import atomic_write, cache_root
+from .files import atomic_write
+from .runtime.compiler import cache_root
 
 FORMAT = 1
 # Bucket edges for M, N and K: a dimension falls in the first bucket whose edge it does not exceed.

@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..files import atomic_write
 from ..kernels import registry
 from ..runtime.errors import GemmlabError
 from .facts import SECTOR
@@ -222,7 +223,7 @@ def profile(runs: list[ProfileRun], *, workdir: str | Path | None = None, timeou
         except subprocess.TimeoutExpired:
             raise NcuUnavailable(f"ncu did not finish within {timeout_s:.0f} s") from None
         log = proc.stdout + proc.stderr
-        (work / f"ncu-attempt{attempt}.log").write_text(" ".join(cmd) + "\n" + log)
+        atomic_write(work / f"ncu-attempt{attempt}.log", " ".join(cmd) + "\n" + log)
         if "ERR_NVGPUCTRPERM" in log:
             raise NcuUnavailable("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM: the driver "
                                  "restricts them to administrators)")
@@ -240,7 +241,7 @@ def profile(runs: list[ProfileRun], *, workdir: str | Path | None = None, timeou
                           "--print-units", "base"], capture_output=True, text=True, timeout=120)
     if imp.returncode != 0:
         raise NcuUnavailable(f"ncu could not read back its report: {imp.stderr.strip().splitlines()[-1:] or imp.returncode}")
-    (work / "raw.csv").write_text(imp.stdout)
+    atomic_write(work / "raw.csv", imp.stdout)
     rows = parse_raw_csv(imp.stdout)
     if len(rows) < len(runs):
         raise NcuUnavailable(f"ncu profiled {len(rows)} of {len(runs)} launches (see {work})")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..files import atomic_write
 from ..kernels.spec import NATIVE_PRECISION
 from .formats import FORMATS
 
@@ -321,9 +322,7 @@ class Results:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic_write(path, text)
 
 
 def load(paths: Iterable[str | Path]) -> Results:

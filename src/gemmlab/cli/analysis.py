@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ..files import atomic_write
 from ..kernels import registry
 from ..runtime import device
 from ..runtime.errors import GemmlabError
@@ -315,7 +316,7 @@ def roofline(
     fig = roofline_figure(ceil, points, f"{dev.name}, {size}^3", Ceilings.datasheet(dev) if ceil.source == "measured" else None,
                           wavefront_bps(dev, ceil))
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=130)
+    _save_figure(fig, out)
     console.print(f"roofline written to {out} (ceilings: {ceil.source})")
 
 
@@ -360,7 +361,7 @@ def sawtooth(
                               f"{b} per SM: model only (M = {m}, K = {k}, {dev.name})", tile_n=geo.tile_n,
                               model_label="quantization model, one block fills an SM", ylabel="relative rate")
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=130)
+        _save_figure(fig, out)
         console.print(f"model-only sawtooth written to {out}")
         return
     from ..analysis.measure import calibrate_single_block_speed, sweep
@@ -377,7 +378,7 @@ def sawtooth(
                           f"{spec.name} {geo.tile_m}x{geo.tile_n} tiles, M = {m}, K = {k}, {dev.name}", geo.tile_n,
                           f"quantization model (s1 = {fit.single_block_speed:.2f}, one fitted scale)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=130)
+    _save_figure(fig, out)
     console.print(f"model vs measured over {len(shapes)} sizes: {100 * fit.within_10pct:.0f}% of points within 10%, "
                   f"median error {100 * fit.median_abs_error:.1f}%, 90th percentile {100 * fit.p90_abs_error:.1f}%, "
                   f"max {100 * fit.max_abs_error:.1f}%")
@@ -432,7 +433,7 @@ def cliff(
             line += f", measured x {meas:.2f}"
         console.print(line)
     out.parent.mkdir(parents=True, exist_ok=True)
-    cliff_figure(cl, measured, f"L2 cliff: {spec.name} on {dev.name}").savefig(out, dpi=130)
+    _save_figure(cliff_figure(cl, measured, f"L2 cliff: {spec.name} on {dev.name}"), out)
     console.print(f"figure written to {out}")
 
 
@@ -509,9 +510,19 @@ def timeline(
 
         fig = timeline_figure(segs, f"{spec.name} {shown}, {M}x{N}x{K} {dtype}, {s['duration_us']:.1f} us")
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=130)
+        _save_figure(fig, out)
         console.print(f"timeline written to {out}")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps({"summary": s, "segments": segs}, indent=1))
+        atomic_write(json_out, json.dumps({"summary": s, "segments": segs}, indent=1))
         console.print(f"summary and segments written to {json_out}")
+
+
+def _save_figure(fig, out) -> None:
+    """The figure into `out` (its suffix names the format), written atomically."""
+    import io
+
+    buf = io.BytesIO()
+    fmt = Path(out).suffix.lstrip(".").lower() or "png"
+    fig.savefig(buf, format=fmt, dpi=130)
+    atomic_write(out, buf.getvalue())

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..files import atomic_write
 from ._app import app, console, fail
 from .core import parse_params
 
@@ -86,7 +87,7 @@ def visualize(
             console.print(f"wrote {picture.save_png(f - 1, out / f'{stem}_frame{f}.png')}")
         if page is not None:
             path = out / f"{stem}.html"
-            path.write_text(page, encoding="utf-8")
+            atomic_write(path, page)
             console.print(f"wrote {path}")
     if problems:
         fail("the model disagrees with the spec's analytic model: " + "; ".join(problems))

@@ -8,12 +8,11 @@ device in the cache directory (`save` / `load_cached`), so `explain` and `roofli
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..files import atomic_write
 from ..runtime.device import DeviceInfo
 from . import datasheet
 
@@ -141,13 +140,7 @@ class Ceilings:
         return cls(**d)
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.as_dict(), f, indent=1)
-        os.replace(tmp, path)
-        return path
+        return atomic_write(path, json.dumps(self.as_dict(), indent=1))
 
     @classmethod
     def load(cls, path: str | Path) -> "Ceilings":

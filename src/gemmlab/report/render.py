@@ -12,6 +12,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from ..files import atomic_write
 from .document import Bullets, Figure, Paragraph, Section, Table
 
 _CODE = re.compile(r"`([^`]+)`")
@@ -99,10 +100,10 @@ def write(sections: list[Section], out_dir: str | Path, title: str, stem: str = 
     if all_figs:
         figs.mkdir(exist_ok=True)
     for f in all_figs:
-        (figs / f"{f.name}.png").write_bytes(f.png())
+        atomic_write(figs / f"{f.name}.png", f.png())
     paths["markdown"] = out / f"{stem}.md"
-    paths["markdown"].write_text(markdown(sections))
+    atomic_write(paths["markdown"], markdown(sections))
     paths["html"] = out / f"{stem}.html"
-    paths["html"].write_text(html_page(sections, title))
+    atomic_write(paths["html"], html_page(sections, title))
     paths["figures"] = figs
     return paths

@@ -33,13 +33,13 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ..files import atomic_write
 from .errors import CompileError, CompilerUnavailableError
 
 CACHE_FORMAT = 1
@@ -186,22 +186,6 @@ def cache_root() -> Path:
 
 def cache_dir() -> Path:
     return _cache_dir() / "kernels"
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename: readers see the old file or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ----------------------------------------------------------------------------------------- parsing

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import atomic_write
 from .frames import launch_text, params_text, size_text
 from .model import A_LOAD, AS_READ, AS_WRITE, B_LOAD, BS_READ, BS_WRITE, C_STORE, FMA, OWN, Trace
 from .rungs import model_for
@@ -84,7 +85,7 @@ def render_html(trace: Trace, thread: int = 0, mode: str = "thread") -> str:
 
 
 def write_html(trace: Trace, path: Path, thread: int = 0, mode: str = "thread") -> Path:
-    Path(path).write_text(render_html(trace, thread, mode), encoding="utf-8")
+    atomic_write(path, render_html(trace, thread, mode))
     return Path(path)
 
 
