@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import arrays, formats
 from ..kernels import KernelSpec, registry
-from ..kernels.spec import Launch, TensorMapBox, Workspace
+from ..kernels.spec import Launch, TensorMapBox, Workspace, launch_problems
 from ..runtime import compiler, device, launch
 from ..runtime.errors import GemmlabError
 from . import dispatch
@@ -283,10 +283,9 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
             grid = (grid[0], grid[1], req.batch)
     if spec.persistent:  # blocks walk the tiles: no more than can be resident at once
         grid = (min(grid[0], resident_blocks(spec, p, prepared.kernel, geo, info.sm_count)), 1, 1)
-    for axis, (g, limit) in enumerate(zip(grid, (2**31 - 1, 65535, 65535))):
-        if g > limit:
-            raise ValueError(f"{spec.name} {p} at {req.m} x {req.n} x {req.k} needs a grid of {grid}: axis {axis} "
-                             f"exceeds the device's {limit}")
+    errs = launch_problems(Launch(grid, geo.block, geo.smem))
+    if errs:
+        raise ValueError(f"{spec.name} {p} at {req.m} x {req.n} x {req.k} needs a grid of {grid}: {'; '.join(errs)}")
     prepared.kernel.ensure_dynamic_smem(geo.smem)
     second = spec.second_kernel.geometry(req.m, req.n, req.k, p) if spec.second_kernel else None
     workspace = spec.workspace(req.m, req.n, req.k, p, grid[0] * grid[1] * grid[2]) if spec.workspace else None

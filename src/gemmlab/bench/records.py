@@ -7,6 +7,12 @@ records and the metadata of the runs that made them (clocks at start and end, no
 skipped"); it saves as JSON (records and runs) and CSV (records), reloads from either, and merges
 results of several runs and devices.
 
+Loading is validated, one loader per stored format (`Results.from_json`, `Results.from_csv`): a record or
+run that is not what gemmlab writes (not an object, a field of the wrong type, a number that is not finite
+where only a finite one means anything, a size below 1) is skipped with one warning naming the file and
+how many were skipped; the rest load. The rates are derived again from the recorded time on loading, so
+a stored rate never disagrees with the time beside it.
+
 Definitions, so every number can be checked by hand:
 - flops = 2*M*N*K (the epilogue is not counted); tflops = flops / median time.
 - bytes, compute-only: the compulsory DRAM traffic of the GEMM, s*(M*K + K*N + M*N), plus s*M*N
@@ -26,9 +32,10 @@ import io
 import json
 import math
 import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..files import atomic_write
 from ..kernels.spec import NATIVE_PRECISION
@@ -125,8 +132,15 @@ class Record:
         return FORMATS[self.fmt].itemsize if self.fmt in FORMATS else 4
 
     @property
+    def measured(self) -> bool:
+        """The median is a time: finite and above zero (0, a negative or a non-finite value measures nothing)."""
+        t = self.median_ms
+        return isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0
+
+    @property
     def ok(self) -> bool:
-        return self.status == OK and self.median_ms is not None
+        """Timed successfully: status ok and a median that is a time, so rates and ratios may divide by it."""
+        return self.status == OK and self.measured
 
     @property
     def is_gpu(self) -> bool:
@@ -170,12 +184,13 @@ def problem_bytes(m: int, n: int, k: int, beta: float, mode: str, itemsize: int 
 
 
 def derive(rec: Record) -> Record:
-    """Fill flops, bytes and the rates from the median time and the recorded peaks."""
+    """Fill flops, bytes and the rates from the median time and the recorded peaks (no time: no rates)."""
     rec.flops = 2 * rec.m * rec.n * rec.k * max(rec.batch, 1)
     rec.bytes = problem_bytes(rec.m, rec.n, rec.k, rec.beta, rec.mode, rec.itemsize) * max(rec.batch, 1)
     if rec.fmt == "fp32" and rec.peak_tflops is None:
         rec.peak_tflops = rec.peak_fp32_tflops
-    if rec.median_ms and rec.median_ms > 0:
+    rec.tflops = rec.gbps = rec.pct_peak_compute = rec.pct_peak_bandwidth = None
+    if rec.measured:
         rec.tflops = rec.flops / (rec.median_ms * 1e-3) / 1e12
         rec.gbps = rec.bytes / (rec.median_ms * 1e-3) / 1e9
         if rec.is_gpu and rec.peak_tflops:
@@ -207,30 +222,152 @@ def _base_type(hint) -> tuple[type, bool]:
     return hint, False
 
 
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Record) if f.default is not dataclasses.MISSING}
+_REQUIRED = [f.name for f in dataclasses.fields(Record)
+             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+# A failed verification records an infinite error (or NaN, when the output held NaN); every other number
+# means something only when finite.
+_NON_FINITE_OK = {"rel_error"}
+_AT_LEAST_ONE = ("m", "n", "k", "batch")
+_MAX_DEPTH = 32  # params and run metadata are shallow; deeper data is not gemmlab's (and would recurse)
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def _number(name: str, v: Any) -> float:
+    """A finite number (or 'inf'/'nan' text where `_NON_FINITE_OK`) from JSON or CSV; ValueError otherwise."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise ValueError(f"{name} is {type(v).__name__}, not a number")
+    try:
+        x = float(v)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{name} is {str(v)[:20]!r}, not a number") from None
+    if not math.isfinite(x) and name not in _NON_FINITE_OK:
+        raise ValueError(f"{name} is {x}, not a finite number")
+    return x
+
+
 def _coerce(name: str, v: Any) -> Any:
-    """A value read from JSON or CSV, as the field's type."""
+    """A value read from JSON or CSV, as the field's type; ValueError naming the field when it is not one."""
     typ, optional = _base_type(_HINTS[name])
     if v is None or (v == "" and typ is not str):
-        return None if optional else (typ() if typ is not dict else {})
+        if optional:
+            return None
+        if name in _REQUIRED:
+            raise ValueError(f"a result record lacks {name}")
+        return _DEFAULTS[name]
     if typ is dict:
-        return json.loads(v) if isinstance(v, str) else dict(v)
+        try:
+            d = json.loads(v) if isinstance(v, str) else v
+        except (ValueError, RecursionError):
+            raise ValueError(f"{name} is not valid JSON") from None
+        if not isinstance(d, dict) or _depth(d) > _MAX_DEPTH:
+            raise ValueError(f"{name} is not a flat JSON object")
+        return dict(d)
     if typ is bool:
-        return v if isinstance(v, bool) else str(v).strip().lower() in ("true", "1", "yes")
+        if isinstance(v, bool):
+            return v
+        text = str(v).strip().lower() if isinstance(v, (str, int)) else None
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise ValueError(f"{name} is {str(v)[:20]!r}, not true or false")
     if typ is int:
-        return int(float(v))
+        x = _number(name, v)
+        if x != int(x):
+            raise ValueError(f"{name} is {x}, not a whole number")
+        return int(x)
     if typ is float:
-        return float(v)  # accepts 'inf' / 'nan'
-    return str(v)
+        return _number(name, v)
+    if not isinstance(v, str):
+        raise ValueError(f"{name} is {type(v).__name__}, not text")
+    return v
+
+
+def _depth(v: Any) -> int:
+    """How deeply lists and dicts nest in `v`, counted without recursion (so no depth can overflow it)."""
+    deepest, stack = 0, [(v, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= _MAX_DEPTH:
+                stack.extend((y, d + 1) for y in (x.values() if isinstance(x, dict) else x))
+    return deepest
 
 
 def record_from_dict(d: dict[str, Any]) -> Record:
-    """A record from a saved row; unknown fields (from a newer gemmlab) are dropped, missing ones default."""
-    known = {k: _coerce(k, v) for k, v in d.items() if k in _HINTS}
-    missing = [f.name for f in dataclasses.fields(Record)
-               if f.name not in known and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    """A record from a saved row; unknown fields (from a newer gemmlab) are dropped, missing ones default.
+
+    ValueError, naming the field, for a row that is not a valid record."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a result record is {type(d).__name__}, not an object")
+    missing = [name for name in _REQUIRED if name not in d]
     if missing:
         raise ValueError(f"a result record lacks {', '.join(missing)}")
-    return Record(**known)
+    known = {k: _coerce(k, v) for k, v in d.items() if k in _HINTS}
+    small = [name for name in _AT_LEAST_ONE if name in known and known[name] < 1]
+    if small:
+        raise ValueError(f"{small[0]} is {known[small[0]]}, below 1")
+    return derive(Record(**known))
+
+
+_CLOCK_NUMBERS = ("sm_clock_mhz", "mem_clock_mhz", "sm_clock_max_mhz", "temperature_c", "power_w")
+
+
+def run_from_dict(d: Any) -> dict[str, Any]:
+    """A run's metadata as saved, checked where the report reads it; ValueError when it is not usable."""
+    if not isinstance(d, dict):
+        raise ValueError(f"a run is {type(d).__name__}, not an object")
+    if _depth(d) > _MAX_DEPTH:
+        raise ValueError("a run nests too deeply")
+    if not isinstance(d.get("run_id", ""), str):
+        raise ValueError("a run's run_id is not text")
+    notes = d.get("notes")
+    if notes is not None and not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+        raise ValueError("a run's notes are not a list of text")
+    for name in ("clocks_start", "clocks_end"):
+        clocks = d.get(name)
+        if clocks is None:
+            continue
+        if not isinstance(clocks, dict):
+            raise ValueError(f"a run's {name} is not an object")
+        for key in _CLOCK_NUMBERS:
+            value = clocks.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise ValueError(f"a run's {name}.{key} is not a finite number")
+        mask = clocks.get("throttle_reasons")
+        if mask is not None and (isinstance(mask, bool) or not isinstance(mask, int) or mask < 0):
+            raise ValueError(f"a run's {name}.throttle_reasons is not a bit mask")
+    return d
+
+
+Warn = Callable[[str], None]
+
+
+class ResultsWarning(UserWarning):
+    """A results file, or some of its records or runs, skipped while loading."""
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, ResultsWarning, stacklevel=2)
+
+
+def _valid(rows: Iterable[Any], parse: Callable[[Any], Any]) -> tuple[list, int, str]:
+    """The rows `parse` accepts, how many it refused, and why it refused the first."""
+    good, bad, why = [], 0, ""
+    for row in rows:
+        try:
+            good.append(parse(row))
+        except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as exc:
+            bad, why = bad + 1, why or str(exc)
+    return good, bad, why
+
+
+def _skipped(source: str, counts: list[tuple[int, int, str]], why: str, warn: Warn | None) -> None:
+    """One warning line for the invalid rows of one file: how many of which, and the first reason."""
+    parts = [f"{bad} of {bad + good} {kind}" for good, bad, kind in counts if bad]
+    if parts:
+        (warn or _warn)(f"{source}: skipped {' and '.join(parts)} that are not valid gemmlab results ({why})")
 
 
 # ------------------------------------------------------------------------------------------ collections
@@ -250,7 +387,7 @@ class Results:
         return [r for r in self.records if r.ok]
 
     def notes(self) -> list[str]:
-        return [n for run in self.runs for n in run.get("notes", [])]
+        return [n for run in self.runs for n in run.get("notes") or []]
 
     # ---------------------------------------------------------------- merge
 
@@ -274,13 +411,29 @@ class Results:
         return json.dumps(doc, indent=1, allow_nan=False)
 
     @staticmethod
-    def from_json(text: str) -> "Results":
-        doc = json.loads(text)
+    def from_json(text: str, source: str = "results", warn: Warn | None = None) -> "Results":
+        """The JSON loader. ValueError when the text is not a gemmlab results file at all; invalid records and
+        runs are skipped with one warning (`warn`, default `warnings.warn`) naming `source` and their count."""
+        try:
+            doc = json.loads(text)
+        except RecursionError:
+            raise ValueError("not a gemmlab results file (JSON nested too deeply)") from None
+        except ValueError as exc:
+            raise ValueError(f"not valid JSON ({exc})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise ValueError("not a gemmlab results file (format field missing or different)")
-        if int(doc.get("schema", 0)) > SCHEMA:
-            raise ValueError(f"results schema {doc['schema']} is newer than this gemmlab reads ({SCHEMA}); upgrade gemmlab")
-        return Results([record_from_dict(r) for r in doc.get("records", [])], list(doc.get("runs", [])))
+        schema = doc.get("schema", 0)
+        if isinstance(schema, bool) or not isinstance(schema, int):
+            raise ValueError(f"not a gemmlab results file (schema {str(schema)[:20]!r} is not a number)")
+        if schema > SCHEMA:
+            raise ValueError(f"results schema {schema} is newer than this gemmlab reads ({SCHEMA}); upgrade gemmlab")
+        rows, runs = doc.get("records") or [], doc.get("runs") or []
+        if not isinstance(rows, list) or not isinstance(runs, list):
+            raise ValueError("not a gemmlab results file (records or runs are not lists)")
+        recs, bad_recs, why = _valid(rows, record_from_dict)
+        good_runs, bad_runs, why_runs = _valid(runs, run_from_dict)
+        _skipped(source, [(len(recs), bad_recs, "records"), (len(good_runs), bad_runs, "runs")], why or why_runs, warn)
+        return Results(recs, good_runs)
 
     # ---------------------------------------------------------------- CSV
 
@@ -302,8 +455,30 @@ class Results:
         return buf.getvalue()
 
     @staticmethod
-    def from_csv(text: str) -> "Results":
-        return Results([record_from_dict(row) for row in csv.DictReader(io.StringIO(text))])
+    def from_csv(text: str, source: str = "results", warn: Warn | None = None) -> "Results":
+        """The CSV loader. ValueError when the header is not gemmlab's; rows that are not valid records (too
+        few or too many cells, a wrong value) are skipped with one warning, as `from_json` does."""
+        if not text.startswith(FIELDS[0] + ","):
+            raise ValueError("not a gemmlab results CSV (header differs)")
+        reader = csv.DictReader(io.StringIO(text))
+        good: list[Record] = []
+        bad, why = 0, ""
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                bad, why = bad + 1, why or f"line {reader.line_num}: {exc}"
+                continue
+            if None in row or None in row.values():
+                bad, why = bad + 1, why or f"line {reader.line_num}: not one cell per column"
+                continue
+            recs, n_bad, reason = _valid([row], record_from_dict)
+            good += recs
+            bad, why = bad + n_bad, why or (f"line {reader.line_num}: {reason}" if reason else "")
+        _skipped(source, [(len(good), bad, "records")], why, warn)
+        return Results(good)
 
     # ---------------------------------------------------------------- files
 
@@ -325,37 +500,41 @@ def _write(path: Path, text: str) -> None:
     atomic_write(path, text)
 
 
-def load(paths: Iterable[str | Path]) -> Results:
+def load(paths: Iterable[str | Path], warn: Warn | None = None) -> Results:
     """Read and merge results files: .json or .csv files, or directories (searched for results files).
 
-    A directory holding both results.json and results.csv of one run yields each record once.
+    A directory holding both results.json and results.csv of one run yields each record once. A file named
+    here must be gemmlab results (ValueError naming it otherwise); in a directory, a file that cannot be read
+    is skipped with one warning naming it, and the rest merge. Invalid records and runs inside a file are
+    skipped with one warning per file (`warn`, default `warnings.warn` with `ResultsWarning`).
     """
     parts: list[Results] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
             files = sorted(p.rglob("*.json")) + sorted(p.rglob("*.csv"))
-            found = [_read(f, quiet=True) for f in files]
-            found = [r for r in found if r is not None]
+            found = []
+            for f in files:
+                try:
+                    found.append(_read(f, warn))
+                except ValueError as exc:
+                    (warn or _warn)(f"skipped {exc}")
             if not found:
                 raise ValueError(f"{p} holds no gemmlab results (.json or .csv)")
             parts.extend(found)
         elif p.exists():
-            parts.append(_read(p))
+            parts.append(_read(p, warn))
         else:
             raise FileNotFoundError(f"no such results file or directory: {p}")
     return Results.merge(*parts)
 
 
-def _read(path: Path, quiet: bool = False) -> Results | None:
+def _read(path: Path, warn: Warn | None = None) -> Results:
+    """One file through its format's loader; ValueError naming the file when it cannot be read at all."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         if path.suffix.lower() == ".csv":
-            if not text.startswith(FIELDS[0] + ","):
-                raise ValueError("not a gemmlab results CSV (header differs)")
-            return Results.from_csv(text)
-        return Results.from_json(text)
-    except (ValueError, KeyError, TypeError) as exc:
-        if quiet:
-            return None
+            return Results.from_csv(text, str(path), warn)
+        return Results.from_json(text, str(path), warn)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise ValueError(f"{path}: {exc}") from None

@@ -74,6 +74,30 @@ class Traffic:
         return self.global_loads + self.c_stores
 
 
+# The launch limits of every CUDA device of compute capability 3.0 and later, and the kernels' own: block ids and
+# tile numbers are 32-bit ints, so a launch has fewer than 2^31 blocks.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+
+
+def launch_problems(geo: "Launch") -> list[str]:
+    """What keeps a launch from running on any CUDA device (empty when nothing does). A grid with a zero
+    axis is no launch at all (an empty C) and passes."""
+    errs = []
+    for axis, (g, limit) in enumerate(zip(geo.grid, GRID_LIMITS)):
+        if g < 0 or g > limit:
+            errs.append(f"grid axis {'xyz'[axis]} = {g} is beyond the device limit of {limit}")
+    for axis, (b, limit) in enumerate(zip(geo.block, BLOCK_LIMITS)):
+        if not 1 <= b <= limit:
+            errs.append(f"block axis {'xyz'[axis]} = {b} is outside 1 .. {limit}")
+    if geo.threads_per_block > MAX_THREADS_PER_BLOCK:
+        errs.append(f"{geo.threads_per_block} threads per block exceed {MAX_THREADS_PER_BLOCK}")
+    if not errs and geo.blocks > GRID_LIMITS[0]:
+        errs.append(f"{geo.blocks} blocks exceed the kernels' 32-bit block ids")
+    return errs
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -328,7 +352,15 @@ class KernelSpec:
     # -------------------------------------------------------------------------------- model
 
     def launch(self, m: int, n: int, k: int, params: Params) -> Launch:
-        return self.geometry(m, n, k, dict(params))
+        """The launch geometry for (M, N, K), checked against the limits of every CUDA device
+        (`launch_problems`): ValueError naming the rung, its parameters, the shape and the axis at fault."""
+        geo = self.geometry(m, n, k, dict(params))
+        errs = launch_problems(geo)
+        if errs:
+            shown = " ".join(f"{name}={v}" for name, v in dict(params).items() if name in self.defaults)
+            raise ValueError(f"{self.name} ({shown}) at M x N x K = {m} x {n} x {k} needs a grid of {geo.grid} "
+                             f"blocks of {geo.block} threads: {'; '.join(errs)}")
+        return geo
 
     def flops(self, m: int, n: int, k: int) -> int:
         return gemm_flops(m, n, k)

@@ -6,8 +6,12 @@ Selection rules, in one place:
   shape, mode, L2 state), the latest one is drawn.
 - "% of cuBLAS" divides by the cuBLAS record of the *same run*, shape and mode where there is one
   (measured interleaved, so the ratio is fair), else by the latest cuBLAS record for that GPU.
-- The size the tables report at: the one asked for, else the largest square size where cuBLAS was
-  timed, else the largest square size with any GPU result.
+- Timed means status ok and a median that is a time (finite, above zero: `Record.ok`); any other record
+  is listed as not measured and never divided by.
+- The size the tables report at: the one asked for (it must be one of `sizes()`: `build_report` refuses
+  another), else the largest square size where cuBLAS was timed, else the largest square size with any
+  GPU result. A group (a GPU, or the CPU) without results at the size asked for uses its nearest size.
+- Captions and titles state the L2 state the records were measured in (`l2_state`), not an assumed one.
 - GPU sections are per *group*: one GPU in one number format (fp32, tf32, fp16, bf16), named by the GPU
   alone for fp32 and "GPU, format" otherwise. A ratio never crosses formats: a bf16 rung is compared
   with cuBLAS in bf16.
@@ -40,6 +44,20 @@ _FORMAT_ORDER = {name: i for i, name in enumerate(FORMATS)}
 def group_of(r: Record) -> str:
     """The GPU sections' unit: the GPU's name for fp32, "GPU, format" for the other number formats."""
     return r.gpu if r.fmt == "fp32" else f"{r.gpu}, {r.fmt}"
+
+
+def l2_state(recs: list[Record]) -> str:
+    """The L2 state these records were measured in, as they record it: "cold L2", "warm L2", "cold and warm
+    L2", or one phrase per device when the GPU's and the CPU's differ."""
+    def state(rs: list[Record]) -> str:
+        found = sorted({r.l2 for r in rs if r.l2})
+        return " and ".join(found) + " L2" if found else "L2 state not recorded"
+
+    gpu = [r for r in recs if r.is_gpu]
+    cpu = [r for r in recs if not r.is_gpu]
+    if not gpu or not cpu or state(gpu) == state(cpu):
+        return state(recs)
+    return f"{state(gpu)} on the GPU, {state(cpu)} on the CPU"
 
 
 def _identity(r: Record) -> tuple:
@@ -135,6 +153,11 @@ class ReportContext:
 
     # ---------------------------------------------------------------- sizes and ratios
 
+    def sizes(self) -> list[int]:
+        """The square sizes N with timed results in some group (GPU or CPU): the sizes `at` may name."""
+        recs = [r for g in self.gpus() for r in self.gpu_records(g, square=True)] + self.cpu_records(square=True)
+        return sorted({r.m for r in recs})
+
     def size_at(self, gpu: str | None) -> int | None:
         recs = self.gpu_records(gpu, square=True) if gpu is not None else self.cpu_records(square=True)
         sizes = {r.m for r in recs}
@@ -165,7 +188,7 @@ class ReportContext:
 
     def pct_of_reference(self, rec: Record) -> float | None:
         ref = self.reference_for(rec)
-        if ref is None or not rec.median_ms:
+        if ref is None or not rec.ok:
             return None
         return 100.0 * ref.median_ms / rec.median_ms
 

@@ -46,8 +46,11 @@ class Figure:
 
     def png(self) -> bytes:
         if self._png is None:
+            from .figures import no_tex  # tick labels are made at drawing time: LaTeX off there too
+
             buf = io.BytesIO()
-            self.figure.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+            with no_tex():
+                self.figure.savefig(buf, format="png", dpi=110, bbox_inches="tight")
             self._png = buf.getvalue()
         return self._png
 

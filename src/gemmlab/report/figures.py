@@ -2,16 +2,40 @@
 
 Each function takes plain series ({label: [(N, value), ...]}) and returns a Figure, so a test can read
 back exactly what was plotted: the lines' labels and data, the axes' labels and scales.
+
+Text from the records (GPU names, kernel labels) is drawn as written: every function passes its titles
+and labels through `plain`, which escapes the `$` that would start matplotlib's math mode (outside it,
+backslashes, `_` and `^` are literal), and draws under `NO_TEX`, so a matplotlibrc asking for LaTeX
+cannot make a GPU named `A_100` fail to render.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullLocator
 
 Series = dict[str, list[tuple[int, float]]]
 
 REFERENCE_STYLE = {"color": "black", "linewidth": 2.6, "marker": "o", "markersize": 4, "zorder": 5}
+
+
+def plain(text: str) -> str:
+    """`text` as matplotlib draws it literally: `$` escaped, so data never enters math mode."""
+    return str(text).replace("$", r"\$")
+
+
+def _plain_series(series: Series) -> Series:
+    return {plain(k): v for k, v in series.items()}
+
+
+@contextmanager
+def no_tex():
+    """Drawing and saving with LaTeX off, whatever the user's matplotlibrc says."""
+    with rc_context({"text.usetex": False}):
+        yield
 
 
 def _colours(labels: list[str]) -> dict[str, tuple]:
@@ -41,6 +65,12 @@ def _size_axis(ax, sizes: list[int]) -> None:
 
 def throughput_vs_size(series: Series, reference: str | None, title: str, ylabel: str = "TFLOP/s") -> Figure:
     """One line per kernel; the reference (cuBLAS) drawn as a heavy black line."""
+    with no_tex():
+        return _throughput_vs_size(_plain_series(series), plain(reference) if reference is not None else None,
+                                   plain(title), plain(ylabel))
+
+
+def _throughput_vs_size(series: Series, reference: str | None, title: str, ylabel: str) -> Figure:
     fig = Figure(figsize=(8.5, 5.2))
     ax = fig.subplots()
     colours = _colours([k for k in series if k != reference])
@@ -64,6 +94,11 @@ def throughput_vs_size(series: Series, reference: str | None, title: str, ylabel
 
 def compute_vs_end_to_end(compute: Series, end_to_end: Series, title: str) -> Figure:
     """Solid: kernel only; dashed: with host<->device copies. One colour per kernel."""
+    with no_tex():
+        return _compute_vs_end_to_end(_plain_series(compute), _plain_series(end_to_end), plain(title))
+
+
+def _compute_vs_end_to_end(compute: Series, end_to_end: Series, title: str) -> Figure:
     fig = Figure(figsize=(8.5, 5.2))
     ax = fig.subplots()
     labels = list(dict.fromkeys([*compute, *end_to_end]))
@@ -89,6 +124,11 @@ def compute_vs_end_to_end(compute: Series, end_to_end: Series, title: str) -> Fi
 
 def percent_of_reference(items: list[tuple[str, float]], title: str, reference: str = "cuBLAS") -> Figure:
     """Horizontal bars: each kernel's throughput as a percentage of the reference's, with the value."""
+    with no_tex():
+        return _percent_of_reference([(plain(k), v) for k, v in items], plain(title), plain(reference))
+
+
+def _percent_of_reference(items: list[tuple[str, float]], title: str, reference: str) -> Figure:
     fig = Figure(figsize=(8.5, 0.45 * len(items) + 1.6))
     ax = fig.subplots()
     labels = [k for k, _ in items]
@@ -107,7 +147,12 @@ def percent_of_reference(items: list[tuple[str, float]], title: str, reference: 
 
 
 def cpu_vs_gpu(gpu: Series, cpu: Series, title: str) -> Figure:
-    """GFLOP/s on a log scale: GPU kernels solid, CPU baselines dashed."""
+    """GFLOP/s on a log scale: GPU kernels solid, CPU baselines dashed (either may be empty)."""
+    with no_tex():
+        return _cpu_vs_gpu(_plain_series(gpu), _plain_series(cpu), plain(title))
+
+
+def _cpu_vs_gpu(gpu: Series, cpu: Series, title: str) -> Figure:
     fig = Figure(figsize=(8.5, 5.2))
     ax = fig.subplots()
     colours = _colours([*gpu, *cpu])

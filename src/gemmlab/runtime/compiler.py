@@ -12,6 +12,11 @@ Cache: an in-process dict in front of an on-disk directory. The disk key hashes 
 header it includes with ``#include "..."`` (recursively), the name expressions, the options, the
 architecture and NVRTC's version, so a change to any of them compiles afresh. Files are written to a
 temporary name and renamed, so a reader never sees half a cubin and concurrent processes are safe.
+The cache heals rather than fails: an entry whose meta file is unreadable or ill-typed, or whose cubin
+does not match the size and sha256 recorded beside it (a truncated copy, a disk error), is compiled
+again and overwritten, with one warning line naming the file. A folder that cannot be written (read-only,
+or GEMMLAB_CACHE_DIR naming a file) costs one warning line: compiled modules then live for this process
+only, their cubins in a private temporary folder (the loader takes a path).
 
 Environment switches:
   GEMMLAB_CACHE_DIR   where the cache lives (default: $XDG_CACHE_HOME/gemmlab or ~/.cache/gemmlab)
@@ -25,6 +30,7 @@ Environment switches:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import hashlib
@@ -32,9 +38,12 @@ import json
 import os
 import re
 import shlex
+import shutil
 import sys
+import tempfile
 import threading
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -42,7 +51,7 @@ from typing import Sequence
 from ..files import atomic_write
 from .errors import CompileError, CompilerUnavailableError
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: the meta file records the cubin's size and sha256
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 
@@ -77,6 +86,8 @@ class CompiledModule:
     compile_seconds: float = 0.0           # 0 when it came from the disk cache
     from_disk_cache: bool = False
     extra: dict = field(default_factory=dict)
+    # The cubin itself, kept where no file could take it (neither the cache folder nor a temporary one).
+    held: bytes | None = field(default=None, repr=False)
 
     @property
     def report_complete(self) -> bool:
@@ -84,7 +95,7 @@ class CompiledModule:
 
     @property
     def cubin(self) -> bytes:
-        return self.cubin_path.read_bytes()
+        return self.held if self.held is not None else self.cubin_path.read_bytes()
 
 
 # ----------------------------------------------------------------------------------------- NVRTC
@@ -225,14 +236,15 @@ def parse_ptxas_report(log: str) -> dict[str, Resources]:
 
 _memory: dict[tuple, CompiledModule] = {}
 _lock = threading.Lock()
-_added: list[tuple[str, ...]] = [()]  # options_added's stack top
+# options_added's stack top, one per thread: a traced build in one thread must not reach another's compiles.
+_added = threading.local()
 
 
 def added_options() -> tuple[str, ...]:
-    """Options every compile gets besides its own: GEMMLAB_NVRTC_OPTIONS, then those of `options_added`.
-    Part of both cache keys, so a build with them never stands in for one without. (Read on every launch
-    that is not a remembered plan: the variable is split once per value.)"""
-    return _split_options(os.environ.get("GEMMLAB_NVRTC_OPTIONS", "")) + _added[0]
+    """Options every compile in this thread gets besides its own: GEMMLAB_NVRTC_OPTIONS, then those of
+    `options_added`. Part of both cache keys, so a build with them never stands in for one without. (Read
+    on every launch that is not a remembered plan: the variable is split once per value.)"""
+    return _split_options(os.environ.get("GEMMLAB_NVRTC_OPTIONS", "")) + getattr(_added, "options", ())
 
 
 @functools.lru_cache(maxsize=8)
@@ -242,14 +254,15 @@ def _split_options(text: str) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def options_added(*options: str):
-    """Within the block, every compile also gets `options` (e.g. a -D switch of a diagnostic build).
-    Loaded kernels are keyed by them too (api.prepare), so calls inside and outside do not mix builds."""
-    before = _added[0]
-    _added[0] = before + tuple(options)
+    """Within the block, every compile in this thread also gets `options` (e.g. a -D switch of a
+    diagnostic build); other threads compile as before. Loaded kernels are keyed by them too
+    (api.prepare), so calls inside and outside do not mix builds."""
+    before = getattr(_added, "options", ())
+    _added.options = before + tuple(options)
     try:
         yield
     finally:
-        _added[0] = before
+        _added.options = before
 
 
 def compile_file(
@@ -291,7 +304,7 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
     meta_path = cache_dir() / f"{stem}.json"
 
     if os.environ.get("GEMMLAB_NO_CACHE") != "1":
-        cached = _load_cached(cubin_path, meta_path, arch, version)
+        cached = _load_cached(cubin_path, meta_path, exprs, arch, version)
         if cached is not None and (not need_report or cached.report_complete):
             return cached
 
@@ -307,9 +320,7 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
         if bad:
             raise CompileError(f"{source.name}: kernels use local memory (stack or spills): {bad}")
 
-    atomic_write(cubin_path, cubin)
-    if os.environ.get("GEMMLAB_DUMP_PTX") == "1" and ptx:
-        atomic_write(cubin_path.with_suffix(".ptx"), ptx)
+    module = CompiledModule(cubin_path, arch, lowered, resources, log, version, compile_seconds=seconds)
     meta = {
         "format": CACHE_FORMAT,
         "source": source.name,
@@ -319,23 +330,121 @@ def _compile_uncached_in_memory(source: Path, exprs: tuple[str, ...], arch: str,
         "resources": {e: asdict(r) for e, r in resources.items()},
         "log": log,
         "options": list(opts),
+        "cubin_size": len(cubin),
+        "cubin_sha256": hashlib.sha256(cubin).hexdigest(),
     }
-    atomic_write(meta_path, json.dumps(meta, indent=1).encode())
-    return CompiledModule(cubin_path, arch, lowered, resources, log, version, compile_seconds=seconds)
-
-
-def _load_cached(cubin_path: Path, meta_path: Path, arch: str, version: tuple[int, int]) -> CompiledModule | None:
     try:
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != CACHE_FORMAT or not cubin_path.exists() or cubin_path.stat().st_size == 0:
-            return None
-        resources = {e: Resources(**r) for e, r in meta["resources"].items()}
-        return CompiledModule(
-            cubin_path, arch, dict(meta["lowered_names"]), resources, meta.get("log", ""), version,
-            from_disk_cache=True,
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # absent or corrupt: compile afresh and overwrite
+        # The cubin first: a meta file never names a cubin that is not there yet.
+        atomic_write(cubin_path, cubin)
+        if os.environ.get("GEMMLAB_DUMP_PTX") == "1" and ptx:
+            atomic_write(cubin_path.with_suffix(".ptx"), ptx)
+        atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+    except OSError as exc:
+        _keep_in_process(module, cubin, exc)
+    return module
+
+
+# ----------------------------------------------------------------------------------------- disk entries
+
+_RESOURCE_FIELDS = {name: (bool if name == "known" else int) for name in Resources.__dataclass_fields__}
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def _load_cached(cubin_path: Path, meta_path: Path, exprs: tuple[str, ...], arch: str,
+                 version: tuple[int, int]) -> CompiledModule | None:
+    """The disk entry as a module, or None to compile afresh (and overwrite it). An absent entry is a
+    quiet miss; one whose meta file does not parse or has the wrong shape, or whose cubin does not match
+    the digest in it, is a miss with one warning line: a bad cubin trusted here would fail every launch."""
+    try:
+        raw = meta_path.read_bytes()
+    except OSError:
+        return None  # absent, or a folder that cannot be read: writing it afterwards says why, once
+    try:
+        meta = json.loads(raw)
+    except RecursionError:
+        return _bad_entry(meta_path, "its JSON is nested too deeply to read")
+    except ValueError as exc:
+        return _bad_entry(meta_path, f"it is not JSON ({_one_line(exc)})")
+    problem = _meta_problem(meta, exprs)
+    if problem:
+        return _bad_entry(meta_path, problem)
+    try:
+        cubin = cubin_path.read_bytes()
+    except OSError as exc:
+        return _bad_entry(cubin_path, f"it cannot be read ({exc.strerror or exc})")
+    if len(cubin) != meta["cubin_size"] or hashlib.sha256(cubin).hexdigest() != meta["cubin_sha256"]:
+        return _bad_entry(cubin_path, f"its {len(cubin)} bytes do not match the size ({meta['cubin_size']}) and "
+                                      f"sha256 recorded in {meta_path.name}")
+    lowered = {e: meta["lowered_names"][e] for e in exprs}
+    resources = {e: Resources(**meta["resources"][e]) for e in exprs}
+    return CompiledModule(cubin_path, arch, lowered, resources, meta["log"], version, from_disk_cache=True)
+
+
+def _meta_problem(meta: object, exprs: tuple[str, ...]) -> str | None:
+    """Why `meta` cannot describe a module of `exprs`, or None: every field the loader reads, type-checked,
+    so an ill-typed file is a miss, never a crash or a wrong resource number."""
+    if not isinstance(meta, dict):
+        return f"it holds {json_kind(meta)}, not a JSON object"
+    if meta.get("format") != CACHE_FORMAT:
+        return f"it is not a format-{CACHE_FORMAT} entry"
+    size, digest = meta.get("cubin_size"), meta.get("cubin_sha256")
+    if type(size) is not int or size <= 0 or not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
+        return "it records no valid cubin size and sha256"
+    if not isinstance(meta.get("log"), str):
+        return "its log is not a string"
+    lowered, resources = meta.get("lowered_names"), meta.get("resources")
+    if not isinstance(lowered, dict) or not isinstance(resources, dict):
+        return "its lowered names or resources are not objects"
+    for e in exprs:
+        if not isinstance(lowered.get(e), str) or not lowered[e]:
+            return f"it has no lowered name for {e}"
+        report = resources.get(e)
+        if not isinstance(report, dict) or any(
+                k not in _RESOURCE_FIELDS or type(v) is not _RESOURCE_FIELDS[k] for k, v in report.items()):
+            return f"its resource report for {e} is not one of integers"
+    return None
+
+
+def _bad_entry(path: Path, why: str) -> None:
+    warnings.warn(f"ignoring the cached kernel {path}: {why}; compiling it again", RuntimeWarning, stacklevel=5)
+    return None
+
+
+def json_kind(value: object) -> str:
+    """What a parsed JSON value is, in JSON's words ("null", "an array"), for messages about files."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    kinds = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+_unwritable: set[str] = set()  # cache folders already warned about
+_private: list[Path] = []      # this process's temporary cubin folder, once made
+
+
+def _keep_in_process(module: CompiledModule, cubin: bytes, exc: OSError) -> None:
+    """The cache folder took no entry (read-only, not a folder, full): warn once per folder, and keep the
+    module for this process, its cubin in a private temporary folder (removed at exit) for the loader,
+    or only in memory where even that fails."""
+    folder = module.cubin_path.parent
+    if str(folder) not in _unwritable:
+        _unwritable.add(str(folder))
+        warnings.warn(f"cannot write the kernel cache in {folder} ({exc.strerror or _one_line(exc)}); "
+                      "compiled kernels are kept for this process only", RuntimeWarning, stacklevel=4)
+    module.held = cubin
+    try:
+        if not _private:
+            _private.append(Path(tempfile.mkdtemp(prefix="gemmlab-kernels-")))
+            atexit.register(shutil.rmtree, _private[0], ignore_errors=True)
+        module.cubin_path = atomic_write(_private[0] / module.cubin_path.name, cubin)
+    except OSError:
+        pass  # no file at all: `cubin` still answers from memory
 
 
 def _nvrtc_compile(files: dict[str, str], source: Path, exprs: tuple[str, ...], arch: str, opts: tuple[str, ...]):

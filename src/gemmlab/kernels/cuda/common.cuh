@@ -45,6 +45,7 @@ __device__ __forceinline__ void load_tile_zero_padded(float* __restrict__ dst, c
 // instead of one row stripe and every column stripe. group = 1 is the plain row-major order.
 __device__ __forceinline__ void grouped_tile_of(int id, int tiles_m, int tiles_n, int group, int& tile_row,
                                                 int& tile_col) {
+    group = max(1, min(group, tiles_m));  // (taller groups order the same; group x tiles_n then fits 32 bits)
     const int per_group = group * tiles_n;
     const int first = (id / per_group) * group;
     const int rows = min(tiles_m - first, group);

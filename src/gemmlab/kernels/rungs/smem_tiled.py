@@ -14,6 +14,7 @@ def _constraints(p: dict[str, int]) -> list[str]:
 def grouped_tile(block_x: int, block_y: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
     """The (tile row, tile column) block (x, y) computes: common.cuh's grouped_tile, for models and tests."""
     block_id = block_y * tiles_n + block_x
+    group = max(1, min(group, tiles_m))
     per_group = group * tiles_n
     first = (block_id // per_group) * group
     rows = min(tiles_m - first, group)
