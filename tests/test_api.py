@@ -60,8 +60,30 @@ def test_non_numeric_scalar():
 
 
 def test_unknown_kernel_lists_known_ones():
-    with pytest.raises(ValueError, match="unknown GPU kernel 'fastest'.*naive"):
+    with pytest.raises(ValueError, match="unknown kernel 'fastest'; GPU rungs: naive.*CPU baselines: cpu_naive"):
         gemmlab.matmul(_m(4, 4), _m(4, 4), kernel="fastest")
+    with pytest.raises(ValueError, match="unknown kernel 'cpu_fast'.*CPU baselines: cpu_naive.*cpu_blas"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), kernel="cpu_fast")
+
+
+def test_a_cpu_kernel_refuses_a_gpu_precision():
+    with pytest.raises(ValueError, match="precision='tf32' is for the GPU kernels; CPU kernel cpu_blas"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), kernel="cpu_blas", precision="tf32")
+
+
+def test_a_read_only_c_is_named_before_computing():
+    c = np.zeros((4, 4), F32)
+    c.setflags(write=False)
+    for kernel in ("cpu_blas", "auto"):
+        with pytest.raises(ValueError, match="C is read-only"):
+            gemmlab.matmul(_m(4, 4), _m(4, 4), c, kernel=kernel)
+
+
+def test_a_mistaken_keyword_is_named_as_such():
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'out'; the output is C, the third argument"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), out=np.zeros((4, 4), F32))
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'blocksize'"):
+        gemmlab.matmul(_m(4, 4), _m(4, 4), kernel="smem_tiled", blocksize=8)
 
 
 def test_bad_parameters_are_named_before_any_gpu_is_needed():

@@ -92,3 +92,20 @@ def test_bench_batch_names_what_is_wrong(args, message):
 def test_bench_batch_without_a_gpu_says_why():
     r = runner.invoke(app, ["bench", "--batch", "4", "--shape", "64x64x64"], terminal_width=200)
     assert r.exit_code == 1 and "gemmlab bench --batch times GPU calls beside torch's" in r.output, r.output
+
+
+@no_gpu
+@pytest.mark.parametrize("args,message", [
+    (["bench", "--no-cpu"], "nothing was measured: GPU part skipped"),
+    (["bench", "-k", "sgemm"], "nothing was measured: GPU part skipped"),
+    (["sweep", "-k", "cpu_naive", "--sizes", "4096"], "nothing was measured: the CPU baselines run where"),
+])
+def test_a_run_that_measures_nothing_says_so_and_fails(args, message, tmp_path):
+    r = runner.invoke(app, [*args, "--out", str(tmp_path / "r")], terminal_width=200)
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_cpu_scale_must_be_positive():
+    r = runner.invoke(app, ["bench", "--cpu-scale", "-1"], terminal_width=200)
+    assert r.exit_code == 1 and "--cpu-scale must be positive" in r.output, r.output

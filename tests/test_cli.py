@@ -63,3 +63,47 @@ def test_gpu_commands_fail_in_one_line_without_a_gpu(args):
     assert r.exit_code != 0
     lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and "GPU unavailable" in lines[0]
+
+
+# ------------------------------------------------------------------------------------ bad input, one line
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "cpu_naive", "--size", "-5"], "M = -5: --size, --m, --n and --k take positive sizes"),
+    (["run", "--explain", "--size", "-5"], "M = -5"),
+    (["run", "--m", "0", "--cc", "9.0"], "M = 0"),
+    (["run", "cpu_blas", "--size", "100000"], "GiB of host memory"),
+    (["run", "wgmma", "--explain", "--cc", "9.0"], "wgmma: runs float16 at fp16"),
+])
+def test_run_names_what_is_wrong_in_one_line(args, message):
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    r = CliRunner().invoke(app, args, terminal_width=200)
+    assert r.exit_code == 1 and message in r.output and "Traceback" not in r.output, r.output
+
+
+def test_run_on_a_cpu_baseline_prints_gflops():
+    import re
+
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    r = CliRunner().invoke(app, ["run", "cpu_blocked", "--size", "128"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    ms, gflops = re.search(r"([\d.]+) ms\s+([\d.]+) GFLOP/s", r.output).groups()
+    assert float(gflops) == pytest.approx(2 * 128**3 / (float(ms) * 1e-3) / 1e9, rel=0.02)
+
+
+def test_explain_choice_of_a_rung_that_does_not_take_the_dtype():
+    from gemmlab import api
+
+    c = api.explain_choice("float32", shape=(64, 64, 64), cc=(9, 0), kernel="wgmma")
+    assert c.params is None and not c.candidates[0].fits and "not float32 at fp32" in c.candidates[0].reason
+
+
+@pytest.mark.skipif(not compiler.nvrtc_available(), reason="needs NVRTC")
+def test_kernels_for_an_architecture_nothing_compiles_for_fails():
+    r = CliRunner().invoke(app, ["kernels", "--arch", "sm_999"], terminal_width=200)
+    assert r.exit_code == 1 and "no rung compiles for sm_999" in r.output, r.output

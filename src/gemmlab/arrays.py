@@ -59,6 +59,12 @@ def to_host_numpy(x: Any, kind: str) -> np.ndarray:
     return x
 
 
+def writable(x: Any) -> bool:
+    """Whether an array may be written (numpy's writeable flag; device arrays always may)."""
+    flags = getattr(x, "flags", None)
+    return bool(getattr(flags, "writeable", True)) if flags is not None and not callable(flags) else True
+
+
 def strides_in_elements(x: Any) -> tuple[int, ...]:
     """Strides in elements for a torch tensor or a numpy / CuPy array."""
     if callable(getattr(x, "stride", None)):

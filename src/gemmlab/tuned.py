@@ -149,7 +149,7 @@ def _read(path: Path, device: str) -> dict[str, dict[str, Any]]:
             good[key] = entry
     if dropped:
         shown = "; ".join(dropped[:3]) + (f"; and {len(dropped) - 3} more" if len(dropped) > 3 else "")
-        warnings.warn(f"ignoring {len(dropped)} of {len(entries)} tuned entries in {path}: {shown}", stacklevel=4)
+        warnings.warn(f"ignoring {len(dropped)} of {len(entries)} tuned entries in {path}: {shown}", stacklevel=3)
     return good
 
 
@@ -164,7 +164,7 @@ def _entry_problem(key: str, entry: object) -> str | None:
     except ValueError:
         return "not a kernel/dtype/shape-class key"
     if not isinstance(entry, dict):
-        return f"{json_kind(entry)}, not an object"
+        return f"it is {json_kind(entry)}, not an object"
     params = entry.get("params")
     if not isinstance(params, dict) or any(type(v) is not int for v in params.values()):
         return "its params are not an object of integers"

@@ -148,7 +148,12 @@ def _on_device(dev: int):
 def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision, params, key):
     from ..cpu import BASELINES
 
+    checks.check_kernel_name(kernel, BASELINES)
+    checks.check_param_names(params)
     kinds = [arrays.kind_of(a), arrays.kind_of(b), arrays.kind_of(c) if c is not None else None]
+    if c is not None and not arrays.writable(c):
+        raise ValueError("C is read-only (its writeable flag is off): the result is written into C; pass a "
+                         "writable C or none")
     epilogue = {"bias": bias, "activation": activation, "residual": residual, "out_dtype": out_dtype}
     if kernel in BASELINES:
         checks.check_scalars(alpha, beta)
@@ -156,6 +161,9 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
         for name, v in epilogue.items():
             if v is not None:
                 raise ValueError(f"{name} is a fused epilogue of the GPU kernels; CPU kernel {kernel} takes none")
+        if precision not in (None, "fp32"):
+            raise ValueError(f"precision={precision!r} is for the GPU kernels; CPU kernel {kernel} computes in "
+                             "the arrays' own float32 or float64")
         return _matmul_cpu(kernel, a, b, c, kinds, alpha, beta, params)
     req = checks.check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, out_dtype, precision,
                             params)

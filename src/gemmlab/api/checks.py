@@ -6,6 +6,7 @@ the values in the arrays, which the dispatcher turns into a plan.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,6 +189,27 @@ def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, 
     if kernel != AUTO:
         check_named(req)
     return req
+
+
+def check_kernel_name(kernel, baselines) -> None:
+    """`kernel` is "auto", a rung or a CPU baseline; else a ValueError listing both."""
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel must be a name (a string), got {type(kernel).__name__}")
+    if kernel != AUTO and kernel not in baselines and kernel not in registry.REGISTRY:
+        raise ValueError(f"unknown kernel {kernel!r}; GPU rungs: {', '.join(registry.REGISTRY)}; CPU baselines: "
+                         f"{', '.join(baselines)}; or 'auto'")
+
+
+_PARAM_NAME = re.compile(r"[A-Z][A-Z0-9_]*\Z")
+
+
+def check_param_names(params) -> None:
+    """Keyword arguments beyond matmul's own are a rung's parameters, named in capitals (BM, BLOCK_DIM); any
+    other name is a mistaken argument, named as such."""
+    for name in params:
+        if not _PARAM_NAME.match(name):
+            hint = "; the output is C, the third argument (matmul(a, b, c))" if name in ("out", "output") else ""
+            raise TypeError(f"matmul() got an unexpected keyword argument {name!r}{hint}")
 
 
 def check_named(req: Request) -> None:

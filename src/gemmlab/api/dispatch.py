@@ -187,8 +187,8 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
         why = next(w for s, w in _ranked(dtype, precision, cc, epilogue) if s.name == spec.name)
         cands = (Candidate(spec.name, spec.rung, tuple(spec.min_cc), why is None, why or "named by the caller"),)
     choice = KernelChoice(dtype, precision, cc, epilogue, cands, spec, named=kernel != AUTO)
-    if shape is None:
-        return choice
+    if shape is None or not cands[0].fits and kernel != AUTO:
+        return choice  # (a named rung that does not run these inputs has no parameters for them)
     m, n, k = shape
     element = formats.element_type(dtype, precision)
     out = formats.dtype_label(out_dtype) if out_dtype is not None else dtype

@@ -260,8 +260,10 @@ def _coerce(name: str, v: Any) -> Any:
             d = json.loads(v) if isinstance(v, str) else v
         except (ValueError, RecursionError):
             raise ValueError(f"{name} is not valid JSON") from None
-        if not isinstance(d, dict) or _depth(d) > _MAX_DEPTH:
-            raise ValueError(f"{name} is not a flat JSON object")
+        if not isinstance(d, dict):
+            raise ValueError(f"{name} is {type(d).__name__}, not an object")
+        if _depth(d) > _MAX_DEPTH:
+            raise ValueError(f"{name} nests more than {_MAX_DEPTH} deep")
         return dict(d)
     if typ is bool:
         if isinstance(v, bool):
@@ -269,8 +271,11 @@ def _coerce(name: str, v: Any) -> Any:
         text = str(v).strip().lower() if isinstance(v, (str, int)) else None
         if text in _TRUE or text in _FALSE:
             return text in _TRUE
-        raise ValueError(f"{name} is {str(v)[:20]!r}, not true or false")
+        shown = repr(text[:20]) if text is not None else type(v).__name__
+        raise ValueError(f"{name} is {shown}, not true or false")
     if typ is int:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v  # exact, however large
         x = _number(name, v)
         if x != int(x):
             raise ValueError(f"{name} is {x}, not a whole number")
@@ -424,10 +429,11 @@ class Results:
             raise ValueError("not a gemmlab results file (format field missing or different)")
         schema = doc.get("schema", 0)
         if isinstance(schema, bool) or not isinstance(schema, int):
-            raise ValueError(f"not a gemmlab results file (schema {str(schema)[:20]!r} is not a number)")
+            raise ValueError(f"not a gemmlab results file (its schema is {type(schema).__name__}, not a number)")
         if schema > SCHEMA:
             raise ValueError(f"results schema {schema} is newer than this gemmlab reads ({SCHEMA}); upgrade gemmlab")
-        rows, runs = doc.get("records") or [], doc.get("runs") or []
+        rows, runs = doc.get("records", []), doc.get("runs", [])
+        rows, runs = [] if rows is None else rows, [] if runs is None else runs
         if not isinstance(rows, list) or not isinstance(runs, list):
             raise ValueError("not a gemmlab results file (records or runs are not lists)")
         recs, bad_recs, why = _valid(rows, record_from_dict)
@@ -518,7 +524,7 @@ def load(paths: Iterable[str | Path], warn: Warn | None = None) -> Results:
                 try:
                     found.append(_read(f, warn))
                 except ValueError as exc:
-                    (warn or _warn)(f"skipped {exc}")
+                    (warn or _warn)(f"{exc}; the file is skipped")
             if not found:
                 raise ValueError(f"{p} holds no gemmlab results (.json or .csv)")
             parts.extend(found)

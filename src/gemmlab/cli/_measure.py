@@ -101,6 +101,8 @@ def build_plan(
         plan.timing, plan.e2e_timing, plan.cpu_timing = (
             t.with_(fixed_samples=reps) for t in (plan.timing, plan.e2e_timing, plan.cpu_timing))
     if cpu_scale is not None:
+        if not cpu_scale > 0:
+            fail(f"--cpu-scale must be positive, got {cpu_scale}")
         plan.cpu_scale = cpu_scale
     return replace(plan, pinned=pinned, alpha=alpha, beta=beta, seed=seed)
 
@@ -133,25 +135,57 @@ def run(plan: sw.Plan, command: str) -> tuple[Results, bool, sw.Sweep]:
     return results, interrupted, sweep
 
 
+def nothing_measured(results: Results, sweep: sw.Sweep) -> None:
+    """Exit with status 2 and the reason where a run measured nothing (no GPU for the GPU part, CPU baselines
+    only at sizes above their limit, ...): an empty report is not a result."""
+    if results.records:
+        return
+    why = list(sweep.notes)
+    gpu_reason = device.gpu_unavailable_reason() if (sweep.plan.gpu or sweep.plan.peers) else None
+    if gpu_reason and not any(n.startswith("GPU part skipped") for n in why):
+        why.insert(0, f"GPU part skipped: {gpu_reason}")
+    if sweep.plan.cpu and not why:
+        from ..bench.runners import cpu_runner
+
+        cube = max(cpu_runner(name, params).max_cube for name, params in sweep.plan.cpu) * sweep.plan.cpu_scale
+        why.append(f"the CPU baselines run where (M N K)^(1/3) <= {cube:.0f} (max_cube x --cpu-scale)")
+    fail("nothing was measured: " + ("; ".join(why) or "no kernel and size was left to run"), code=2)
+
+
 def default_out(sweep: sw.Sweep) -> Path:
     return Path("gemmlab-results") / sweep.run_id
 
 
+def report_size(results: Results, at: Optional[int], warn: bool = True) -> Optional[int]:
+    """`at` where it is a size with timed results; else None (the default size), with one warning line: the
+    measurements are made and saved by then, so a size without results must not throw them away."""
+    from ..report import size_problem
+
+    problem = size_problem(results, at)
+    if problem is None:
+        return at
+    if warn:
+        console.print(f"[yellow]warning: --at {at}: {escape(problem)}; the report uses its default size[/yellow]",
+                      highlight=False, soft_wrap=True)
+    return None
+
+
 def write_outputs(results: Results, out: Path, report: bool, at: Optional[int]) -> dict[str, Path]:
+    """Save the results (JSON and CSV) and, with `report`, write the report at `at` (see `report_size`)."""
     paths = {p.suffix.lstrip("."): p for p in results.save(out)}
     if report:
         from ..report import write_report
 
         where = out if not out.suffix else out.parent
-        paths.update(write_report(results, where, at=at))
+        paths.update(write_report(results, where, at=report_size(results, at)))
     return paths
 
 
 def summary(results: Results, at: Optional[int]) -> None:
     """One line per kernel at the reported size: time | TFLOP/s | GB/s | x cuBLAS | end to end | error."""
-    from ..report.context import ReportContext, ladder_key
+    from ..report.context import ReportContext, l2_state, ladder_key
 
-    ctx = ReportContext(results, at=at)
+    ctx = ReportContext(results, at=report_size(results, at, warn=False))
     groups = [(g, ctx.size_at(g), ctx.gpu_records(g)) for g in ctx.gpus()]
     if ctx.cpu_records(square=True):
         groups.append((None, ctx.size_at(None), ctx.cpu_records()))
@@ -162,19 +196,24 @@ def summary(results: Results, at: Optional[int]) -> None:
         e2e = {r.label: r for r in ctx.at_size([r for r in recs if r.mode == END_TO_END], n)}
         fmt = ctx.format_of(gpu).name if gpu else "fp32"
         name = (gpu.rsplit(", ", 1)[0] if fmt != "fp32" else gpu) if gpu else "CPU"
-        t = Table(title=f"{name} at N = {n} ({fmt}, medians, {'cold' if gpu else 'warm'} L2)")
+        t = Table(title=f"{escape(name)} at N = {n} ({fmt}, medians, {l2_state(rows)})")
         for col in ("kernel", "time", "TFLOP/s" if gpu else "GFLOP/s", "GB/s", "x cuBLAS", "end to end", "rel. error"):
             t.add_column(col, justify="left" if col == "kernel" else "right")
         for r in sorted(rows, key=ladder_key):
             ratio = ctx.pct_of_reference(r) if gpu else None
             e = e2e.get(r.label)
-            t.add_row(escape(r.label), _time(r.median_ms), f"{r.tflops:.2f}" if gpu else f"{r.gflops:.1f}", f"{r.gbps:.0f}",
+            t.add_row(escape(r.label), _time(r.median_ms), _fixed(r.tflops if gpu else r.gflops, 2 if gpu else 1),
+                      _fixed(r.gbps, 0),
                       f"{ratio / 100:.2f}" if ratio is not None else "-", _time(e.median_ms) if e else "-",
                       f"{r.rel_error:.1e}" if r.rel_error is not None else "-")
         console.print(t)
     for r in ctx.failures():
         console.print(f"[red]{escape(f'{r.label} at {r.m}x{r.n}x{r.k} ({r.mode}): {r.status}: {r.note}')}[/red]",
                       highlight=False)
+
+
+def _fixed(v: Optional[float], digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def _time(ms: Optional[float]) -> str:

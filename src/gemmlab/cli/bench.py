@@ -49,6 +49,8 @@ def bench(
                                no_cpu=no_cpu, budget_ms=budget_ms, pinned=pinned, cpu_scale=cpu_scale,
                                dtype=dtype, precision=precision)
     results, interrupted, sweep = _measure.run(plan, command=" ".join(["gemmlab", *sys.argv[1:]]))
+    if not interrupted:
+        _measure.nothing_measured(results, sweep)
     target = out or _measure.default_out(sweep)
     paths = _measure.write_outputs(results, target, report=True, at=at)
     _measure.summary(results, at)

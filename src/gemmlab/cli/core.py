@@ -109,6 +109,7 @@ def kernels(
     if can_compile:
         for col in ("regs", "smem B", "local B"):
             t.add_column(col, justify="right")
+    failed: list[str] = []
     for spec in registry.all_specs():
         row = [f"{spec.rung:02d}", spec.name, spec.idea, " ".join(f"{k}={v}" for k, v in spec.defaults.items())]
         if can_compile:
@@ -118,9 +119,12 @@ def kernels(
             except ValueError as exc:  # a rung built for other exact targets (e.g. sm_90a only)
                 row += ["-", "-", str(exc).splitlines()[0]]
             except GemmlabError as exc:
-                row += ["-", "-", f"compile failed: {str(exc).splitlines()[0]}"]
+                failed.append(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                row += ["-", "-", f"compile failed: {failed[-1]}"]
         t.add_row(*row)
     console.print(t)
+    if failed and len(failed) >= sum(1 for s in registry.all_specs() if s.target_arch(target)):
+        fail(f"no rung compiles for {target} (is it an architecture this NVRTC knows?): {failed[0]}")
     c = Table(title="CPU baselines")
     for col in ("rung", "name", "idea", "default parameters"):
         c.add_column(col)
@@ -180,7 +184,10 @@ def run(
     --sustained adds the steady state of calls run back to back (docs/harness.md)."""
     from ..cpu import BASELINES
 
-    M, N, K = m or size, n or size, k or size
+    M, N, K = (size if v is None else v for v in (m, n, k))
+    for name, v in (("M", M), ("N", N), ("K", K)):
+        if not 1 <= v <= 2**31 - 1:
+            fail(f"{name} = {v}: --size, --m, --n and --k take positive sizes below 2^31")
     params = parse_params(param)
     rng = np.random.default_rng(seed)
     is_cpu = kernel in BASELINES
@@ -197,10 +204,18 @@ def run(
         if explain or cc or dtype != "float32" or precision not in (None, "fp32"):
             fail(f"{kernel} is a CPU baseline: float32, no dispatch to explain (--explain, --cc, --dtype and "
                  "--precision are for the GPU kernels)")
-        a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
-        b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
-        c = rng.uniform(-1, 1, (M, N)).astype(np.float32)
-        ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c.astype(np.float64)
+        need = 20 * (M * K + K * N + M * N)  # fp32 operands, their fp64 copies, the result and its reference
+        have = _host_memory()
+        if have and need > have // 2:
+            fail(f"{kernel} at {M} x {N} x {K} needs about {need / 2**30:.1f} GiB of host memory for the operands "
+                 f"and the float64 reference; this machine has {have / 2**30:.1f} GiB")
+        try:
+            a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+            b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+            c = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+            ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c.astype(np.float64)
+        except MemoryError:
+            fail(f"{kernel} at {M} x {N} x {K}: not enough host memory for the operands and the reference")
         try:
             t0 = time.perf_counter()
             out = api.matmul(a, b, c.copy() if beta else None, alpha=alpha, beta=beta, kernel=kernel, **params)
@@ -211,7 +226,7 @@ def run(
         except (ValueError, TypeError) as exc:
             fail(str(exc))
         err = _rel(out, ref)
-        console.print(f"{kernel}  {M}x{N}x{K}  {ms:.3f} ms  {2 * M * N * K / ms / 1e9:.2f} GFLOP/s  "
+        console.print(f"{kernel}  {M}x{N}x{K}  {ms:.3f} ms  {2 * M * N * K / (ms * 1e-3) / 1e9:.2f} GFLOP/s  "
                       f"rel. error {err:.2e}  (first call, with JIT: {first:.2f} s)")
         if not err < 1e-4:
             fail(f"{kernel} failed verification: relative error {err:.2e}")
@@ -379,3 +394,13 @@ def _rel(out: np.ndarray, ref: np.ndarray) -> float:
         return float("inf")
     den = np.linalg.norm(ref)
     return float(np.linalg.norm(out.astype(np.float64) - ref) / den) if den else float(np.linalg.norm(out))
+
+
+def _host_memory() -> int:
+    """Physical memory of this machine in bytes (0 where the system does not say)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0

@@ -47,6 +47,8 @@ def sweep(
                                pinned=pinned, alpha=alpha, beta=beta, seed=seed, cpu_scale=cpu_scale,
                                dtype=dtype, precision=precision)
     results, interrupted, sw = _measure.run(plan, command=" ".join(["gemmlab", *sys.argv[1:]]))
+    if not interrupted:
+        _measure.nothing_measured(results, sw)
     target = out or _measure.default_out(sw)
     paths = _measure.write_outputs(results, target, report=report, at=None)
     _measure.summary(results, None)

@@ -12,14 +12,15 @@ percentages) are arithmetic on recorded values.
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Callable, Union
 
-from ..bench.records import COMPUTE, END_TO_END, GPU, GPU_PEER, Record
+from ..bench.records import COMPUTE, END_TO_END, GPU, GPU_PEER, OK, Record
 from ..bench.timing import GRAPH, throttle_names
 from . import figures
 from ..bench.formats import FORMATS
-from .context import REFERENCE, ReportContext, ladder_key
+from .context import REFERENCE, ReportContext, l2_state, ladder_key
 from .document import Bullets, Figure, Paragraph, Section, Table
 
 Builder = Callable[[ReportContext], Union[Section, list[Section], None]]
@@ -64,8 +65,8 @@ def build(ctx: ReportContext) -> list[Section]:
 
 
 def num(v: float | None, digits: int = 3) -> str:
-    """Three significant digits, no exponent for everyday magnitudes; '-' for nothing."""
-    if v is None:
+    """Three significant digits, no exponent for everyday magnitudes; '-' for nothing (or a non-finite value)."""
+    if v is None or not math.isfinite(v):
         return "-"
     if v == 0:
         return "0"
@@ -76,7 +77,9 @@ def num(v: float | None, digits: int = 3) -> str:
 
 
 def pct(v: float | None) -> str:
-    return "-" if v is None else (f"{v:.1f}%" if v < 99.95 or v >= 100.05 else "100%")
+    if v is None or not math.isfinite(v):
+        return "-"
+    return (f"{v:.1f}%" if v < 99.95 or v >= 100.05 else "100%")
 
 
 def shape_text(r: Record) -> str:
@@ -124,12 +127,19 @@ def overview(ctx: ReportContext) -> Section:
     notes = ctx.results.notes()
     bad = ctx.failures()
     items = [f"**{n}**" for n in notes]
-    items += [f"{r.label} at {shape_text(r)} ({r.mode}): {r.status}, {r.note or 'no detail'}" for r in bad[:20]]
+    items += [f"{r.label} at {shape_text(r)} ({r.mode}): {_outcome(r)}" for r in bad[:20]]
     if len(bad) > 20:
         items.append(f"... and {len(bad) - 20} more failures (see the results files)")
     if items:
         s.blocks.append(Bullets(items))
     return s
+
+
+def _outcome(r: Record) -> str:
+    """Why a record is not drawn: its status and note, or, for status ok, that its time is not a time."""
+    if r.status == OK:
+        return f"not measured (median {r.median_ms} ms is not a time)"
+    return f"{r.status}, {r.note or 'no detail'}"
 
 
 def _ladder_table(ctx: ReportContext, recs: list[Record], with_reference: bool) -> Table:
@@ -184,7 +194,7 @@ def ladder_story(ctx: ReportContext) -> list[Section]:
             steps = [(rungs[i - 1].median_ms / rungs[i].median_ms, rungs[i]) for i in range(1, len(rungs))]
             if steps:
                 best, r = max(steps, key=lambda x: x[0])
-                text.append(f"The biggest single step is rung {r.rung:02d} ({r.label}): {best:.1f}x, from "
+                text.append(f"The biggest single step is rung {_rung(r)} ({r.label}): {best:.1f}x, from "
                             f"this change: {r.idea}.")
                 slow = [x for x in steps if x[0] < 1.0]
                 if slow:
@@ -208,7 +218,7 @@ def ladder_story(ctx: ReportContext) -> list[Section]:
         recs = ctx.at_size(cpu, n)
         s = Section(f"The CPU ladder at N = {n}")
         lo, hi = recs[0], recs[-1]
-        text = (f"On {lo.processor} the CPU ladder runs from {num(lo.gflops)} GFLOP/s ({lo.label}) to "
+        text = (f"On {lo.processor or 'this processor'} the CPU ladder runs from {num(lo.gflops)} GFLOP/s ({lo.label}) to "
                 f"{num(hi.gflops)} GFLOP/s ({hi.label}) at N = {n}.")
         gpu_at = [r for g in ctx.gpus() for r in ctx.at_size(ctx.gpu_records(g), n)
                   if r.family == GPU and r.fmt == "fp32"]
@@ -235,14 +245,21 @@ def throughput(ctx: ReportContext) -> list[Section]:
             continue
         s = Section(f"Throughput against size, {g}")
         fmt = ctx.format_of(g).name
+        l2 = l2_state(ctx.gpu_records(g, square=True))
         s.blocks.append(Figure(f"throughput_{_slug(g)}", figures.throughput_vs_size(
             series, REFERENCE if REFERENCE in series else None,
-            f"{fmt} GEMM throughput, {g} (compute only, cold L2)"),
-            "TFLOP/s against N for every kernel, kernel time only, L2 flushed before every call. The heavy "
+            f"{fmt} GEMM throughput, {g} (compute only, {l2})"),
+            f"TFLOP/s against N for every kernel, kernel time only, {_l2_words(l2)}. The heavy "
             "black line is cuBLAS. Small sizes cannot fill the GPU (too few tiles for the SMs); sizes one "
             "above a power of two (2^k + 1) show the cost of partial tiles."))
         out.append(s)
     return out
+
+
+def _l2_words(state: str) -> str:
+    """How the timing treated the L2, for the state `l2_state` names."""
+    return {"cold L2": "L2 flushed before every call", "warm L2": "L2 left warm between calls"}.get(
+        state, f"measured with {state}")
 
 
 def end_to_end(ctx: ReportContext) -> list[Section]:
@@ -286,13 +303,24 @@ def cpu_and_gpu(ctx: ReportContext) -> Section | None:
         for label, pts in ctx.series([r for r in ctx.gpu_records(g, square=True) if r.family == GPU or
                                       r.kernel == REFERENCE], value=lambda r: r.gflops).items():
             gpu[label if len(groups) == 1 else f"{label} ({g})"] = pts
-    s = Section("CPU and GPU")
+    if gpu:
+        s = Section("CPU and GPU")
+        s.blocks.append(Paragraph(
+            "The same product on the processor (numba loops and numpy's BLAS, dashed) and on the GPU (solid), "
+            "in GFLOP/s on a logarithmic scale: equal steps up the axis are equal factors. The CPU baselines run "
+            "only up to sizes that finish in seconds."))
+        s.blocks.append(Figure("cpu_vs_gpu", figures.cpu_vs_gpu(gpu, cpu, "CPU against GPU (log scale)"),
+                               "GFLOP/s against N, log scale. Dashed: CPU baselines; solid: GPU rungs and cuBLAS."))
+        return s
+    others = ", ".join(ctx.gpus())
+    s = Section("CPU throughput against size")
     s.blocks.append(Paragraph(
-        "The same product on the processor (numba loops and numpy's BLAS, dashed) and on the GPU (solid), "
-        "in GFLOP/s on a logarithmic scale: equal steps up the axis are equal factors. The CPU baselines run "
-        "only up to sizes that finish in seconds."))
-    s.blocks.append(Figure("cpu_vs_gpu", figures.cpu_vs_gpu(gpu, cpu, "CPU against GPU (log scale)"),
-                           "GFLOP/s against N, log scale. Dashed: CPU baselines; solid: GPU rungs and cuBLAS."))
+        "The product on the processor (numba loops and numpy's BLAS), in GFLOP/s on a logarithmic scale: equal "
+        "steps up the axis are equal factors. The CPU baselines run only up to sizes that finish in seconds. "
+        + (f"No fp32 GPU results to set beside them (the GPU results here, {others}, are in another number "
+           "format)." if others else "There are no GPU results in these files.")))
+    s.blocks.append(Figure("cpu_vs_gpu", figures.cpu_vs_gpu({}, cpu, "CPU baselines (log scale)"),
+                           "GFLOP/s against N, log scale, one dashed line per CPU baseline."))
     return s
 
 
@@ -302,7 +330,8 @@ def table1(ctx: ReportContext) -> list[Section]:
         n = ctx.size_at(g)
         if n is None:
             continue
-        recs = ctx.at_size(ctx.gpu_records(g) if g else [], n) + ctx.at_size(ctx.cpu_records(), n)
+        recs = ctx.at_size(ctx.gpu_records(g) if g else [], n) + ctx.at_size(
+            [r for r in ctx.cpu_records() if r.mode == COMPUTE], n)
         if not recs:
             continue
         nf = ctx.format_of(g) if g else FORMATS["fp32"]
@@ -312,7 +341,7 @@ def table1(ctx: ReportContext) -> list[Section]:
         rows = [[r.label, "GPU" if r.is_gpu else "CPU", num(r.median_ms, 4), num(r.gflops),
                  num(r.gbps), pct(r.pct_peak_compute), pct(r.pct_peak_bandwidth)] for r in recs]
         first = next((r for r in recs if r.peak_tflops or r.peak_fp32_tflops), None)
-        caption = ("Compute only, cold L2, medians. Effective bandwidth counts each matrix once: "
+        caption = (f"Compute only, {l2_state(recs)}, medians. Effective bandwidth counts each matrix once: "
                    f"{nf.itemsize} x (MK + KN + MN) bytes (plus MN when beta != 0) over the time.")
         if first:
             peak = first.peak_tflops if first.peak_tflops is not None else first.peak_fp32_tflops
@@ -379,22 +408,21 @@ def trust(ctx: ReportContext) -> Section | None:
                          f"{end.get('sm_clock_mhz', '?')} MHz at the end; throttle reasons at the end: "
                          f"{', '.join(throttle_names(end.get('throttle_reasons'))) or 'none'}; temperature "
                          f"{start.get('temperature_c', '?')} -> {end.get('temperature_c', '?')} C.")
-    timed = [r for r in ctx.records if r.median_ms]
-    if timed:
-        spread = [(r.q3_ms - r.q1_ms) / r.median_ms for r in timed if r.q1_ms is not None]
-        worst = max(timed, key=lambda r: (r.q3_ms - r.q1_ms) / r.median_ms)
-        items.append(f"Spread (IQR / median) of the samples: typically {100 * statistics.median(spread):.1f}%, "
-                     f"at most {100 * (worst.q3_ms - worst.q1_ms) / worst.median_ms:.1f}% "
+    spread = [(_spread(r), r) for r in ctx.records if _spread(r) is not None]
+    if spread:
+        most, worst = max(spread, key=lambda x: x[0])
+        items.append(f"Spread (IQR / median) of the samples: typically "
+                     f"{100 * statistics.median(x for x, _ in spread):.1f}%, at most {100 * most:.1f}% "
                      f"({worst.label} at {shape_text(worst)}, {worst.mode}).")
+    if recs:
         graphs = sum(1 for r in recs if r.method == GRAPH)
         cold = sum(1 for r in recs if r.l2 == "cold")
-        if recs:
-            items.append(f"{cold} of {len(recs)} GPU measurements are cold-L2 (flushed or operands rotated); "
-                         f"{graphs} were taken by CUDA-graph replay because one call was shorter than the launch "
-                         "gaps an event pair would time.")
+        items.append(f"{cold} of {len(recs)} GPU measurements are cold-L2 (flushed or operands rotated); "
+                     f"{graphs} were taken by CUDA-graph replay because one call was shorter than the launch "
+                     "gaps an event pair would time.")
     by_fmt: dict[str, list[Record]] = {}
     for r in ctx.records:
-        if r.rel_error is not None:
+        if r.rel_error is not None and math.isfinite(r.rel_error):
             by_fmt.setdefault(r.fmt, []).append(r)
     for fmt, rs in by_fmt.items():
         tol = next((r.verify_tol for r in rs if r.verify_tol), None) or format_tolerance(fmt)
@@ -412,6 +440,13 @@ def trust(ctx: ReportContext) -> Section | None:
                             "product runs well below it (the SM clock read during the run is above)."))
     s.blocks.append(Bullets(items))
     return s
+
+
+def _spread(r: Record) -> float | None:
+    """(q3 - q1) / median, where the record has a time and both quartiles as finite numbers."""
+    if not r.ok or r.q1_ms is None or r.q3_ms is None or not math.isfinite(r.q3_ms - r.q1_ms):
+        return None
+    return (r.q3_ms - r.q1_ms) / r.median_ms
 
 
 def all_results(ctx: ReportContext) -> list[Section]:

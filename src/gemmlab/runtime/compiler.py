@@ -399,9 +399,10 @@ def _meta_problem(meta: object, exprs: tuple[str, ...]) -> str | None:
         if not isinstance(lowered.get(e), str) or not lowered[e]:
             return f"it has no lowered name for {e}"
         report = resources.get(e)
-        if not isinstance(report, dict) or any(
-                k not in _RESOURCE_FIELDS or type(v) is not _RESOURCE_FIELDS[k] for k, v in report.items()):
-            return f"its resource report for {e} is not one of integers"
+        # Every field present: a missing one would read as 0 from a report marked known.
+        if not isinstance(report, dict) or report.keys() != _RESOURCE_FIELDS.keys() or any(
+                type(v) is not _RESOURCE_FIELDS[k] for k, v in report.items()):
+            return f"its resource report for {e} is incomplete or not one of integers"
     return None
 
 
@@ -437,14 +438,13 @@ def _keep_in_process(module: CompiledModule, cubin: bytes, exc: OSError) -> None
         _unwritable.add(str(folder))
         warnings.warn(f"cannot write the kernel cache in {folder} ({exc.strerror or _one_line(exc)}); "
                       "compiled kernels are kept for this process only", RuntimeWarning, stacklevel=4)
-    module.held = cubin
     try:
         if not _private:
             _private.append(Path(tempfile.mkdtemp(prefix="gemmlab-kernels-")))
             atexit.register(shutil.rmtree, _private[0], ignore_errors=True)
         module.cubin_path = atomic_write(_private[0] / module.cubin_path.name, cubin)
     except OSError:
-        pass  # no file at all: `cubin` still answers from memory
+        module.held = cubin  # no file at all: `cubin` still answers (launching needs a file)
 
 
 def _nvrtc_compile(files: dict[str, str], source: Path, exprs: tuple[str, ...], arch: str, opts: tuple[str, ...]):
