@@ -24,6 +24,9 @@ def matmul(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bia
     kw = dict(alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias, activation=activation,
               residual=residual, out_dtype=out_dtype, precision=precision, **params)
     nda, ndb = getattr(a, "ndim", 2), getattr(b, "ndim", 2)
+    for name, x, nd in (("A", a, nda), ("B", b, ndb)):
+        if isinstance(nd, int) and nd < 2:
+            raise ValueError(f"{name} must be 2-D (or a batch of matrices), got shape {tuple(x.shape)} ({nd}-D)")
     if nda > 2 and ndb == 2:
         return _batched_rows(a, b, c, **kw)
     if nda > 3 or ndb > 3:

@@ -245,9 +245,19 @@ def _cpu_fallback(req: checks.Request, a, b, c, kinds, alpha, beta, bias, residu
 
 
 def _host_product(name, a, b, c, kinds, alpha, beta, params, dtype=None) -> np.ndarray:
-    """alpha A B + beta C by the CPU baseline `name`, on host copies (converted to `dtype` where given)."""
+    """alpha A B + beta C by the CPU baseline `name`, on host copies (converted to `dtype` where given). An
+    empty C is returned as it is; operands whose host copies would not fit in memory are refused by size."""
     from ..cpu import BASELINES
 
+    (m, k), n = a.shape, b.shape[1]
+    if m == 0 or n == 0:
+        return np.zeros((m, n), dtype=dtype or a.dtype)
+    item = np.dtype(dtype or a.dtype).itemsize
+    need = (m * k + k * n + 2 * m * n) * item
+    have = device.host_memory_bytes()
+    if have and need > have // 2:
+        raise ValueError(f"{m} x {n} x {k} on the CPU needs about {need / 2**30:.1f} GiB of host memory for "
+                         f"contiguous copies of the operands; this machine has {have / 2**30:.1f} GiB")
     an, bn, cn = (None if x is None else np.ascontiguousarray(arrays.to_host_numpy(x, kd), dtype=dtype)
                   for x, kd in zip((a, b, c), kinds))
     return BASELINES[name].run(an, bn, cn if beta != 0 else None, float(alpha), float(beta), **params)

@@ -205,7 +205,7 @@ def run(
             fail(f"{kernel} is a CPU baseline: float32, no dispatch to explain (--explain, --cc, --dtype and "
                  "--precision are for the GPU kernels)")
         need = 20 * (M * K + K * N + M * N)  # fp32 operands, their fp64 copies, the result and its reference
-        have = _host_memory()
+        have = device.host_memory_bytes()
         if have and need > have // 2:
             fail(f"{kernel} at {M} x {N} x {K} needs about {need / 2**30:.1f} GiB of host memory for the operands "
                  f"and the float64 reference; this machine has {have / 2**30:.1f} GiB")
@@ -395,12 +395,3 @@ def _rel(out: np.ndarray, ref: np.ndarray) -> float:
     den = np.linalg.norm(ref)
     return float(np.linalg.norm(out.astype(np.float64) - ref) / den) if den else float(np.linalg.norm(out))
 
-
-def _host_memory() -> int:
-    """Physical memory of this machine in bytes (0 where the system does not say)."""
-    import os
-
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 0

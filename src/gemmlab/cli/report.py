@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
 from rich.markup import escape
 
 from ._app import app, console, err_console, fail

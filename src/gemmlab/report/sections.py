@@ -79,7 +79,7 @@ def num(v: float | None, digits: int = 3) -> str:
 def pct(v: float | None) -> str:
     if v is None or not math.isfinite(v):
         return "-"
-    return (f"{v:.1f}%" if v < 99.95 or v >= 100.05 else "100%")
+    return f"{v:.1f}%" if v < 99.95 or v >= 100.05 else "100%"
 
 
 def shape_text(r: Record) -> str:
@@ -138,7 +138,8 @@ def overview(ctx: ReportContext) -> Section:
 def _outcome(r: Record) -> str:
     """Why a record is not drawn: its status and note, or, for status ok, that its time is not a time."""
     if r.status == OK:
-        return f"not measured (median {r.median_ms} ms is not a time)"
+        return ("not measured (no time recorded)" if r.median_ms is None else
+                f"not measured (median {r.median_ms} ms is not a time)")
     return f"{r.status}, {r.note or 'no detail'}"
 
 
@@ -218,8 +219,8 @@ def ladder_story(ctx: ReportContext) -> list[Section]:
         recs = ctx.at_size(cpu, n)
         s = Section(f"The CPU ladder at N = {n}")
         lo, hi = recs[0], recs[-1]
-        text = (f"On {lo.processor or 'this processor'} the CPU ladder runs from {num(lo.gflops)} GFLOP/s ({lo.label}) to "
-                f"{num(hi.gflops)} GFLOP/s ({hi.label}) at N = {n}.")
+        text = (f"On {lo.processor or 'this processor'} the CPU ladder runs from {num(lo.gflops)} GFLOP/s "
+                f"({lo.label}) to {num(hi.gflops)} GFLOP/s ({hi.label}) at N = {n}.")
         gpu_at = [r for g in ctx.gpus() for r in ctx.at_size(ctx.gpu_records(g), n)
                   if r.family == GPU and r.fmt == "fp32"]
         if gpu_at:
@@ -312,13 +313,13 @@ def cpu_and_gpu(ctx: ReportContext) -> Section | None:
         s.blocks.append(Figure("cpu_vs_gpu", figures.cpu_vs_gpu(gpu, cpu, "CPU against GPU (log scale)"),
                                "GFLOP/s against N, log scale. Dashed: CPU baselines; solid: GPU rungs and cuBLAS."))
         return s
-    others = ", ".join(ctx.gpus())
+    others = "; ".join(ctx.gpus())
     s = Section("CPU throughput against size")
     s.blocks.append(Paragraph(
         "The product on the processor (numba loops and numpy's BLAS), in GFLOP/s on a logarithmic scale: equal "
         "steps up the axis are equal factors. The CPU baselines run only up to sizes that finish in seconds. "
-        + (f"No fp32 GPU results to set beside them (the GPU results here, {others}, are in another number "
-           "format)." if others else "There are no GPU results in these files.")))
+        + (f"No fp32 GPU results to set beside them: the GPU results here ({others}) are in other number "
+           "formats." if others else "There are no GPU results in these files.")))
     s.blocks.append(Figure("cpu_vs_gpu", figures.cpu_vs_gpu({}, cpu, "CPU baselines (log scale)"),
                            "GFLOP/s against N, log scale, one dashed line per CPU baseline."))
     return s

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -237,3 +238,11 @@ def stream_capturing(stream: int) -> bool:
     """Whether the stream with this raw handle is being captured into a CUDA graph."""
     cupy = require_cupy()
     return cupy.cuda.runtime.streamIsCapturing(int(stream)) != 0
+
+
+def host_memory_bytes() -> int:
+    """Physical memory of this machine in bytes (0 where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0

@@ -1,0 +1,126 @@
+"""Property-based tests of the public API's inputs, on the host path (no GPU needed): whatever shapes
+(0 included), strides (transposed, stepped, negative, broadcast), dtypes, scalars, kernels and parameters a
+caller passes, `gemmlab.matmul` either returns the right product or raises a ValueError, a TypeError or a
+GemmlabError (e.g. a GPU rung without a GPU) whose message is one line; never another exception, never a
+wrong number.
+
+CI runs `EXAMPLES` cases per property; GEMMLAB_HYPOTHESIS_EXAMPLES=10000 runs more.
+"""
+
+import math
+import os
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import gemmlab
+from gemmlab.runtime.errors import GemmlabError
+
+EXAMPLES = int(os.environ.get("GEMMLAB_HYPOTHESIS_EXAMPLES", "150"))
+ALLOWED = (ValueError, TypeError, GemmlabError)
+DIMS = st.sampled_from([0, 1, 2, 3, 5, 8, 17])
+DTYPES = st.sampled_from([np.float32, np.float64, np.float16, np.int32, np.bool_, np.complex64])
+KERNELS = st.sampled_from(["auto", "cpu_naive", "cpu_reordered", "cpu_blocked", "cpu_blas", "naive", "sgemm",
+                           "nope", "cpu_", ""])
+SCALARS = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32), st.integers(-3, 3),
+                    st.sampled_from(["1", None, True, 1j]))
+LAYOUTS = st.sampled_from(["c", "f", "transposed", "stepped", "reversed", "broadcast"])
+
+
+def _array(rng, rows, cols, dtype, layout):
+    """A rows x cols array of `dtype` laid out as `layout` (a view where the layout is one)."""
+    base = rng.uniform(-1, 1, (rows * 2 + 1, cols * 2 + 1)).astype(dtype) if dtype != np.bool_ else \
+        rng.uniform(-1, 1, (rows * 2 + 1, cols * 2 + 1)) > 0
+    if layout == "c":
+        return np.ascontiguousarray(base[:rows, :cols])
+    if layout == "f":
+        return np.asfortranarray(base[:rows, :cols])
+    if layout == "transposed":
+        return np.ascontiguousarray(base[:cols, :rows]).T
+    if layout == "stepped":
+        return base[: 2 * rows : 2, : 2 * cols : 2]
+    if layout == "reversed":
+        return base[:rows, :cols][::-1, ::-1]
+    return np.broadcast_to(base[:1, :cols], (rows, cols)) if cols else base[:rows, :0]
+
+
+def _reference(a, b, c, alpha, beta):
+    z = alpha * (a.astype(np.float64) @ b.astype(np.float64))
+    if c is not None and beta != 0:
+        z = z + beta * c.astype(np.float64)
+    return z
+
+
+def _one_line(exc):
+    text = str(exc).strip()
+    assert text and "Traceback" not in text, repr(exc)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(m=DIMS, n=DIMS, k=DIMS, k2=st.one_of(st.none(), DIMS), dt_a=DTYPES, dt_b=DTYPES,
+       la=LAYOUTS, lb=LAYOUTS, with_c=st.booleans(), alpha=SCALARS, beta=SCALARS, kernel=KERNELS,
+       params=st.dictionaries(st.sampled_from(["TILE", "BLOCK_DIM", "BM", "out", "x"]),
+                              st.one_of(st.integers(-2, 70), st.sampled_from([2**31, "8", None])), max_size=2),
+       seed=st.integers(0, 2**16))
+def test_matmul_is_right_or_refuses_with_one_line(m, n, k, k2, dt_a, dt_b, la, lb, with_c, alpha, beta, kernel,
+                                                  params, seed):
+    rng = np.random.default_rng(seed)
+    a = _array(rng, m, k, dt_a, la)
+    b = _array(rng, k if k2 is None else k2, n, dt_b, lb)
+    c = _array(rng, m, n, dt_a, "c") if with_c else None
+    c_before = None if c is None else c.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the one-time "no GPU: cpu_blas" notice
+        try:
+            out = gemmlab.matmul(a, b, c, alpha=alpha, beta=beta, kernel=kernel, **params)
+        except ALLOWED as exc:
+            _one_line(exc)
+            if c is not None:
+                assert np.array_equal(c, c_before, equal_nan=True), "a refused call wrote into C"
+            return
+    # It ran: the product must be right.
+    assert kernel in ("auto",) or kernel.startswith("cpu_"), (kernel, "ran without a GPU")
+    assert isinstance(alpha, (int, float)) and isinstance(beta, (int, float)) and not isinstance(alpha, bool)
+    assert math.isfinite(alpha) and math.isfinite(beta)
+    ref = _reference(a, b, c_before, alpha, beta)
+    got = np.asarray(out, dtype=np.float64)
+    assert got.shape == (m, n)
+    tol = 1e-2 if np.float16 in (dt_a, dt_b) else 1e-5
+    scale = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) * abs(alpha) + 1.0
+    assert np.all(np.abs(got - ref) <= tol * scale), (kernel, a.dtype, b.dtype)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(shape_a=st.lists(st.sampled_from([0, 1, 2, 3, 2**31 - 1, 2**31, 2**40]), min_size=0, max_size=4),
+       shape_b=st.lists(st.sampled_from([0, 1, 2, 3, 2**31 - 1, 2**31]), min_size=0, max_size=4),
+       kernel=st.sampled_from(["auto", "cpu_blas", "sgemm"]))
+def test_huge_and_odd_ranks_are_refused_or_empty(shape_a, shape_b, kernel):
+    """Shapes up to and past the 32-bit limits (as zero-stride views: no memory behind them), and ranks 0
+    to 4: an empty result, or a clear refusal, never an attempt to allocate or compute them."""
+    try:
+        a = np.broadcast_to(np.float32(1), tuple(shape_a))
+        b = np.broadcast_to(np.float32(1), tuple(shape_b))
+    except ValueError:
+        assume(False)  # numpy itself cannot describe the operands
+    big = [d for d in (*shape_a, *shape_b) if d >= 2**31 - 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            out = gemmlab.matmul(a, b, kernel=kernel)
+        except ALLOWED as exc:
+            _one_line(exc)
+            return
+    assert np.asarray(out).size == 0 or not big, (shape_a, shape_b)
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [((2**31 - 1, 1), (1, 0)), ((0, 2**31 - 1), (2**31 - 1, 3))])
+def test_an_empty_product_of_huge_sides_is_empty(shape_a, shape_b):
+    a = np.broadcast_to(np.float32(1), shape_a)
+    b = np.broadcast_to(np.float32(1), shape_b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = gemmlab.matmul(a, b)
+    assert out.shape == (shape_a[0], shape_b[1]) and out.size == 0
