@@ -474,8 +474,8 @@ class Results:
                 row = next(reader)
             except StopIteration:
                 break
-            except csv.Error as exc:
-                bad, why = bad + 1, why or f"line {reader.line_num}: {exc}"
+            except csv.Error as exc:  # its line number is not known reliably here: the reason alone
+                bad, why = bad + 1, why or str(exc)
                 continue
             if None in row or None in row.values():
                 bad, why = bad + 1, why or f"line {reader.line_num}: not one cell per column"

@@ -32,7 +32,8 @@ def bench(
                                                                       "(the rungs and peers that offer it)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="results and report directory "
                                                                  "(default gemmlab-results/<run id>)"),
-    at: Optional[int] = typer.Option(None, help="the size the report's tables use (default: the largest with cuBLAS)"),
+    at: Optional[int] = typer.Option(None, help="the size the report's tables use (default: the largest with cuBLAS; "
+                                                "a size without results warns in one line and takes the default)"),
     batch: Optional[int] = typer.Option(None, "--batch", help="instead of the ladder: a batch of this many products "
                                                                "of each --shape (or --sizes) in one gemmlab launch, "
                                                                "against torch.bmm, torch.matmul and a loop of torch.mm"),
