@@ -67,7 +67,11 @@ def tune(
                           f"{res.default_tflops:.2f}" if res.default_tflops else "-", f"{res.best_tflops:.2f}",
                           " ".join(f"{k}={v}" for k, v in res.best.items()))
     if not dry_run:
-        cache.save()
+        try:
+            cache.save()
+        except GemmlabError as exc:
+            console.print(table)
+            fail(str(exc))
         console.print(f"stored in {cache.path}")
     console.print(table)
 
