@@ -124,3 +124,43 @@ def test_an_empty_product_of_huge_sides_is_empty(shape_a, shape_b):
         warnings.simplefilter("ignore")
         out = gemmlab.matmul(a, b)
     assert out.shape == (shape_a[0], shape_b[1]) and out.size == 0
+
+
+# ------------------------------------------------------------------------------------ gemmlab report's inputs
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63), st.floats(allow_nan=True, allow_infinity=True),
+              st.sampled_from(["", "$\\foo$", "a_b^c", "\\", "nan", "inf", "-1", "0", "1e400", "GPU $x$ \\alpha"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=8)
+
+
+@settings(max_examples=min(EXAMPLES, 80), deadline=None, suppress_health_check=list(HealthCheck))
+@given(edits=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(
+    ["median_ms", "m", "n", "k", "kernel", "label", "gpu", "l2", "mode", "family", "rung", "dtype", "status",
+     "rel_error", "tflops", "params", "sm_count", "peak_tflops", "precision", "batch", "q1_ms"]), JSON_VALUES),
+    max_size=6), drop=st.booleans())
+def test_report_reads_any_damage_to_a_results_file(edits, drop, tmp_path_factory):
+    """Any field of any record replaced by any JSON value (or records removed): loading and building the
+    report end in sections or in a ValueError of one line, never in another exception."""
+    import json as _json
+
+    from gemmlab.bench.records import load
+    from gemmlab.report import build_report
+    from gemmlab.report.render import markdown
+    from test_report import synthetic
+
+    doc = _json.loads(synthetic().to_json())
+    for i, field, value in edits:
+        doc["records"][i % len(doc["records"])][field] = value
+    if drop:
+        doc["records"] = doc["records"][::3]
+    path = tmp_path_factory.mktemp("r") / "results.json"
+    path.write_text(_json.dumps(doc))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            res = load([path], warn=lambda _: None)
+            markdown(build_report(res))
+        except ValueError as exc:
+            _one_line(exc)
