@@ -90,6 +90,8 @@ def test_matmul_is_right_or_refuses_with_one_line(m, n, k, k2, dt_a, dt_b, la, l
     assert got.shape == (m, n)
     tol = 1e-2 if np.float16 in (dt_a, dt_b) else 1e-5
     scale = (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) * abs(alpha) + 1.0
+    if c_before is not None:
+        scale = scale + abs(beta) * np.abs(c_before.astype(np.float64))
     assert np.all(np.abs(got - ref) <= tol * scale), (kernel, a.dtype, b.dtype)
 
 
