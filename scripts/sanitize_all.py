@@ -5,9 +5,12 @@ stream-K; sanitize_deferred.py: deferred stores over several tiles; sanitize_ski
 layouts; sanitize_batched.py: batches). Run after every kernel change:
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 10 python3 scripts/sanitize_all.py; done
+
+`--rungs-only` runs the registry loop alone (under racecheck the payloads take many minutes).
 """
 
 import runpy
+import sys
 from pathlib import Path
 
 import torch
@@ -39,6 +42,6 @@ for spec in registry.all_specs():
             ran += 1
 torch.cuda.synchronize()
 print(f"sanitize_all: {ran} rung, dtype and shape cases")
-for payload in ("sanitize_tensor.py", "sanitize_deferred.py", "sanitize_skinny.py", "sanitize_batched.py"):
+for payload in () if "--rungs-only" in sys.argv else ("sanitize_tensor.py", "sanitize_deferred.py", "sanitize_skinny.py", "sanitize_batched.py"):
     runpy.run_path(str(HERE / payload), run_name="__main__")
 print("sanitize_all: done")
