@@ -47,8 +47,8 @@ def _batched_leading(a, b, c, *, residual, **kw):
     batch = 1
     for d in lead:
         batch *= d
-    a3 = a.reshape(batch, *a.shape[-2:]) if la else a
-    b3 = b.reshape(batch, *b.shape[-2:]) if lb else b
+    a3 = _folded(a, (batch, *a.shape[-2:]), "A") if la else a
+    b3 = _folded(b, (batch, *b.shape[-2:]), "B") if lb else b
     want = (*lead, a.shape[-2], b.shape[-1])
     folded = []
     for name, x in (("C", c), ("residual", residual)):
@@ -68,6 +68,22 @@ def _batched_leading(a, b, c, *, residual, **kw):
     return c if c is not None else out.reshape(want)
 
 
+def _folded(x, shape, name):
+    """x reshaped to `shape`: a view where its strides allow one, else a copy, which for a host array must fit
+    in memory (a broadcast view of a huge batch is refused by size, not materialised)."""
+    if not _arrays.rows_fold(tuple(x.shape[:-1]), _arrays.strides_in_elements(x)[:-1]):
+        from .runtime import device
+
+        need = int(getattr(x, "nbytes", 0) or 0)
+        if not need:
+            need = x.numel() * x.element_size() if hasattr(x, "numel") else 0
+        have = device.host_memory_bytes()
+        if _arrays.is_host(_arrays.kind_of(x)) and have and need > have // 2:
+            raise ValueError(f"{name} of shape {tuple(x.shape)} does not fold into {shape} without a copy of "
+                             f"{need / 2**30:.1f} GiB; this machine has {have / 2**30:.1f} GiB")
+    return x.reshape(shape)
+
+
 def _batched_rows(a, b, c, *, residual, **kw):
     """x @ W for x of shape (..., T, K) and a 2-D W: one product of all rows, (batch x T) x K times K x N, in
     one launch, the epilogue on every row; the result (or `c`) has shape (..., T, N). A's leading dimensions
@@ -80,7 +96,7 @@ def _batched_rows(a, b, c, *, residual, **kw):
     rows = 1
     for d in lead:
         rows *= d
-    a2 = a.reshape(rows, k)
+    a2 = _folded(a, (rows, k), "A")
     n = b.shape[1]
     want = (*lead, n)
     for name, x in (("C", c), ("residual", residual)):
