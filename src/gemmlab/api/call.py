@@ -226,7 +226,15 @@ def _cpu_fallback(req: checks.Request, a, b, c, kinds, alpha, beta, bias, residu
         _warned_cpu[0] = True
     if req.dtype == "bfloat16":
         raise TypeError("bfloat16 host arrays need a GPU (numpy has no bfloat16 arithmetic)")
-    if req.batched:  # product by product
+    if req.batched and req.m * req.n == 0:
+        z = np.zeros((req.batch, req.m, req.n), np.float32)
+    elif req.batched:  # product by product
+        need = req.batch * (req.m * req.k + req.k * req.n + 2 * req.m * req.n) * 4
+        have = device.host_memory_bytes()
+        if have and need > have // 2:
+            raise ValueError(f"a batch of {req.batch} products of {req.m} x {req.n} x {req.k} on the CPU needs about "
+                             f"{need / 2**30:.1f} GiB of host memory; this machine has {have / 2**30:.1f} GiB")
+
         def item(x, kd, i):
             h = arrays.to_host_numpy(x, kd)
             return h[i] if h.ndim == 3 and h.shape[0] > 1 else h.reshape(h.shape[-2:])
