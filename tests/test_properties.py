@@ -142,7 +142,8 @@ JSON_VALUES = st.recursive(
     max_leaves=8)
 
 
-@settings(max_examples=min(EXAMPLES, 80), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES if "GEMMLAB_HYPOTHESIS_EXAMPLES" in os.environ else 80, deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(edits=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(
     ["median_ms", "m", "n", "k", "kernel", "label", "gpu", "l2", "mode", "family", "rung", "dtype", "status",
      "rel_error", "tflops", "params", "sm_count", "peak_tflops", "precision", "batch", "q1_ms"]), JSON_VALUES),
