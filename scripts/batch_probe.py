@@ -44,35 +44,17 @@ def main():
     print("\n".join(["", "summary"] + rows))
 
 
-
-
 def variants(shapes, configs, dtype="bfloat16", budget=150.0):
     """gemmlab with each parameter set in `configs` (and kernel="auto") against torch.bmm, interleaved."""
     import torch
 
-    import gemmlab
-    from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
+    from variant_timing import compare
 
     dt = getattr(torch, dtype)
     for bt, m, n, k in shapes:
         a = (torch.rand(bt, m, k, device="cuda") * 2 - 1).to(dt)
         b = (torch.rand(bt, k, n, device="cuda") * 2 - 1).to(dt)
-        ref = torch.bmm(a, b)
-        calls = {"bmm": TimedCall(lambda: torch.bmm(a, b), graph=False),
-                 "auto": TimedCall(lambda: gemmlab.matmul(a, b), graph=False)}
-        for i, cfg in enumerate(configs):
-            try:
-                got = gemmlab.matmul(a, b, kernel="wgmma", **cfg)
-            except Exception as exc:  # noqa: BLE001
-                print(f"  {cfg}: {type(exc).__name__}: {str(exc)[:100]}")
-                continue
-            assert torch.allclose(got.float(), ref.float(), rtol=2e-2, atol=2e-1), cfg
-            calls[f"v{i}"] = TimedCall(lambda cfg=cfg: gemmlab.matmul(a, b, kernel="wgmma", **cfg), graph=False)
-        t = time_interleaved(calls, TimingOptions(budget_ms=budget))
-        base = t["bmm"].median_ms
-        print(f"{bt} x {m}x{n}x{k}: bmm {base * 1e3:.1f} us; " + "; ".join(
-            f"{name}{'' if name in ('auto', 'bmm') else ' ' + str(configs[int(name[1:])])} x{base / v.median_ms:.3f}"
-            for name, v in t.items() if name != "bmm"), flush=True)
+        compare(f"{bt} x {m}x{n}x{k} (x torch.bmm)", a, b, lambda: torch.bmm(a, b), configs, budget, atol=2e-1)
 
 
 if __name__ == "__main__":

@@ -23,34 +23,17 @@ def main():
     args = ap.parse_args()
     import torch
 
-    import gemmlab
-    from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
+    from variant_timing import compare
 
     if args.stream_k:
         stream_k(args.budget)
         return
-
     for m, n, k in ODD:
         a = (torch.rand(m, k, device="cuda") * 2 - 1).to(torch.bfloat16)
         b = (torch.rand(k, n, device="cuda") * 2 - 1).to(torch.bfloat16)
         if args.kmajor:
             b = b.t().contiguous().t()
-        ref = a.float() @ b.float()
-        calls = {"torch": TimedCall(lambda: torch.matmul(a, b), graph=False),
-                 "auto": TimedCall(lambda: gemmlab.matmul(a, b), graph=False)}
-        for i, cfg in enumerate(VARIANTS):
-            try:
-                got = gemmlab.matmul(a, b, kernel="wgmma", **cfg)
-            except Exception as exc:  # noqa: BLE001
-                print(f"  {cfg}: {type(exc).__name__}: {str(exc)[:100]}")
-                continue
-            assert torch.allclose(got.float(), ref, rtol=2e-2, atol=5e-1), cfg
-            calls[f"v{i}"] = TimedCall(lambda cfg=cfg: gemmlab.matmul(a, b, kernel="wgmma", **cfg), graph=False)
-        t = time_interleaved(calls, TimingOptions(budget_ms=args.budget))
-        base = t["torch"].median_ms
-        print(f"{m}x{n}x{k}: torch {base * 1e3:.1f} us; " + "; ".join(
-            f"{name}{'' if name == 'auto' else ' ' + str(VARIANTS[int(name[1:])])} x{base / v.median_ms:.3f}"
-            for name, v in t.items() if name != "torch"), flush=True)
+        compare(f"{m}x{n}x{k}", a, b, lambda: torch.matmul(a, b), VARIANTS, args.budget)
 
 
 PARTIAL = [(3000, 3000, 3000), (2500, 2500, 2500), (3500, 3500, 3500), (5000, 5000, 5000), (4096, 4096, 4096),
