@@ -308,9 +308,8 @@ class Sweep:
         # One baseline over all its shapes, then the next: each switch between thread pools (numba's,
         # the BLAS library's) costs a settling pause, so switches are kept few. The operands and their
         # float64 references (a multi-threaded BLAS product) are made once per shape, before any baseline is
-        # timed, so no BLAS product runs just before a threaded baseline: the BLAS's threads keep spinning on
-        # every core for a while after one. (The suspected cause of cpu_threaded at 4.2 GFLOP/s against 18.8
-        # for the single-threaded blocked kernel at N = 256 on a 16-core host; not yet measured again there.)
+        # timed, so no BLAS product runs between the baselines' timings. (The threaded baseline's own pool is
+        # chosen in cpu/baselines.py: OpenMP beside the BLAS's cost it a fixed ~8 ms a call.)
         self._cpu_inputs = {shape: self._cpu_operands(shape) for shape in self._cpu_shapes()
                             if any(self.plan.cpu_fits(cpu_runner(n, p), shape) for n, p in self.plan.cpu)}
         if self._cpu_inputs:

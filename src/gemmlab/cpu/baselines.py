@@ -27,8 +27,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import os
+import threading
+
 import numba
 import numpy as np
+
+# The threading layer of rung 4's prange: TBB where it is installed, else numba's own work queue, OpenMP last.
+# With OpenMP first (numba's default order where no TBB is found), each parallel call cost a fixed ~8 ms beside
+# the BLAS library's OpenMP threads (measured at N = 128 and 256: 8.0 ms a call, against 0.22 and 1.1 ms on the
+# work queue), which made the threaded rung slower than the single-threaded one. A caller's own choice
+# (NUMBA_THREADING_LAYER or NUMBA_THREADING_LAYER_PRIORITY) is left as it is.
+if not ({"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ)):
+    numba.config.THREADING_LAYER_PRIORITY = ["tbb", "workqueue", "omp"]
 
 __all__ = ["BASELINES", "CpuBaseline", "get"]
 
@@ -166,9 +177,15 @@ def _run_blocked(a, b, TILE):
     return out
 
 
+_threaded_lock = threading.Lock()
+
+
 def _run_threaded(a, b, TILE):
+    """One parallel product at a time: the work queue runs one parallel region per process (two at once would
+    abort it), and one already takes every core."""
     out = _empty_result(a, b)
-    _threaded_product(a, b, out, TILE)
+    with _threaded_lock:
+        _threaded_product(a, b, out, TILE)
     return out
 
 
