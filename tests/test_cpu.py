@@ -204,3 +204,30 @@ def test_run_validates_params():
         get("cpu_blocked").run(a, b, c, 1.0, 1.0, TILE=4)
     with pytest.raises(ValueError, match="TILE"):
         get("cpu_naive").run(a, b, c, 1.0, 1.0, TILE=64)
+
+
+def test_the_threaded_rung_runs_off_openmp_and_takes_concurrent_callers():
+    """Rung 4's pool is TBB or numba's work queue (OpenMP beside the BLAS's threads cost a fixed ~8 ms a
+    call), and calls from several threads at once are served one after another, each right."""
+    import os
+    import threading
+
+    import numba
+
+    a = np.random.default_rng(3).uniform(-1, 1, (200, 150)).astype(np.float32)
+    b = np.random.default_rng(4).uniform(-1, 1, (150, 90)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    outs = []
+
+    def work():
+        for _ in range(3):
+            outs.append(BASELINES["cpu_threaded"].run(a, b, None, 1.0, 0.0))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outs) == 12 and all(np.abs(o - ref).max() < 1e-4 for o in outs)
+    if not ({"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ)):
+        assert numba.threading_layer() in ("tbb", "workqueue")
