@@ -1,6 +1,7 @@
-"""Batched products against torch.bmm on the GPU, side by side (interleaved, L2 flushed): the batch shapes
-of the suite (scripts/shape_suite.py BATCHES), BF16 and strict FP32, through `gemmlab bench --batch`'s
-measurement (bench.batched.measure). Prints one line per shape, the ratio to torch.bmm last.
+"""Batched products against torch.bmm on the GPU, side by side (interleaved, L2 flushed): the suite's batch
+shapes (BATCHES below: square batches, attention-like short K, N = 128, wide K, an odd size), BF16 and strict
+FP32, through `gemmlab bench --batch`'s measurement (bench.batched.measure). Prints one line per shape, the
+ratio to torch.bmm last.
 
     PYTHONPATH=src python scripts/batch_probe.py [--dtype bfloat16,float32] [--budget 200] [--variants]
 """
