@@ -69,7 +69,7 @@ PROBES = [
           "320 per k: stream predicted; in step here puts the threshold above 320"),
     Probe("smem_tiled G=1", "smem_tiled", 4096, 4096, 4096, {"BLOCK_DIM": 32, "GROUP_M": 1},
           "a tiled rung in row-major block order, with the grid and occupancy of coalesced 32 x 32: in step "
-          "predicted (B once per wave); docs/performance.md once recorded 8.4 GB, a stream: does "
+          "predicted (B once per wave); docs/journal.md records 8.4 GB, a stream: does "
           "shared-memory pressure pace a tiled kernel's blocks apart?"),
     Probe("blocktile_2d 8192x8192", "blocktile_2d", 8192, 8192, 4096, {},
           "a tiled rung over 15.5 waves instead of the ladder's 3.9: in step predicted; a stream here says "

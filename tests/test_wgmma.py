@@ -158,7 +158,7 @@ def test_tensor_map_checks():
 def test_fused_activation_runs_the_plain_defaults():
     """A fused activation once defaulted to the ping-pong schedule (its epilogue went through shared memory
     and was worth hiding); written straight from the registers it is cheap, and the cooperative default
-    measured faster fused too (docs/performance.md)."""
+    measured faster fused too (docs/journal.md)."""
     from gemmlab import api
 
     plain = api.explain_choice("bfloat16", shape=(4096, 4096, 4096), cc=(9, 0), sm_count=132)

@@ -6,9 +6,9 @@
 // Bottleneck: memory access pattern. threadIdx.x walks *rows* of C, so a warp (16 rows x 2 columns at
 // the default 16 x 16 block) reads 16 different rows of A per load: 16 separate 32-byte sectors to use
 // 4 bytes of each, while its B reads touch only 2 words. At BX = 32 the warp reads 32 rows: half again
-// as fast; at BX = 8 it reads 8: twice as fast (see docs/performance.md).
+// as fast; at BX = 8 it reads 8: twice as fast (see docs/journal.md).
 // Global loads: 2*M*N*K elements (every thread reads K of A and K of B); intensity 2 FLOP per 8 bytes.
-// Predicted: limited by L1/L2 transactions, about 1% of cuBLAS. Measured: see docs/performance.md.
+// Predicted: limited by L1/L2 transactions, about 1% of cuBLAS. Measured: see docs/journal.md.
 #include "common.cuh"
 
 // BX: threads per block along rows of C (threadIdx.x), BY: along columns (threadIdx.y).

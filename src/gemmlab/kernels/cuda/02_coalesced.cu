@@ -5,7 +5,7 @@
 // Changed from rung 01: only the index map (row from y, column from x).
 // Bottleneck: still every operand comes from global memory (through L1/L2): 2*M*N*K loads, intensity
 // 2 FLOP per 8 bytes as far as the caches are concerned, but now each byte fetched is used.
-// Predicted: about 8x fewer sectors per load than rung 01, roughly 10x faster. Measured: docs/performance.md.
+// Predicted: about 8x fewer sectors per load than rung 01, roughly 10x faster. Measured: docs/journal.md.
 #include "common.cuh"
 
 // BX: threads per block along columns of C (threadIdx.x, the coalesced direction), BY: along rows.

@@ -15,7 +15,7 @@
 // tile rows and read all of B, 64 MB at 4096^3, more than the 50 MB L2: ncu counted 8.4 GB of DRAM reads
 // and a 38% L2 hit rate. Taking blocks in groups of GROUP_M tile rows keeps a wave's tiles in L2, so
 // the loads that every barrier waits for come from L2 instead of DRAM.
-// Predicted: 1.3-1.6x rung 02 at BLOCK_DIM = 32. Measured: docs/performance.md.
+// Predicted: 1.3-1.6x rung 02 at BLOCK_DIM = 32. Measured: docs/journal.md.
 #include "common.cuh"
 
 // BD: BLOCK_DIM, the tile edge; the block has BD x BD threads. GROUP_M: tile rows per group of the

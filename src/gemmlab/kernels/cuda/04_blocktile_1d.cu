@@ -8,7 +8,7 @@
 // shared loads per FMA drop from 2 to (1 + 1/TM).
 // Bottleneck: the latency of the single-buffered loop (load, barrier, compute, barrier), hidden only by
 // other resident blocks; hence MIN_BLOCKS, which trades registers per thread for blocks per SM.
-// Predicted: about 2x rung 03 at (BM, BN, BK, TM) = (128, 64, 8, 16). Measured: docs/performance.md.
+// Predicted: about 2x rung 03 at (BM, BN, BK, TM) = (128, 64, 8, 16). Measured: docs/journal.md.
 #include "common.cuh"
 
 // BM, BN: block tile of C; BK: depth of one shared-memory step; TM: results per thread (a column);

@@ -9,7 +9,7 @@
 // (TM + TN) / (TM*TN) = 1/4 at 8x8, against 1 + 1/TM in rung 04.
 // Bottleneck: scalar (4-byte) shared and global accesses and a single-buffered loop that stalls on
 // each step's loads; the vectorised and pipelined rungs attack these.
-// Predicted: about 1.5x rung 04 at (128, 128, 8, 8, 8). Measured: docs/performance.md.
+// Predicted: about 1.5x rung 04 at (128, 128, 8, 8, 8). Measured: docs/journal.md.
 #include "common.cuh"
 
 // BM, BN: block tile of C; BK: depth of one shared-memory step; TM x TN: results per thread.

@@ -11,7 +11,7 @@
 // Traffic: as rung 05; shared-memory *instructions* per k fall from TM + TN to (TM + TN) / 4.
 // Bottleneck left: bank conflicts. Contiguous 8-wide thread tiles put quarter-warp lanes 32 bytes apart
 // (2-way conflicts on B reads), and the transposed A stores collide (2-way). Rung 07 removes both.
-// Predicted: 1.15-1.3x rung 05 (fewer load instructions, same conflicts). Measured: docs/performance.md.
+// Predicted: 1.15-1.3x rung 05 (fewer load instructions, same conflicts). Measured: docs/journal.md.
 #include "tile_io.cuh"
 
 // BM, BN: block tile; BK: depth per step (a multiple of 4); TM, TN: thread tile (multiples of 4).

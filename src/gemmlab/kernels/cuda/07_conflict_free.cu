@@ -9,7 +9,7 @@
 // Changed from rung 06: the thread-to-element map and the padding; the arithmetic is identical.
 // Traffic: as rung 06; shared-memory wavefronts per LDS.128 drop to the minimum (4 per warp).
 // Predicted: 1.1-1.2x rung 06; with ncu, l1tex__data_bank_conflicts_pipe_lsu_mem_shared falls to ~0.
-// Measured: docs/performance.md.
+// Measured: docs/journal.md.
 #include "tile_io.cuh"
 
 // BM, BN: block tile; BK: depth per step (a multiple of 4); TM, TN: thread tile (multiples of 4).

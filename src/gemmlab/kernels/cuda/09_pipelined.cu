@@ -10,7 +10,7 @@
 // Traffic: as rung 08; shared memory doubles (2 x BK x (BM + 4 + BN) floats).
 // Bottleneck left: issue slots (address arithmetic, edge checks) and, for small or odd shapes, tile and
 // wave quantization; rung 10 chooses tiles per shape.
-// Predicted: 1.2-1.4x rung 08, toward 80-90% of cuBLAS at 4096^3. Measured: docs/performance.md.
+// Predicted: 1.2-1.4x rung 08, toward 80-90% of cuBLAS at 4096^3. Measured: docs/journal.md.
 #include "tile_io.cuh"
 
 // BM, BN: block tile; BK: depth per step; WM, WN: warp tile; TM, TN: thread tile (multiples of 4),

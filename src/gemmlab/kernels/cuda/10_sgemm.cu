@@ -53,7 +53,7 @@
 // History: the first version (rung 09's loop) measured 1-2% below rung 09; the second (untransposed A,
 // four k per LDS.128 of A) had 94% FFMAs but read fragments in bursts and measured 88% of cuBLAS.
 // Predicted (this loop): issue rate 0.79 -> 0.88 per scheduler and cycle, 50-52 TFLOP/s at 4096^3 at
-// 256 x 128 x 8. Measured: docs/performance.md.
+// 256 x 128 x 8. Measured: docs/journal.md ("Rung 10, third main loop").
 #include "tile_io.cuh"
 #include "epilogue.cuh"
 

@@ -39,7 +39,7 @@
 // TF32 predicted (before its first measurement): about half the fp16 rate of this kernel (m16n8k8 does half
 // the multiply-adds of m16n8k16 per instruction, plus one cvt per fragment element), 20-35% of cuBLAS TF32
 // on H100; relative error about 3e-4 against float64, independent of K.
-// Measured: docs/performance.md (scripts/device_tensor_check.py prints the figures).
+// Measured: docs/journal.md (scripts/device_tensor_check.py prints the figures).
 
 #include "common.cuh"
 #include "epilogue.cuh"

@@ -52,7 +52,7 @@
 // Traffic: per tile BM x K of A and K x BN of B, B read from L2 once per cluster.
 // Predicted (first version): 80-100% of cuBLAS BF16 at 4096^3; measured 47%, then 82-89% once the
 // epilogue was staged. Predicted for clusters + the epilogue from registers: 95% at 4096^3, 97% at
-// 8192^3; measured 80-94% and 97-112% (run to run; docs/performance.md, scripts/device_wgmma_check.py).
+// 8192^3; measured 80-94% and 97-112% (run to run; docs/journal.md, scripts/device_wgmma_check.py).
 // Predicted for TMA stores (ncu put the gap to cuBLAS in the per-tile cost, not the main loop): -5-10% of
 // the cycles at 4096^3; measured -10% (ncu), 1.01-1.04x cuBLAS at 4096^3.
 // Predicted for groups of 16 tile rows instead of 8 (a wave's panels 2048 x 2112 instead of 1024 x 4224,
@@ -257,7 +257,7 @@ __device__ __forceinline__ float tanh_mufu(float x) {
 // error at most 3e-7. So 1 + erf(z) is 2 - r^16 for z >= 0 and r^16 for z < 0, r = 1 / p(|z|): a degree-6
 // polynomial, one MUFU.RCP and four squarings, with no cancellation in the negative tail. libdevice's erff
 // takes about 30 FP32 operations over two branches and an exponential; the layer with erf measured 0.953 of
-// the plain product at 8192^3 against 1.021 for the tanh form (docs/performance.md). The error, 1.5e-7 |x|
+// the plain product at 8192^3 against 1.021 for the tanh form (docs/journal.md). The error, 1.5e-7 |x|
 // from the formula and about 2^-18 of the tail from the reciprocal, is far below a 16-bit output's rounding.
 __device__ __forceinline__ float gelu_erf_16(float x) {
     const float z = fabsf(x) * 0.7071067811865476f;
@@ -621,7 +621,7 @@ __device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sy
 // st.shared is ordered against every memory access (its asm clobbers memory), so a load written between
 // two stores waits for the one before it, and each element's arithmetic waits for its load (before this,
 // the timeline measured a column bias at +60 % of the plain epilogue's cycles and GELU at +270 %;
-// after, +40 % and +180 %: docs/performance.md).
+// after, +40 % and +180 %: docs/journal.md, rung 12's sixth round).
 // BIAS (here and below): which bias the code is compiled for: 0 none, EPI_BIAS_ROW, EPI_BIAS_COL, or
 // BIAS_EITHER (whichever bias_mode names, both added per element).
 constexpr int BIAS_EITHER = EPI_BIAS_ROW | EPI_BIAS_COL;

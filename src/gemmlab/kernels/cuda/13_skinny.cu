@@ -44,7 +44,7 @@
 // 2.3-2.7 TB/s. Measured (H100, B^T given, L2 flushed): 2.0-2.5 TB/s at M = 1, 0.86-0.93 x cuBLAS; M = 16
 // 0.75-0.87. Missed: ncu shows the warps issue-bound (about 5 instructions per 16-byte copy and fragment,
 // 7 cycles per issued instruction), not DRAM-bound; bulk copies (TMA) and wgmma would cut the instructions.
-// fp32: 0.89-1.00 x cuBLAS at M = 1, 1.09-1.28 at M = 16. docs/performance.md has each version.
+// fp32: 0.89-1.00 x cuBLAS at M = 1, 1.09-1.28 at M = 16. docs/journal.md has each version.
 
 #include "common.cuh"
 #include "epilogue.cuh"

@@ -191,7 +191,7 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
         # at a time and then the group sums: about REDUCE_COST multiply-adds' worth of time per element read
         # (L2 bandwidth against FMA rate) along that chain. Charged for every split, also where the second
         # kernel sums the slices (_reduce_for), which costs less for long chains: the picks this model
-        # makes were measured with that charge (docs/performance.md, the shape suite's fourth round).
+        # makes were measured with that charge (docs/journal.md, the shape suite's fourth round).
         if split == 1:
             return 0.0
         groups = cdiv(split, SPLIT_GROUP)

@@ -145,7 +145,7 @@ def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: 
 
 def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
     """Where kernel="auto" takes this rung (measured against the tiled rungs on the same calls, H100,
-    docs/performance.md):
+    docs/journal.md):
     - fp16 / bf16 decoding, M <= MAX_M and N < WIDE_N. At M = 32 and N = 8192 rung 12 ran at 0.78 x cuBLAS,
       this rung at 0.69; at M = 64, rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already
       give every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93);
@@ -186,7 +186,7 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     sub-partition: with four, each warp waited on its shared-memory reads about 40 % of its cycles, ncu).
     MT = 8: one m16 tile per warp and slots of four chunks (each row of a transposed weight copied in runs
     of 256 bytes); above, two tiles, two chunks and three slots. From side-by-side timings against cuBLAS at
-    M = 1, 16, 32 and N x K = 8192 x 8192, 28672 x 8192, 8192 x 28672 (docs/performance.md). SPLIT:
+    M = 1, 16, 32 and N x K = 8192 x 8192, 28672 x 8192, 8192 x 28672 (docs/journal.md). SPLIT:
     best_split (params_for)."""
     mt = 8
     while mt < min(m, 64):

@@ -153,7 +153,7 @@ def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> in
 
     Only with STREAM_K = 1, which is not the default: on the H100 it gained nothing measurable (ncu, one
     launch each: 8192^3 BF16 +1.2 % cycles, 16384 x 14336 x 4096 +0.2 %, where 3 % and 1.3 % were the
-    quantization loss to win back; docs/performance.md). The clusters' runs start at different k steps, so
+    quantization loss to win back; docs/journal.md). The clusters' runs start at different k steps, so
     tiles that share a panel of A or B no longer read its k slices at the same time, and the panels of all
     the stream-K tiles must stay in L2 for the length of a run; where they cannot (long K, tf32's four-byte
     elements, or stream-K half of the work) it lost outright in timed runs (4096^3 BF16 -4.5 %, 16384 x 4096
@@ -218,7 +218,7 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
 
 def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     """Tiles per shape class on `sms` SMs (the defaults, 128 x 256 in clusters of two, elsewhere), from
-    side-by-side timings against cuBLAS (docs/performance.md):
+    side-by-side timings against cuBLAS (docs/journal.md):
     - fewer default tiles than half the SMs (1024^3: 32 tiles on 132 SMs): 128 x 128 tiles without
       clusters, twice the blocks at work (1024^3: 0.43 -> 0.67 of cuBLAS; 1000^3: 0.41 -> 0.63, later
       0.81); when M and N are whole 64 x 128 tiles, 64 x 128 ping-pong tiles instead, four times the
@@ -348,10 +348,10 @@ SPEC = KernelSpec(
     staging=Staging("AB"),
     # GELU with erf does not take the deferred stores (its temporaries beside the 64 held registers spill), so
     # under DEFER=1 it stores from registers; DEFER=0 gives it the TMA-store path. Measured, BF16, x the plain
-    # product, flushed and interleaved: 4096^3 0.69 -> 0.86, 8192^3 0.82 -> 0.91 (docs/performance.md).
+    # product, flushed and interleaved: 4096^3 0.69 -> 0.86, 8192^3 0.82 -> 0.91 (docs/journal.md).
     # A residual (beta == 0, R's rows allowing pairs) is added box by box on the stores through TMA, which the
     # deferred stores cannot hold beside their registers (its loads spilled): DEFER=0 for calls with one.
-    # Measured, BF16 down projections x W^T + R against torch eager: from registers 0.90-0.96 (docs/performance.md).
+    # Measured, BF16 down projections x W^T + R against torch eager: from registers 0.90-0.96 (docs/journal.md).
     epilogue_params={"gelu_erf": {"DEFER": 0}, "residual": {"DEFER": 0}},
     trace=Trace("GEMMLAB_TRACE", lambda p: 128 // element_bytes(p)),
 )
