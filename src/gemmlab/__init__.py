@@ -71,16 +71,11 @@ def _batched_leading(a, b, c, *, residual, **kw):
 def _folded(x, shape, name):
     """x reshaped to `shape`: a view where its strides allow one, else a copy, which for a host array must fit
     in memory (a broadcast view of a huge batch is refused by size, not materialised)."""
-    if not _arrays.rows_fold(tuple(x.shape[:-1]), _arrays.strides_in_elements(x)[:-1]):
+    if _arrays.is_host(_arrays.kind_of(x)) and not _arrays.rows_fold(tuple(x.shape[:-1]),
+                                                                   _arrays.strides_in_elements(x)[:-1]):
         from .runtime import device
 
-        need = int(getattr(x, "nbytes", 0) or 0)
-        if not need:
-            need = x.numel() * x.element_size() if hasattr(x, "numel") else 0
-        have = device.host_memory_bytes()
-        if _arrays.is_host(_arrays.kind_of(x)) and have and need > have // 2:
-            raise ValueError(f"{name} of shape {tuple(x.shape)} does not fold into {shape} without a copy of "
-                             f"{need / 2**30:.1f} GiB; this machine has {have / 2**30:.1f} GiB")
+        device.check_host_memory(int(x.nbytes), f"{name} of shape {tuple(x.shape)}, copied to fold into {shape},")
     return x.reshape(shape)
 
 

@@ -229,11 +229,8 @@ def _cpu_fallback(req: checks.Request, a, b, c, kinds, alpha, beta, bias, residu
     if req.batched and req.m * req.n == 0:
         z = np.zeros((req.batch, req.m, req.n), np.float32)
     elif req.batched:  # product by product
-        need = req.batch * (req.m * req.k + req.k * req.n + 2 * req.m * req.n) * 4
-        have = device.host_memory_bytes()
-        if have and need > have // 2:
-            raise ValueError(f"a batch of {req.batch} products of {req.m} x {req.n} x {req.k} on the CPU needs about "
-                             f"{need / 2**30:.1f} GiB of host memory; this machine has {have / 2**30:.1f} GiB")
+        device.check_host_memory(req.batch * (req.m * req.k + req.k * req.n + 2 * req.m * req.n) * 4,
+                                 f"a batch of {req.batch} products of {req.m} x {req.n} x {req.k} on the CPU")
 
         def item(x, kd, i):
             h = arrays.to_host_numpy(x, kd)
@@ -260,12 +257,8 @@ def _host_product(name, a, b, c, kinds, alpha, beta, params, dtype=None) -> np.n
     (m, k), n = a.shape, b.shape[1]
     if m == 0 or n == 0:
         return np.zeros((m, n), dtype=dtype or a.dtype)
-    item = np.dtype(dtype or a.dtype).itemsize
-    need = (m * k + k * n + 2 * m * n) * item
-    have = device.host_memory_bytes()
-    if have and need > have // 2:
-        raise ValueError(f"{m} x {n} x {k} on the CPU needs about {need / 2**30:.1f} GiB of host memory for "
-                         f"contiguous copies of the operands; this machine has {have / 2**30:.1f} GiB")
+    device.check_host_memory((m * k + k * n + 2 * m * n) * np.dtype(dtype or a.dtype).itemsize,
+                             f"{m} x {n} x {k} on the CPU (contiguous copies of the operands)")
     an, bn, cn = (None if x is None else np.ascontiguousarray(arrays.to_host_numpy(x, kd), dtype=dtype)
                   for x, kd in zip((a, b, c), kinds))
     return BASELINES[name].run(an, bn, cn if beta != 0 else None, float(alpha), float(beta), **params)

@@ -252,11 +252,11 @@ def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False
     layout and batching are template parameters. B_LAYOUT 2: B read K-major in place, because it is given
     transposed (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared memory),
     computed as C^T = B^T A^T; 1: B row-major as it is. BATCHED 1: a batch of products in one launch."""
-    if not spec.type_params:
-        return {}
-    if spec.type_params == ("BATCHED",):
-        return {"BATCHED": int(batched)}
-    out_p = {"A_TYPE": formats.ELEMENT_TYPES[element], "C_TYPE": formats.C_TYPES[out]}
+    out_p = {}
+    if "A_TYPE" in spec.type_params:
+        out_p["A_TYPE"] = formats.ELEMENT_TYPES[element]
+    if "C_TYPE" in spec.type_params:
+        out_p["C_TYPE"] = formats.C_TYPES[out]
     if "B_LAYOUT" in spec.type_params:
         out_p["B_LAYOUT"] = 2 if b_kmajor else 3 if element == "tf32" else 1
     if "BATCHED" in spec.type_params:

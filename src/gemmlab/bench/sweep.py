@@ -208,7 +208,6 @@ class Sweep:
     def __init__(self, plan: Plan, on_progress: Callable[[float, str], None] | None = None, command: str = ""):
         self.plan = plan
         self.on_progress = on_progress or (lambda work, text: None)
-        self._cpu_inputs: dict = {}  # shape -> (A, B, C, float64 reference), made before the CPU timings
         self.run_id = datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
         self.gpu_reason = device.gpu_unavailable_reason() if (plan.gpu or plan.peers) else None
         self.notes: list[str] = []
@@ -306,14 +305,7 @@ class Sweep:
             if gpu_runners:
                 yield from self._gpu_shape(shape, gpu_runners, weight)
         # One baseline over all its shapes, then the next: each switch between thread pools (numba's,
-        # the BLAS library's) costs a settling pause, so switches are kept few. The operands and their
-        # float64 references (a multi-threaded BLAS product) are made once per shape, before any baseline is
-        # timed, so no BLAS product runs between the baselines' timings. (The threaded baseline's own pool is
-        # chosen in cpu/baselines.py: OpenMP beside the BLAS's cost it a fixed ~8 ms a call.)
-        self._cpu_inputs = {shape: self._cpu_operands(shape) for shape in self._cpu_shapes()
-                            if any(self.plan.cpu_fits(cpu_runner(n, p), shape) for n, p in self.plan.cpu)}
-        if self._cpu_inputs:
-            time.sleep(self.plan.cpu_settle_s)
+        # the BLAS library's) costs a settling pause, so switches are kept few.
         for r in (cpu_runner(name, params) for name, params in self.plan.cpu):
             for shape in self._cpu_shapes():
                 if self.plan.cpu_fits(r, shape):
@@ -474,8 +466,7 @@ class Sweep:
 
     # ---------------------------------------------------------------- CPU
 
-    def _cpu_operands(self, shape: Shape):
-        """A, B, C (or None) of fp32 and the float64 reference for one CPU shape."""
+    def _cpu_one(self, r: CpuRunner, shape: Shape) -> Record:
         plan = self.plan
         m, n, k = shape
         rng = np.random.default_rng(plan.seed)
@@ -485,11 +476,6 @@ class Sweep:
         ref = plan.alpha * (a.astype(np.float64) @ b.astype(np.float64))
         if c is not None:
             ref += plan.beta * c.astype(np.float64)
-        return a, b, c, ref
-
-    def _cpu_one(self, r: CpuRunner, shape: Shape) -> Record:
-        plan = self.plan
-        a, b, c, ref = self._cpu_inputs[shape] if shape in self._cpu_inputs else self._cpu_operands(shape)
         time.sleep(plan.cpu_settle_s)
         try:
             err = host_rel_error(r.run(a, b, c, plan.alpha, plan.beta), ref)

@@ -204,11 +204,11 @@ def run(
         if explain or cc or dtype != "float32" or precision not in (None, "fp32"):
             fail(f"{kernel} is a CPU baseline: float32, no dispatch to explain (--explain, --cc, --dtype and "
                  "--precision are for the GPU kernels)")
-        need = 20 * (M * K + K * N + M * N)  # fp32 operands, their fp64 copies, the result and its reference
-        have = device.host_memory_bytes()
-        if have and need > have // 2:
-            fail(f"{kernel} at {M} x {N} x {K} needs about {need / 2**30:.1f} GiB of host memory for the operands "
-                 f"and the float64 reference; this machine has {have / 2**30:.1f} GiB")
+        try:  # fp32 operands, their fp64 copies, the result and its reference
+            device.check_host_memory(20 * (M * K + K * N + M * N),
+                                     f"{kernel} at {M} x {N} x {K} (the operands and the float64 reference)")
+        except ValueError as exc:
+            fail(str(exc))
         try:
             a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
             b = rng.uniform(-1, 1, (K, N)).astype(np.float32)

@@ -240,6 +240,15 @@ def stream_capturing(stream: int) -> bool:
     return cupy.cuda.runtime.streamIsCapturing(int(stream)) != 0
 
 
+def check_host_memory(need: int, what: str) -> None:
+    """ValueError where `what` needs more than half of this machine's memory (`need` bytes): refused by size
+    before anything is allocated, rather than a MemoryError or the system killing the process later."""
+    have = host_memory_bytes()
+    if have and need > have // 2:
+        raise ValueError(f"{what} needs about {need / 2**30:.1f} GiB of host memory; this machine has "
+                         f"{have / 2**30:.1f} GiB")
+
+
 def host_memory_bytes() -> int:
     """Physical memory of this machine in bytes (0 where the system does not say)."""
     try:
