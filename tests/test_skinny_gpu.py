@@ -106,6 +106,70 @@ def test_fp32_on_the_cuda_cores(params, layout, gen):
                f"fp32 {m}x{n}x{k} {params} layout {layout}")
 
 
+@pytest.mark.parametrize("copy", [0, 1, 2], ids=["cp.async", "bulk", "bulk evict-first"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
+def test_copy_paths(copy, dtype, layout, gen):
+    """Both ways of filling the ring (each lane's cp.async, the copy engine's bulk copies per row) on the
+    cases that change what a slot holds: groups cut short by the end of K or of a split (K a multiple of 8 but
+    not of the group), N not a multiple of a warp's columns, a warp past N, several splits, rows beyond one
+    block, row-major slots of 128-byte rows (NT = 4: the copy engine) and of 32-byte rows (NT = 1: cp.async
+    whatever COPY says), and K with a 16-byte piece cut (the copy engine's fallback)."""
+    shapes = [(1, 4104, 2056), (9, 1000, 4104), (16, 72, 6152), (3, 520, 776), (70, 136, 1000), (2, 130, 333)]
+    sets = [dict(MT=8, NT=1, UNROLL=8, STAGES=4, WARPS=4), dict(MT=8, NT=1, UNROLL=8, STAGES=3, WARPS=4, SPLIT=3),
+            dict(MT=16, NT=4, UNROLL=2, STAGES=3, WARPS=2, SPLIT=5), dict(MT=32, NT=2, UNROLL=4, STAGES=2, WARPS=8)]
+    for (m, n, k), params in zip(shapes, sets * 2):
+        a, b = _rand((m, k), dtype, gen), _b(k, n, layout, dtype, gen)
+        a64, b64 = _f64(a), _f64(b)
+        out = torch.full((m, n), float("nan"), device="cuda")
+        gemmlab.matmul(a, b, out, kernel="skinny", COPY=copy, **params)
+        _check(out, a64 @ b64, np.abs(a64) @ np.abs(b64), "float32", f"{dtype} {m}x{n}x{k} {params} COPY={copy}")
+
+
+@pytest.mark.parametrize("copy", [0, 1], ids=["cp.async", "bulk"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
+def test_persistent_stream_k(copy, dtype, layout, gen):
+    """SCHED 1: SPLIT persistent blocks, each a run of groups that may start and end inside an item: an item
+    summed from 2 or more parts (in block order), whole items, runs crossing from one item (columns, or a
+    tile of rows) into the next, one block for everything, more blocks than groups (empty runs), K's short
+    last group, K with a cut 16-byte piece (cp.async whatever COPY says). Then repeat calls bit for bit."""
+    base = dict(MT=8, NT=1, UNROLL=8, STAGES=3, WARPS=4) if layout == 2 else dict(MT=8, NT=4, UNROLL=2, STAGES=3,
+                                                                                 WARPS=2)
+    cases = [((1, 4104, 2056), 7), ((9, 1000, 4104), 132), ((70, 136, 1000), 5), ((3, 72, 6152), 400),
+             ((16, 520, 776), 1), ((2, 130, 333), 3), ((33, 300, 520), 64)]
+    for (m, n, k), blocks in cases:
+        a, b = _rand((m, k), dtype, gen), _b(k, n, layout, dtype, gen)
+        a64, b64 = _f64(a), _f64(b)
+        out = torch.full((m, n), float("nan"), device="cuda")
+        p = dict(base, MT=8 if m < 16 else 16, COPY=copy, SCHED=1, SPLIT=blocks)
+        gemmlab.matmul(a, b, out, kernel="skinny", **p)
+        _check(out, a64 @ b64, np.abs(a64) @ np.abs(b64), "float32", f"{dtype} {m}x{n}x{k} {p}")
+        again = torch.full((m, n), float("nan"), device="cuda")
+        gemmlab.matmul(a, b, again, kernel="skinny", **p)
+        assert torch.equal(out, again), f"{m}x{n}x{k} {p}: not repeatable"
+
+
+@pytest.mark.parametrize("copy", [0, 1], ids=["cp.async", "bulk"])
+@pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
+def test_a_short_last_group_reads_no_stale_weights(copy, layout, gen):
+    """A slot filled by a short last group still holds the end of an earlier group of the same columns: with
+    infinite weights there and A positive, the true column is +inf; a stale inf times A's zero padding would
+    make it NaN."""
+    m, n, k = 2, 64, 4 * 256 + 8  # groups of 256 k (64 row-major), the last of 8 in a slot used before
+    a = torch.rand((m, k), generator=gen, device="cuda").to(torch.bfloat16) + 0.5
+    b = _b(k, n, layout, "bfloat16", gen)
+    b[: k - 8, 5] = float("inf")  # every group of column 5 but the last: the slot's tail holds inf
+    out = torch.full((m, n), float("nan"), device="cuda")
+    gemmlab.matmul(a, b, out, kernel="skinny", COPY=copy, MT=8, NT=4 if layout == 1 else 1, UNROLL=8 if layout == 2
+                   else 2, STAGES=3, WARPS=4, SPLIT=1)
+    got = out.double().cpu().numpy()
+    assert np.isposinf(got[:, 5]).all(), got[:, 5]
+    keep = [j for j in range(n) if j != 5]
+    a64, b64 = _f64(a), _f64(b)[:, keep]
+    _check(out[:, keep], a64 @ b64, np.abs(a64) @ np.abs(b64), "float32", f"COPY={copy} layout {layout}")
+
+
 @pytest.mark.parametrize("act", list(ACTS), ids=str)
 @pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
 def test_fused_epilogue(act, layout, gen):

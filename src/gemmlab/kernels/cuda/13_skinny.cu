@@ -48,6 +48,7 @@
 
 #include "common.cuh"
 #include "epilogue.cuh"
+#include "hopper.cuh"
 
 // D += A (16x16, row) * B (16x8, col), fp32 accumulators; A_TYPE 1: fp16, 2: bf16.
 template <int A_TYPE>
@@ -109,8 +110,6 @@ __device__ __noinline__ void epilogue_call(typename Out<C_TYPE>::T* __restrict__
     epilogue_pair<C_TYPE>(C, ldc, m, n, pair, v0, v1, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r);
 }
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
 // 16 bytes global -> shared, bypassing L1 (B is read once); of them the first src_bytes (0..16) are read and
 // the rest written as zero.
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
@@ -151,9 +150,15 @@ struct Slot {
 
 // MT: rows of A per block (16-bit: n8 tiles of the swapped MMA, MT / 8). NT: 16 NT columns of C per warp
 // (16-bit: m16 tiles). WARPS: warps per block, side by side over N. UNROLL: chunks of 32 k per group (one
-// slot of a warp's ring). STAGES: slots per warp. A_TYPE 1 fp16, 2 bf16 (tensor cores), 4 fp32 (CUDA cores,
-// strict). B_LAYOUT 1: B row-major (K x N, ldb >= N); 2: B^T given (N x K, row pitch ldb). SPLIT is gridDim.y.
-template <int MT, int NT, int WARPS, int UNROLL, int STAGES, int A_TYPE, int C_TYPE, int B_LAYOUT>
+// slot of a warp's ring). STAGES: slots per warp. COPY: who fills a slot: 0, every lane, 16 bytes per
+// cp.async; 1, the copy engine, one bulk copy per row of the slot (where the kernel is compiled for sm_90 or
+// later, K is a whole number of 16-byte pieces and the slot's rows hold 128 bytes or more; elsewhere it takes
+// COPY 0's path); 2, as 1 with B marked evict-first in L2. SCHED: how work is dealt to blocks: 0, a grid of
+// (column blocks, SPLIT slices of K, tiles of MT rows); 1, a persistent grid of SPLIT blocks, each taking an
+// equal run of groups across the items (stream-K; see below). A_TYPE 1 fp16, 2 bf16 (tensor cores), 4 fp32
+// (CUDA cores, strict). B_LAYOUT 1: B row-major (K x N, ldb >= N); 2: B^T given (N x K, row pitch ldb).
+template <int MT, int NT, int WARPS, int UNROLL, int STAGES, int COPY, int SCHED, int A_TYPE, int C_TYPE,
+          int B_LAYOUT>
 __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     int M, int N, int K, float alpha, const typename Elem<A_TYPE>::T* __restrict__ A, int lda,
     const typename Elem<A_TYPE>::T* __restrict__ B, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
@@ -164,6 +169,8 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     static_assert(B_LAYOUT == 1 || B_LAYOUT == 2, "B_LAYOUT: 1 row-major, 2 B^T given");
     static_assert(A_TYPE == 1 || A_TYPE == 2 || A_TYPE == 4, "A_TYPE: 1 fp16, 2 bf16, 4 fp32");
     static_assert(STAGES >= 2, "STAGES: a ring of at least two slots");
+    static_assert(COPY >= 0 && COPY <= 2, "COPY: 0 cp.async, 1 bulk copies, 2 bulk copies evicting B first");
+    static_assert(SCHED == 0 || SCHED == 1, "SCHED: 0 a grid of slices, 1 persistent stream-K");
     typedef typename Elem<A_TYPE>::T E;
     constexpr bool F32 = A_TYPE == 4;
     constexpr int EB = sizeof(E), EPP = 16 / EB;  // bytes per element, elements per 16-byte piece
@@ -182,12 +189,26 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     constexpr int XP = XK + (F32 ? 4 : KMAJOR ? 32 : 16);  // row pitch in elements
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int n_warp = (blockIdx.x * WARPS + warp) * 16 * NT;
-    const int m0 = blockIdx.z * MT;
-    const int splits = gridDim.y;
-    // Each split takes whole chunks: chunk boundaries never fall inside a split, only K's end.
+    // The schedule. An item is a block's columns (WARPS x 16 NT) and a tile of MT rows of A; a segment, the
+    // part of an item's K one block computes, the k of [kb, ke).
+    // - SCHED 0: one segment per block: columns blockIdx.x, rows blockIdx.z, slice blockIdx.y of gridDim.y
+    //   (slices of whole chunks: chunk boundaries never fall inside one, only K's end).
+    // - SCHED 1 (persistent): the work is U units, a unit one group (G k) of one item, and block b of the
+    //   P = gridDim.x takes units [U b / P, U (b + 1) / P): a run of groups from the end of one item into
+    //   the next, so every block streams the same number of bytes of B and its ring never drains between
+    //   items. An item cut by the run's ends is a sum of partials (below).
+    const int col_blocks = (N + WARPS * 16 * NT - 1) / (WARPS * 16 * NT);
+    const int kgroups = (K + G - 1) / G;
+    const long long units = (long long)col_blocks * ((M + MT - 1) / MT) * kgroups;
+    auto unit_start = [&](long long b) { return units * b / gridDim.x; };  // SCHED 1
+    auto block_of = [&](long long u) {  // SCHED 1: the block whose run holds unit u
+        return (int)min((long long)gridDim.x - 1, ((u + 1) * gridDim.x - 1) / units);
+    };
+    const long long u_begin = SCHED ? unit_start(blockIdx.x) : 0, u_end = SCHED ? unit_start(blockIdx.x + 1) : 0;
+    const int splits = gridDim.y;  // SCHED 0
     const int kper = ((K + splits - 1) / splits + KC - 1) / KC * KC;
-    const int kb = min(K, (int)blockIdx.y * kper), ke = min(K, kb + kper);
+    int n_warp = (blockIdx.x * WARPS + warp) * 16 * NT, m0 = blockIdx.z * MT;  // the current segment's
+    int kb = min(K, (int)blockIdx.y * kper), ke = min(K, kb + kper);
 
     float accf[NACC];
 #pragma unroll
@@ -203,10 +224,31 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     const int own = lane / LPR, sub = lane % LPR;
     auto col32 = [&](int q) { return own + q * (32 / LPR); };
 
-    // Shared memory: the panel of A (MT x XP elements), then each warp's ring of STAGES slots.
+    // Shared memory: the panel of A (MT x XP elements), then each warp's ring of STAGES slots, then (COPY
+    // 1, 2) each warp's STAGES mbarriers, one per slot, on which its bulk copies complete.
     extern __shared__ __align__(16) unsigned char smem[];
     E* xs = reinterpret_cast<E*>(smem);
     unsigned char* ring = smem + MT * XP * EB + warp * STAGES * S::BYTES;
+
+    // The copy engine fills the slots (`bulk`) where it can: compiled for sm_90 or later, rows of the slot of
+    // at least 128 bytes (B^T given: every slot; row-major, 16 NT columns of 16-bit or 32 of fp32 elements
+    // and more), K a whole number of 16-byte pieces (so every row's run is) and, row-major, N too. The same
+    // decision for every warp, made once.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr bool BULK = COPY != 0 && (KMAJOR || S::ROW_BYTES >= 128);
+#else
+    constexpr bool BULK = false;
+#endif
+    const bool bulk = BULK && K % EPP == 0 && (KMAJOR || N % EPP == 0);
+    const unsigned bars = smem_u32(smem + MT * XP * EB + WARPS * STAGES * S::BYTES) + 8 * warp * STAGES;
+    if constexpr (BULK) {
+        if (lane == 0) {
+#pragma unroll
+            for (int q = 0; q < STAGES; ++q) mbar_init(bars + 8 * q, 1);  // lane 0's arrive (+ the copies' bytes)
+            fence_mbar_init();
+        }
+        __syncwarp();
+    }
 
     // A's rows m0 .. m0 + MT, a panel of XK k from p0, zero outside M x [kb, ke) (the weights there are
     // zero too, and 0 x garbage could be NaN). Row pitch XP: the eight 16-byte reads of a B^T-given phase
@@ -269,6 +311,70 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
                 cp_async16(base + dst_off[q], bytes ? src0[q] + step : B, bytes);
             }
         }
+    };
+
+    // The same copies with every address computed for the group (SCHED 1, where the columns change from item
+    // to item).
+    auto issue_any = [&](int slot, int n_w, int k0, int kend) {
+        const unsigned base = smem_u32(ring + slot * S::BYTES);
+#pragma unroll
+        for (int q = 0; q < PER_LANE; ++q) {
+            const int e = lane + 32 * q;
+            const int row = e / S::PER_ROW, col = e % S::PER_ROW;
+            int bytes;
+            const E* src;
+            if constexpr (KMAJOR) {
+                const int n = n_w + row, k = k0 + EPP * col;
+                bytes = n < N && k < kend ? EB * min(EPP, kend - k) : 0;
+                src = B + (size_t)n * ldb + k;
+            } else {
+                const int k = k0 + row, n = n_w + EPP * col;
+                bytes = k < kend && n < N ? EB * min(EPP, N - n) : 0;
+                src = B + (size_t)k * ldb + n;
+            }
+            cp_async16(base + row * S::PITCH + 16 * col, bytes ? src : B, bytes);
+        }
+    };
+
+    // The copy engine's version (COPY 1, 2): lane r copies rows r, r + 32, ... of the slot, each one run of
+    // bytes (B^T given: a row's kn k; row-major: a k-row's columns inside N), and lane 0 arrives on the slot's
+    // mbarrier with the bytes to wait for (the copies may land before it: the phase needs its arrival too).
+    // A group cut short by the end of the split (kn < G) leaves the rest of the slot as the previous group
+    // left it, and 0 x Inf would be NaN: each lane zeroes that part of the rows it copies (lane r: rows r,
+    // r + 32, ...) and orders the zeroes before its later copies into them (a fence between the generic and
+    // the async proxy). Rows of B^T past N are neither copied nor zeroed: they meet only outputs past N,
+    // which are never stored.
+    auto issue_bulk = [&](int slot, int n_w, int k0, int kend) {
+      if constexpr (BULK) {
+        unsigned char* slot_p = ring + slot * S::BYTES;
+        const unsigned base = smem_u32(slot_p), bar = bars + 8 * slot;
+        const int cols_here = max(0, min(16 * NT, N - n_w));  // the warp's columns of B inside N
+        const int kn = min(G, kend - k0);
+        const int rows = KMAJOR ? cols_here : kn;
+        const unsigned bytes = KMAJOR ? kn * EB : cols_here * EB;
+        if (kn < G) {
+            if constexpr (KMAJOR) {
+                for (int r = lane; r < rows; r += 32)
+                    for (int c = kn * EB; c < S::ROW_BYTES; c += 16)
+                        *reinterpret_cast<uint4*>(slot_p + r * S::PITCH + c) = make_uint4(0, 0, 0, 0);
+            } else {
+                for (int r = lane; r < G; r += 32) {
+                    if (r < kn) continue;
+                    for (int c = 0; c < S::ROW_BYTES; c += 16)
+                        *reinterpret_cast<uint4*>(slot_p + r * S::PITCH + c) = make_uint4(0, 0, 0, 0);
+                }
+            }
+            fence_async_shared();
+        }
+        unsigned long long policy = 0;
+        if constexpr (COPY == 2) policy = l2_evict_first();
+        for (int r = lane; r < rows; r += 32) {
+            const E* src = KMAJOR ? B + (size_t)(n_w + r) * ldb + k0 : B + (size_t)(k0 + r) * ldb + n_w;
+            if constexpr (COPY == 2) bulk_load_hint(base + r * S::PITCH, src, bytes, bar, policy);
+            else bulk_load(base + r * S::PITCH, src, bytes, bar);
+        }
+        if (lane == 0) mbar_arrive_expect_tx(bar, rows * bytes);
+      }
     };
 
     // 16-bit: the MMAs of one group from its slot, A's fragments from the panel that starts at p0. Fragments
@@ -382,97 +488,180 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     // The ring: STAGES - 1 groups in flight while the warp computes on the oldest. Every lane commits a group
     // per step (empty past the end), so wait_group counts alike everywhere. A new panel of A at every XK k,
     // between two block barriers (every warp walks the same groups).
-    const int groups = (ke - kb + G - 1) / G;
+    // The epilogue of the current segment's outputs (alpha, beta C, bias, activation, residual).
+    auto epilogue_segment = [&]() {
+        if constexpr (F32) {
+            // fp32: lane `own` writes (m, n) for its columns n and every row m (consecutive lanes consecutive
+            // columns); the second lane of a shared column writes nothing.
+            if (sub != 0) return;
 #pragma unroll
-    for (int q = 0; q < STAGES - 1; ++q) {
-        if (q < groups) issue_group(q, kb + q * G);
-        cp_async_commit();
-    }
-    int p0 = kb;
-    for (int q = 0; q < groups; ++q) {
-        const int k0 = kb + q * G;
-        if ((k0 - kb) % XK == 0) {
-            __syncthreads();
-            p0 = k0;
-            load_panel(p0);
-            __syncthreads();
+            for (int q = 0; q < RPL; ++q) {
+                const int n = n_warp + col32(q);
+                if (n >= N) continue;
+#pragma unroll
+                for (int m = 0; m < MT; ++m) {
+                    if (m0 + m >= M) continue;
+                    epilogue_call<C_TYPE>(C, ldc, m0 + m, n, false, acc32[q][m], 0.0f, alpha, beta, bias, R, ldr,
+                                          epilogue, false, false);
+                }
+            }
+        } else {
+            // Epilogue: acc[i][j] = (m, n), (m + 1, n), (m, n + 1), (m + 1, n + 1) with m = m0 + 8 j + 2 t and
+            // n = n_pair(i): row m's pair is (acc[.][.][0], acc[.][.][2]), row m + 1's (acc[.][.][1], acc[.][.][3]).
+            const bool vec_c = pairs_aligned(C, ldc);
+            const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
+#pragma unroll
+            for (int i = 0; i < NT; ++i) {
+                const int n = n_pair(i);
+                if (n >= N) continue;
+#pragma unroll
+                for (int j = 0; j < J; ++j)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int m = m0 + 8 * j + 2 * t + h;
+                        if (m >= M) continue;
+                        epilogue_call<C_TYPE>(C, ldc, m, n, n + 1 < N, acc[i][j][h], acc[i][j][2 + h], alpha, beta, bias,
+                                              R, ldr, epilogue, vec_c, vec_r);
+                    }
+            }
+        }
+    };
+
+    // The block's groups as one stream (v = 0, 1, ...: its segments one after the other), each into slot
+    // v % STAGES: STAGES - 1 groups in flight while a warp computes on the oldest, across segments too. With
+    // the copy engine, lane 0's arrival and the bytes complete a slot's phase (its use, v / STAGES, gives the
+    // parity); with cp.async every lane commits a group per step (empty past the end), so wait_group counts
+    // alike everywhere.
+    const long long stream = SCHED ? u_end - u_begin : (ke - kb + G - 1) / G;
+    auto prefetch = [&](long long v) {  // group v into its slot; nothing past the last
+        if (v < stream) {
+            int n_w = n_warp, k0 = kb + (int)v * G, kend = ke;
+            if constexpr (SCHED == 1) {
+                const long long u = u_begin + v, item = u / kgroups;
+                n_w = ((int)(item % col_blocks) * WARPS + warp) * 16 * NT;
+                k0 = (int)(u % kgroups) * G;
+                kend = K;
+            }
+            if (bulk) issue_bulk((int)(v % STAGES), n_w, k0, kend);
+            else if constexpr (SCHED == 1) issue_any((int)(v % STAGES), n_w, k0, kend);
+            else issue_group((int)(v % STAGES), k0);
+        }
+        if (!bulk) cp_async_commit();
+    };
+    auto landed = [&](long long v) {  // wait until group v has landed in its slot
+        if constexpr (BULK) {
+            if (bulk) {
+                mbar_wait(bars + 8 * (int)(v % STAGES), (int)(v / STAGES) & 1);
+                __syncwarp();
+                return;
+            }
         }
         cp_async_wait<STAGES - 2>();
         __syncwarp();
-        // The slot group q - 1 used is free again: every lane is past its reads (the barrier above).
-        if (q + STAGES - 1 < groups) issue_group((q + STAGES - 1) % STAGES, k0 + (STAGES - 1) * G);
-        cp_async_commit();
-        if constexpr (F32) compute_group32(q % STAGES, k0, p0);
-        else compute_group(q % STAGES, k0, p0);
+    };
+#pragma unroll
+    for (int q = 0; q < STAGES - 1; ++q) prefetch(q);
+
+    long long v0 = 0;  // the current segment's first group in the stream
+    for (int seg = 0;; ++seg) {
+        // The segment: SCHED 0 has one (a block past K's end too: its partial sums are zero); SCHED 1 walks
+        // its run.
+        long long item = 0;
+        bool whole;
+        int groups;
+        if constexpr (SCHED == 0) {
+            if (seg > 0) break;
+            groups = (int)stream;
+            whole = splits == 1;
+        } else {
+            if (u_begin + v0 >= u_end) break;
+            const long long u = u_begin + v0;
+            item = u / kgroups;
+            const int gi0 = (int)(u % kgroups), gi1 = (int)min((long long)kgroups, gi0 + (u_end - u));
+            n_warp = ((int)(item % col_blocks) * WARPS + warp) * 16 * NT;
+            m0 = (int)(item / col_blocks) * MT;
+            kb = gi0 * G, ke = min(K, gi1 * G);
+            groups = gi1 - gi0;
+            whole = gi0 == 0 && gi1 == kgroups;
+        }
+#pragma unroll
+        for (int i = 0; i < NACC; ++i) accf[i] = 0.0f;
+
+        // A new panel of A at every XK k, between two block barriers (every warp walks the same groups).
+        int p0 = kb;
+        for (int q = 0; q < groups; ++q) {
+            const int k0 = kb + q * G;
+            if ((k0 - kb) % XK == 0) {
+                __syncthreads();
+                p0 = k0;
+                load_panel(p0);
+                __syncthreads();
+            }
+            landed(v0 + q);
+            // The slot group v0 + q - 1 used is free again: every lane is past its reads (the barrier above).
+            prefetch(v0 + q + STAGES - 1);
+            if constexpr (F32) compute_group32((int)((v0 + q) % STAGES), k0, p0);
+            else compute_group((int)((v0 + q) % STAGES), k0, p0);
+        }
+        v0 += groups;
+        if constexpr (F32 && LPR == 2) {  // the two lanes of a column add their halves of k
+#pragma unroll
+            for (int i = 0; i < NACC; ++i) accf[i] += __shfl_xor_sync(0xffffffffu, accf[i], 1);
+        }
+
+        // An item computed in parts: every part writes its partial sums to its slot of the workspace (float4s,
+        // consecutive threads consecutive 16 bytes), and the last part to finish (an atomic counter per
+        // item, left zero again) adds all of them in a fixed order (the result does not depend on which
+        // finished last) and stores. SCHED 0: the parts are the slices, slot column x SPLIT + slice.
+        // SCHED 1: the blocks whose runs cover the item, in block order; block b's first segment has slot
+        // 2 b, its last 2 b + 1.
+        bool store = true;
+        if (!whole) {
+            constexpr int F4 = NACC / 4;
+            long long mine, first_slot = 0;
+            int parts, counter, b_first = 0;
+            if constexpr (SCHED == 0) {
+                const int column = blockIdx.z * gridDim.x + blockIdx.x;
+                parts = splits, counter = column;
+                first_slot = (long long)column * splits, mine = first_slot + blockIdx.y;
+            } else {
+                const long long item_u = item * kgroups;
+                b_first = block_of(item_u);
+                parts = block_of(item_u + kgroups - 1) - b_first + 1;
+                counter = (int)item;
+                mine = 2LL * blockIdx.x + (u_begin >= item_u ? 0 : 1);
+            }
+            auto slot_of = [&](int j) {
+                if constexpr (SCHED == 0) return first_slot + j;
+                const int b = b_first + j;
+                return 2LL * b + (unit_start(b) >= item * kgroups ? 0 : 1);
+            };
+            float4* part = reinterpret_cast<float4*>(ws);
+#pragma unroll
+            for (int i = 0; i < F4; ++i)
+                part[(mine * F4 + i) * NTHREADS + threadIdx.x] =
+                    make_float4(accf[4 * i], accf[4 * i + 1], accf[4 * i + 2], accf[4 * i + 3]);
+            __threadfence();
+            __syncthreads();
+            __shared__ int last;
+            if (threadIdx.x == 0) last = atomicAdd(&counters[counter], 1) == parts - 1;
+            __syncthreads();
+            store = last;
+            if (store) {
+                __threadfence();
+                if (threadIdx.x == 0) counters[counter] = 0;  // zero again for the next launch
+#pragma unroll
+                for (int i = 0; i < F4; ++i) {
+                    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    for (int j = 0; j < parts; ++j) {
+                        const float4 v = __ldcg(part + (slot_of(j) * F4 + i) * NTHREADS + threadIdx.x);
+                        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+                    }
+                    accf[4 * i] = sum.x, accf[4 * i + 1] = sum.y, accf[4 * i + 2] = sum.z, accf[4 * i + 3] = sum.w;
+                }
+            }
+        }
+        if (store) epilogue_segment();
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-    if constexpr (F32 && LPR == 2) {  // the two lanes of a column add their halves of k
-#pragma unroll
-        for (int i = 0; i < NACC; ++i) accf[i] += __shfl_xor_sync(0xffffffffu, accf[i], 1);
-    }
-
-    if (splits > 1) {
-        // Partial sums out (float4s, consecutive threads consecutive 16 bytes), then the last block of this
-        // column of blocks adds all of them in split order.
-        constexpr int F4 = NACC / 4;
-        const int column = blockIdx.z * gridDim.x + blockIdx.x;
-        float4* part = reinterpret_cast<float4*>(ws) + (size_t)column * splits * F4 * NTHREADS;
-        float4* mine = part + (size_t)blockIdx.y * F4 * NTHREADS + threadIdx.x;
-#pragma unroll
-        for (int i = 0; i < F4; ++i)
-            mine[i * NTHREADS] = make_float4(accf[4 * i], accf[4 * i + 1], accf[4 * i + 2], accf[4 * i + 3]);
-        __threadfence();
-        __syncthreads();
-        __shared__ int last;
-        if (threadIdx.x == 0) last = atomicAdd(&counters[column], 1) == splits - 1;
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        if (threadIdx.x == 0) counters[column] = 0;  // zero again for the next launch
-#pragma unroll
-        for (int i = 0; i < F4; ++i) {
-            float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            for (int sp = 0; sp < splits; ++sp) {
-                const float4 v = __ldcg(part + ((size_t)sp * F4 + i) * NTHREADS + threadIdx.x);
-                sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-            }
-            accf[4 * i] = sum.x, accf[4 * i + 1] = sum.y, accf[4 * i + 2] = sum.z, accf[4 * i + 3] = sum.w;
-        }
-    }
-
-    if constexpr (F32) {
-        // fp32: lane `own` writes (m, n) for its columns n and every row m (consecutive lanes consecutive
-        // columns); the second lane of a shared column writes nothing.
-        if (sub != 0) return;
-#pragma unroll
-        for (int q = 0; q < RPL; ++q) {
-            const int n = n_warp + col32(q);
-            if (n >= N) continue;
-#pragma unroll
-            for (int m = 0; m < MT; ++m) {
-                if (m0 + m >= M) continue;
-                epilogue_call<C_TYPE>(C, ldc, m0 + m, n, false, acc32[q][m], 0.0f, alpha, beta, bias, R, ldr,
-                                      epilogue, false, false);
-            }
-        }
-    } else {
-        // Epilogue: acc[i][j] = (m, n), (m + 1, n), (m, n + 1), (m + 1, n + 1) with m = m0 + 8 j + 2 t and
-        // n = n_pair(i): row m's pair is (acc[.][.][0], acc[.][.][2]), row m + 1's (acc[.][.][1], acc[.][.][3]).
-        const bool vec_c = pairs_aligned(C, ldc);
-        const bool vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
-#pragma unroll
-        for (int i = 0; i < NT; ++i) {
-            const int n = n_pair(i);
-            if (n >= N) continue;
-#pragma unroll
-            for (int j = 0; j < J; ++j)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int m = m0 + 8 * j + 2 * t + h;
-                    if (m >= M) continue;
-                    epilogue_call<C_TYPE>(C, ldc, m, n, n + 1 < N, acc[i][j][h], acc[i][j][2 + h], alpha, beta, bias,
-                                          R, ldr, epilogue, vec_c, vec_r);
-                }
-        }
-    }
 }

@@ -65,10 +65,12 @@ def slot_bytes(p: dict[str, int]) -> int:
 
 
 def smem_bytes(p: dict[str, int]) -> int:
-    """The panel of A (MT rows x panel_k + padding: 4 elements for fp32, else 32 or 16) and every warp's ring."""
+    """The panel of A (MT rows x panel_k + padding: 4 elements for fp32, else 32 or 16), every warp's ring and,
+    where the copy engine fills the slots (COPY 1, 2), an 8-byte mbarrier per slot."""
     eb = element_bytes(p)
     pad = 4 if eb == 4 else 32 if p["B_LAYOUT"] == B_KMAJOR else 16
-    return eb * p["MT"] * (panel_k(p) + pad) + p["WARPS"] * p["STAGES"] * slot_bytes(p)
+    bars = 8 * p["WARPS"] * p["STAGES"] if p.get("COPY", 0) else 0
+    return eb * p["MT"] * (panel_k(p) + pad) + p["WARPS"] * p["STAGES"] * slot_bytes(p) + bars
 
 
 def registers(p: dict[str, int]) -> int:
@@ -87,12 +89,17 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"NT = {p['NT']}: a warp takes 1, 2 or 4 m16 tiles (16, 32 or 64 columns of C)")
     if p["WARPS"] not in (1, 2, 4, 8, 16):
         errs.append(f"WARPS = {p['WARPS']}: 1, 2, 4, 8 or 16 warps per block")
-    if p["UNROLL"] not in (1, 2, 4):
-        errs.append(f"UNROLL = {p['UNROLL']}: 1, 2 or 4 chunks of {KC} k per slot")
+    if p["UNROLL"] not in (1, 2, 4, 8):
+        errs.append(f"UNROLL = {p['UNROLL']}: 1, 2, 4 or 8 chunks of {KC} k per slot")
+    if p["COPY"] not in (0, 1, 2):
+        errs.append(f"COPY = {p['COPY']}: 0 (cp.async by every lane), 1 (bulk copies) or 2 (bulk copies, B "
+                    "evicted first from L2)")
     if p["STAGES"] < 2:
         errs.append(f"STAGES = {p['STAGES']}: a warp's ring needs at least 2 slots")
     if p["SPLIT"] > 65535:
-        errs.append(f"SPLIT = {p['SPLIT']}: grid.y holds at most 65535 slices of K")
+        errs.append(f"SPLIT = {p['SPLIT']}: at most 65535 slices of K (grid.y) or persistent blocks")
+    if p["SCHED"] not in (0, 1):
+        errs.append(f"SCHED = {p['SCHED']}: 0 (a grid of slices of K) or 1 (a persistent grid, stream-K)")
     if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
         errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major) or 2 (B^T given, read K-major)")
     if p["A_TYPE"] not in A_TYPES.values():
@@ -108,9 +115,17 @@ def _constraints(p: dict[str, int]) -> list[str]:
     return errs
 
 
+def items(m: int, n: int, p: dict[str, int]) -> int:
+    """Pieces of C a block computes whole or in parts: a block's columns (WARPS x 16 NT) x a tile of MT rows."""
+    return cdiv(n, p["WARPS"] * warp_columns(p)) * cdiv(m, p["MT"])
+
+
 def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
-    return Launch((cdiv(n, p["WARPS"] * warp_columns(p)), p["SPLIT"], cdiv(m, p["MT"])), (p["WARPS"] * 32, 1, 1),
-                  smem=smem_bytes(p))
+    """SCHED 0: (column blocks, SPLIT slices of K, tiles of rows); SCHED 1: SPLIT persistent blocks."""
+    block = (p["WARPS"] * 32, 1, 1)
+    if p.get("SCHED", 0) == 1:
+        return Launch((p["SPLIT"], 1, 1), block, smem=smem_bytes(p))
+    return Launch((cdiv(n, p["WARPS"] * warp_columns(p)), p["SPLIT"], cdiv(m, p["MT"])), block, smem=smem_bytes(p))
 
 
 def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
@@ -121,12 +136,14 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
 
 
 def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspace:
-    """The partial sums of every block (its threads x `accumulators`: SPLIT x M x N padded to whole tiles)
-    and one counter per column of blocks; nothing with SPLIT = 1."""
+    """Partial sums (a slot of the block's threads x `accumulators` each) and one counter per item; nothing
+    with SPLIT = 1. SCHED 0: a slot per block (SPLIT x M x N padded to whole tiles). SCHED 1: two per block
+    (its run's first and last items may be parts)."""
     if p["SPLIT"] <= 1:
         return Workspace()
     g = _geometry(m, n, k, p)
-    return Workspace(floats=g.blocks * g.threads_per_block * accumulators(p), ints=g.grid[0] * g.grid[2])
+    slots = 2 * g.blocks if p.get("SCHED", 0) == 1 else g.blocks
+    return Workspace(floats=slots * g.threads_per_block * accumulators(p), ints=items(m, n, p))
 
 
 def stream_bytes(m: int, n: int, k: int, p: dict[str, int]) -> int:
@@ -185,26 +202,32 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     """MT: the rows of A rounded up to a whole n8 tile (at most 64). Eight warps per block (two per SM
     sub-partition: with four, each warp waited on its shared-memory reads about 40 % of its cycles, ncu).
     MT = 8: one m16 tile per warp and slots of four chunks (each row of a transposed weight copied in runs
-    of 256 bytes); above, two tiles, two chunks and three slots. From side-by-side timings against cuBLAS at
-    M = 1, 16, 32 and N x K = 8192 x 8192, 28672 x 8192, 8192 x 28672 (docs/journal.md). SPLIT:
-    best_split (params_for)."""
+    of 256 bytes); above, two tiles, two chunks and three slots. Each lane's cp.async (COPY 0): the copy
+    engine (COPY 1, 2) measured the same at M = 1 and 1-4 % slower at M = 8-16. From side-by-side timings
+    against cuBLAS at M = 1, 8, 16, 32 and N x K = 4096 x 4096, 8192 x 8192, 14336 x 4096, 28672 x 8192,
+    8192 x 28672 (docs/journal.md). SPLIT: best_split (params_for)."""
     mt = 8
     while mt < min(m, 64):
         mt *= 2
     if mt == 8:
-        return params_for(m, n, k, sms, MT=mt, NT=1, UNROLL=4, STAGES=4, WARPS=8)
-    return params_for(m, n, k, sms, MT=mt, NT=2, UNROLL=2, STAGES=3, WARPS=8)
+        return params_for(m, n, k, sms, MT=mt, NT=1, UNROLL=4, STAGES=4, WARPS=8, COPY=0, SCHED=0)
+    return params_for(m, n, k, sms, MT=mt, NT=2, UNROLL=2, STAGES=3, WARPS=8, COPY=0, SCHED=0)
 
 
 def params_for(m: int, n: int, k: int, sms: int, **given: int) -> dict[str, int]:
-    """`given` (the defaults for what it leaves out) and, unless given, the SPLIT that fills the waves of
-    resident blocks (best_split; each slice at least two groups long)."""
+    """`given` (the defaults for what it leaves out) and, unless given, SPLIT: with SCHED 0 the slices of K
+    that fill the waves of resident blocks (best_split; each slice at least two groups long), with SCHED 1
+    one block per resident slot (at most one per unit of work)."""
     p = {**{q.name: q.default for q in SPEC.params if q.template}, **given, "B_LAYOUT": B_KMAJOR}
     if "SPLIT" not in given:  # (the larger panel pitch of B^T given: an upper bound for either layout)
-        columns = max(1, cdiv(n, p["WARPS"] * warp_columns(p)) * cdiv(m, p["MT"]))
-        most = max(1, min(cdiv(k, 64 * p["UNROLL"] // 2) // 2, 256))  # (16-bit groups: the most k per group)
-        p["SPLIT"] = best_split(columns, blocks_per_sm(p) * max(sms, 1), most)
-    out = {name: p[name] for name in ("MT", "NT", "UNROLL", "STAGES", "WARPS", "SPLIT")}
+        slots = blocks_per_sm(p) * max(sms, 1)
+        if p["SCHED"] == 1:  # (16-bit groups: the most k per group, the fewest units)
+            p["SPLIT"] = max(1, min(slots, items(m, n, p) * cdiv(k, 64 * p["UNROLL"] // 2)))
+        else:
+            columns = max(1, items(m, n, p))
+            most = max(1, min(cdiv(k, 64 * p["UNROLL"] // 2) // 2, 256))
+            p["SPLIT"] = best_split(columns, slots, most)
+    out = {name: p[name] for name in ("MT", "NT", "UNROLL", "STAGES", "WARPS", "COPY", "SCHED", "SPLIT")}
     return {**out, **{key: v for key, v in given.items() if key not in out}}
 
 
@@ -233,15 +256,21 @@ SPEC = KernelSpec(
         Param("MT", 8, (8, 16, 32, 64), "rows of A per block (n8 tiles of the swapped MMA)"),
         Param("NT", 4, (1, 2, 4), "m16 tiles per warp: 16 NT columns of C"),
         Param("WARPS", 4, (1, 2, 4, 8, 16), "warps per block, side by side over N"),
-        Param("UNROLL", 2, (1, 2, 4), "chunks of 32 k of B per slot of a warp's ring"),
+        Param("UNROLL", 2, (1, 2, 4, 8), "chunks of 32 k of B per slot of a warp's ring"),
         Param("STAGES", 4, (2, 3, 4, 6), "slots of a warp's ring: STAGES - 1 in flight while it computes"),
+        Param("COPY", 1, (0, 1, 2), "who fills a slot: 0 every lane (cp.async, 16 bytes each); 1 the copy engine, "
+                                   "one bulk copy per row (sm_90 on, K in 16-byte pieces, rows of 128 bytes and "
+                                   "more; else 0's path); 2 as 1, B evicted first from L2"),
+        Param("SCHED", 0, (0, 1), "0: a grid of column blocks x SPLIT slices of K x row tiles; 1: SPLIT persistent "
+                                  "blocks, each an equal run of groups across the items (stream-K)"),
         Param("A_TYPE", 2, tuple(A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (tensor cores), 4 fp32 "
                                                    "(CUDA cores, strict); from the dtype"),
         Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (from out_dtype)"),
         Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
               "1: B row-major (K x N); 2: B^T given (N x K, read K-major); set from the arrays"),
-        Param("SPLIT", 1, (1, 2, 4, 8, 16, 32, 64), "slices of K over blocks (grid.y); the last block of a column "
-                                                    "adds the partial sums", template=False),
+        Param("SPLIT", 1, (1, 2, 4, 8, 16, 32, 64), "SCHED 0: slices of K over blocks (grid.y); SCHED 1: blocks of "
+                                                    "the persistent grid; the last part of an item to finish adds "
+                                                    "the partial sums", template=False),
     ),
     constraints=_constraints,
     geometry=_geometry,

@@ -1,0 +1,205 @@
+// hopper.cuh: the PTX of Hopper (sm_90) that the rungs share, written once: tensor maps and the copy engine
+// (TMA tile copies, 1-D bulk copies, bulk groups), mbarriers, proxy fences, clusters, stmatrix, wgmma
+// descriptors and fences. Only a kernel compiled for sm_90 or later may call these; a rung that also runs on
+// older GPUs calls them under `#if __CUDA_ARCH__ >= 900` (unused, they generate no code).
+#pragma once
+
+// CUtensorMap: 128 opaque bytes, 64-byte aligned, encoded on the host (runtime/tma.py).
+struct __align__(64) TensorMap {
+    unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+// Arrive once and add `bytes` to the transaction count the phase waits for (the TMA copies complete them).
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Wait until the phase with the given parity has completed.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    unsigned done;
+    do {
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n"
+            "}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// A 2-D tile copy global -> shared by the copy engine; coordinates are (inner, outer) element indices.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int inner, int outer, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(bar)
+        : "memory");
+}
+
+// A 1-D bulk copy global -> shared by the copy engine: `bytes` (a multiple of 16; both addresses 16-byte
+// aligned) complete on the mbarrier's transaction count. No tensor map: any contiguous run, e.g. a row.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+// The same with an L2 eviction priority: `policy` from l2_evict_first (data read once, e.g. weights
+// streamed by a decoding step, leaves L2 to what is read again).
+__device__ __forceinline__ void bulk_load_hint(unsigned dst, const void* src, unsigned bytes, unsigned bar,
+                                               unsigned long long policy) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+}
+__device__ __forceinline__ unsigned long long l2_evict_first() {
+    unsigned long long p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+// Every mbarrier this thread initialised is visible to the other threads and the copy engine (after a barrier).
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+// The same copy written to the same shared-memory offset (and signalled on the same mbarrier offset) in
+// every block of the cluster whose bit is set in `mask`: one L2 read feeds several SMs.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TensorMap* map, int inner, int outer, unsigned bar,
+                                                      unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+// The same copies of one matrix of a batch (3-D maps, BATCHED builds): `z` is the matrix. A negative z is a
+// 2-D map (the builds without a batch pass the constant -1, so only the 2-D form is compiled in).
+__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int inner, int outer, int z, unsigned bar) {
+    if (z < 0) {
+        tma_load_2d(dst, map, inner, outer, bar);
+        return;
+    }
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(z), "r"(bar)
+        : "memory");
+}
+__device__ __forceinline__ void tma_load_multicast(unsigned dst, const TensorMap* map, int inner, int outer, int z,
+                                                   unsigned bar, unsigned short mask) {
+    if (z < 0) {
+        tma_load_2d_multicast(dst, map, inner, outer, bar, mask);
+        return;
+    }
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(inner), "r"(outer), "r"(z), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+// Arrive on the mbarrier at the same shared-memory offset in cluster block `rank` (this block included).
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+    asm volatile(
+        "{\n"
+        ".reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+        "}\n" ::"r"(bar), "r"(rank)
+        : "memory");
+}
+
+// TMA store of one box from shared memory into the matrix of `map` (clipped to it), as a bulk async group of
+// the issuing thread: the copy engine reads the box out of shared memory, then writes it to global memory.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, unsigned src, int inner, int outer) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                     reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(inner), "r"(outer)
+                 : "memory");
+}
+// The same into matrix z of a batch (3-D maps); a negative z: the 2-D form.
+__device__ __forceinline__ void tma_store(const TensorMap* map, unsigned src, int inner, int outer, int z) {
+    if (z < 0) {
+        tma_store_2d(map, src, inner, outer);
+        return;
+    }
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                     reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(inner), "r"(outer), "r"(z)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most N of the thread's bulk groups are still reading their shared-memory source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+// Until at most N of the thread's bulk groups are still incomplete (writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
+// The thread's shared-memory writes made visible to the copy engine (the async proxy).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void sts32(unsigned addr, unsigned v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+// Four 8 x 8 matrices of 16-bit values into shared memory (sm_90): register i of each thread is its piece of
+// matrix i (row lane / 4, columns 2 (lane % 4) and + 1, the accumulator's layout); lane 8 i + r gives the
+// address of matrix i's row r (16 contiguous bytes).
+__device__ __forceinline__ void stsm_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
+                 : "memory");
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+// Every thread of every block of the cluster: what each wrote before is visible to all after.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// Shared-memory matrix descriptor for a 128-byte swizzled operand: start address, leading and stride
+// byte offsets (all >> 4), swizzle mode 1 (128 B) in bits 62-63.
+__device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+// A descriptor `bytes` further into shared memory: the address field (bits 0-13, address / 16) is the low end
+// of the descriptor and every address of the block's shared memory is below 2^18 (at most 228 KB), so the
+// sum never carries into the next field. The main loops build one descriptor per operand and move it by
+// compile-time offsets (k step, m64 tile) and the slot's offset, instead of encoding each address anew
+// (which cost about 20 integer instructions and two register moves per wgmma).
+// (`bytes` is a multiple of 16; only the low word changes.)
+__device__ __forceinline__ unsigned long long desc_add(unsigned long long desc, unsigned bytes) {
+    return (desc & 0xFFFFFFFF00000000ull) | (unsigned)((unsigned)desc + (bytes >> 4));
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+
+// Keep the compiler from moving accumulator reads or writes across the asynchronous wgmma window.
+template <int R>
+__device__ __forceinline__ void fence_accumulators(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// The same for a register fragment of A (wgmma reads it asynchronously too).
+__device__ __forceinline__ void fence_fragment(unsigned (&a)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+// The row (within a consumer's tile) of a thread's accumulators of m64 tile mt, half h: registers 4 j + 2 h
+// and 4 j + 2 h + 1 of acc[mt] (the layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8).
+__device__ __forceinline__ int acc_row(int mt, int warp, int g, int h) { return mt * 64 + warp * 16 + g + 8 * h; }
+
