@@ -133,11 +133,12 @@ def test_persistent_stream_k(copy, dtype, layout, gen):
     """SCHED 1: SPLIT persistent blocks, each a run of groups that may start and end inside an item: an item
     summed from 2 or more parts (in block order), whole items, runs crossing from one item (columns, or a
     tile of rows) into the next, one block for everything, more blocks than groups (empty runs), K's short
-    last group, K with a cut 16-byte piece (cp.async whatever COPY says). Then repeat calls bit for bit."""
+    last group, K with a cut 16-byte piece (cp.async whatever COPY says), K = 0. Then repeat calls bit for
+    bit."""
     base = dict(MT=8, NT=1, UNROLL=8, STAGES=3, WARPS=4) if layout == 2 else dict(MT=8, NT=4, UNROLL=2, STAGES=3,
                                                                                  WARPS=2)
     cases = [((1, 4104, 2056), 7), ((9, 1000, 4104), 132), ((70, 136, 1000), 5), ((3, 72, 6152), 400),
-             ((16, 520, 776), 1), ((2, 130, 333), 3), ((33, 300, 520), 64)]
+             ((16, 520, 776), 1), ((2, 130, 333), 3), ((33, 300, 520), 64), ((4, 100, 0), 3)]
     for (m, n, k), blocks in cases:
         a, b = _rand((m, k), dtype, gen), _b(k, n, layout, dtype, gen)
         a64, b64 = _f64(a), _f64(b)

@@ -194,16 +194,17 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     // - SCHED 0: one segment per block: columns blockIdx.x, rows blockIdx.z, slice blockIdx.y of gridDim.y
     //   (slices of whole chunks: chunk boundaries never fall inside one, only K's end).
     // - SCHED 1 (persistent): the work is U units, a unit one group (G k) of one item, and block b of the
-    //   P = gridDim.x takes units [U b / P, U (b + 1) / P): a run of groups from the end of one item into
+    //   P blocks takes units [U b / P, U (b + 1) / P): a run of groups from the end of one item into
     //   the next, so every block streams the same number of bytes of B and its ring never drains between
     //   items. An item cut by the run's ends is a sum of partials (below).
     const int col_blocks = (N + WARPS * 16 * NT - 1) / (WARPS * 16 * NT);
-    const int kgroups = (K + G - 1) / G;
+    const int kgroups = max(1, (K + G - 1) / G);  // (K = 0: one empty group, so that C is still written)
     const long long units = (long long)col_blocks * ((M + MT - 1) / MT) * kgroups;
-    auto unit_start = [&](long long b) { return units * b / gridDim.x; };  // SCHED 1
-    auto block_of = [&](long long u) {  // SCHED 1: the block whose run holds unit u
-        return (int)min((long long)gridDim.x - 1, ((u + 1) * gridDim.x - 1) / units);
-    };
+    // Runs of P = min(gridDim.x, U) blocks, so that none is empty (an empty part would never arrive); blocks
+    // from P on have nothing to do.
+    const long long P = min((long long)gridDim.x, units);
+    auto unit_start = [&](long long b) { return b >= P ? units : units * b / P; };  // SCHED 1
+    auto block_of = [&](long long u) { return (int)min(P - 1, ((u + 1) * P - 1) / units); };  // whose run holds u
     const long long u_begin = SCHED ? unit_start(blockIdx.x) : 0, u_end = SCHED ? unit_start(blockIdx.x + 1) : 0;
     const int splits = gridDim.y;  // SCHED 0
     const int kper = ((K + splits - 1) / splits + KC - 1) / KC * KC;
@@ -368,7 +369,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
         }
         unsigned long long policy = 0;
         if constexpr (COPY == 2) policy = l2_evict_first();
-        for (int r = lane; r < rows; r += 32) {
+        for (int r = lane; bytes > 0 && r < rows; r += 32) {
             const E* src = KMAJOR ? B + (size_t)(n_w + r) * ldb + k0 : B + (size_t)(k0 + r) * ldb + n_w;
             if constexpr (COPY == 2) bulk_load_hint(base + r * S::PITCH, src, bytes, bar, policy);
             else bulk_load(base + r * S::PITCH, src, bytes, bar);

@@ -258,7 +258,7 @@ SPEC = KernelSpec(
         Param("WARPS", 4, (1, 2, 4, 8, 16), "warps per block, side by side over N"),
         Param("UNROLL", 2, (1, 2, 4, 8), "chunks of 32 k of B per slot of a warp's ring"),
         Param("STAGES", 4, (2, 3, 4, 6), "slots of a warp's ring: STAGES - 1 in flight while it computes"),
-        Param("COPY", 1, (0, 1, 2), "who fills a slot: 0 every lane (cp.async, 16 bytes each); 1 the copy engine, "
+        Param("COPY", 0, (0, 1, 2), "who fills a slot: 0 every lane (cp.async, 16 bytes each); 1 the copy engine, "
                                    "one bulk copy per row (sm_90 on, K in 16-byte pieces, rows of 128 bytes and "
                                    "more; else 0's path); 2 as 1, B evicted first from L2"),
         Param("SCHED", 0, (0, 1), "0: a grid of column blocks x SPLIT slices of K x row tiles; 1: SPLIT persistent "
