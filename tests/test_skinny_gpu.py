@@ -106,7 +106,7 @@ def test_fp32_on_the_cuda_cores(params, layout, gen):
                f"fp32 {m}x{n}x{k} {params} layout {layout}")
 
 
-@pytest.mark.parametrize("copy", [0, 1, 2], ids=["cp.async", "bulk", "bulk evict-first"])
+@pytest.mark.parametrize("copy", [0, 1, 2, 3], ids=["cp.async", "bulk", "bulk evict-first", "bulk with A"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
 def test_copy_paths(copy, dtype, layout, gen):
@@ -119,6 +119,8 @@ def test_copy_paths(copy, dtype, layout, gen):
     sets = [dict(MT=8, NT=1, UNROLL=8, STAGES=4, WARPS=4), dict(MT=8, NT=1, UNROLL=8, STAGES=3, WARPS=4, SPLIT=3),
             dict(MT=16, NT=4, UNROLL=2, STAGES=3, WARPS=2, SPLIT=5), dict(MT=32, NT=2, UNROLL=4, STAGES=2, WARPS=8)]
     for (m, n, k), params in zip(shapes, sets * 2):
+        if copy == 3:  # A's rows in every slot: fewer slots fit
+            params = dict(params, STAGES=min(params["STAGES"], 3), WARPS=min(params["WARPS"], 4))
         a, b = _rand((m, k), dtype, gen), _b(k, n, layout, dtype, gen)
         a64, b64 = _f64(a), _f64(b)
         out = torch.full((m, n), float("nan"), device="cuda")
@@ -126,7 +128,7 @@ def test_copy_paths(copy, dtype, layout, gen):
         _check(out, a64 @ b64, np.abs(a64) @ np.abs(b64), "float32", f"{dtype} {m}x{n}x{k} {params} COPY={copy}")
 
 
-@pytest.mark.parametrize("copy", [0, 1], ids=["cp.async", "bulk"])
+@pytest.mark.parametrize("copy", [0, 1, 3], ids=["cp.async", "bulk", "bulk with A"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
 def test_persistent_stream_k(copy, dtype, layout, gen):
@@ -151,7 +153,7 @@ def test_persistent_stream_k(copy, dtype, layout, gen):
         assert torch.equal(out, again), f"{m}x{n}x{k} {p}: not repeatable"
 
 
-@pytest.mark.parametrize("copy", [0, 1], ids=["cp.async", "bulk"])
+@pytest.mark.parametrize("copy", [0, 1, 3], ids=["cp.async", "bulk", "bulk with A"])
 @pytest.mark.parametrize("layout", [1, 2], ids=["B row-major", "B^T given"])
 def test_a_short_last_group_reads_no_stale_weights(copy, layout, gen):
     """A slot filled by a short last group still holds the end of an earlier group of the same columns: with
@@ -169,6 +171,13 @@ def test_a_short_last_group_reads_no_stale_weights(copy, layout, gen):
     keep = [j for j in range(n) if j != 5]
     a64, b64 = _f64(a), _f64(b)[:, keep]
     _check(out[:, keep], a64 @ b64, np.abs(a64) @ np.abs(b64), "float32", f"COPY={copy} layout {layout}")
+    # The same for A's rows (in the slot with COPY 3, in the panel otherwise): infinite A, positive weights.
+    a[:, : k - 8] = float("inf")
+    b = (_b(k, n, layout, "bfloat16", gen).abs() + 0.5).to(torch.bfloat16)
+    out.fill_(float("nan"))
+    gemmlab.matmul(a, b, out, kernel="skinny", COPY=copy, MT=8, NT=4 if layout == 1 else 1, UNROLL=8 if layout == 2
+                   else 2, STAGES=3, WARPS=4, SPLIT=1)
+    assert torch.isposinf(out).all(), f"COPY={copy} layout {layout}: {out}"
 
 
 @pytest.mark.parametrize("act", list(ACTS), ids=str)

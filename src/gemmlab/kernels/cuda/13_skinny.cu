@@ -137,13 +137,17 @@ __device__ __forceinline__ void load_edge_elems(unsigned (&r)[4], const float* p
 // 64 bytes apart in the banks: a phase of 16-byte reads, rows 2g + h and 4 lanes each, is conflict-free),
 // + 16 for fp32 (8 consecutive rows of a phase in 8 distinct 16-byte bank groups). Row-major: GK k-rows of
 // 16 NT EB bytes, pitch + 16.
-template <int NT, int UNROLL, bool KMAJOR, int EB>
+// With COPY 3 the slot also holds the group's k of AROWS rows of A after B's rows (pitch APITCH elements,
+// padded as the panel's rows are).
+template <int NT, int UNROLL, bool KMAJOR, int EB, int AROWS>
 struct Slot {
     static constexpr int GK = 64 * UNROLL / EB;  // k per group
     static constexpr int ROW_BYTES = KMAJOR ? GK * EB : 16 * NT * EB;
     static constexpr int PITCH = ROW_BYTES + (KMAJOR && EB == 2 ? 32 : 16);
     static constexpr int ROWS = KMAJOR ? 16 * NT : GK;
-    static constexpr int BYTES = PITCH * ROWS;
+    static constexpr int A_OFF = PITCH * ROWS;  // bytes: where A's rows start
+    static constexpr int APITCH = GK + (EB == 4 ? 4 : KMAJOR ? 32 : 16);  // elements
+    static constexpr int BYTES = A_OFF + AROWS * APITCH * EB;
     static constexpr int PER_ROW = ROW_BYTES / 16;  // 16-byte copies per row
     static constexpr int PIECES = ROWS * PER_ROW;
 };
@@ -153,7 +157,8 @@ struct Slot {
 // slot of a warp's ring). STAGES: slots per warp. COPY: who fills a slot: 0, every lane, 16 bytes per
 // cp.async; 1, the copy engine, one bulk copy per row of the slot (where the kernel is compiled for sm_90 or
 // later, K is a whole number of 16-byte pieces and the slot's rows hold 128 bytes or more; elsewhere it takes
-// COPY 0's path); 2, as 1 with B marked evict-first in L2. SCHED: how work is dealt to blocks: 0, a grid of
+// COPY 0's path); 2, as 1 with B marked evict-first in L2; 3, as 1 with the group's k of A's rows copied into
+// the slot too (each warp its own: no shared panel of A, no block barrier in the main loop). SCHED: how work is dealt to blocks: 0, a grid of
 // (column blocks, SPLIT slices of K, tiles of MT rows); 1, a persistent grid of SPLIT blocks, each taking an
 // equal run of groups across the items (stream-K; see below). A_TYPE 1 fp16, 2 bf16 (tensor cores), 4 fp32
 // (CUDA cores, strict). B_LAYOUT 1: B row-major (K x N, ldb >= N); 2: B^T given (N x K, row pitch ldb).
@@ -169,7 +174,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     static_assert(B_LAYOUT == 1 || B_LAYOUT == 2, "B_LAYOUT: 1 row-major, 2 B^T given");
     static_assert(A_TYPE == 1 || A_TYPE == 2 || A_TYPE == 4, "A_TYPE: 1 fp16, 2 bf16, 4 fp32");
     static_assert(STAGES >= 2, "STAGES: a ring of at least two slots");
-    static_assert(COPY >= 0 && COPY <= 2, "COPY: 0 cp.async, 1 bulk copies, 2 bulk copies evicting B first");
+    static_assert(COPY >= 0 && COPY <= 3, "COPY: 0 cp.async, 1 bulk copies, 2 evicting B first, 3 A in the slot");
     static_assert(SCHED == 0 || SCHED == 1, "SCHED: 0 a grid of slices, 1 persistent stream-K");
     typedef typename Elem<A_TYPE>::T E;
     constexpr bool F32 = A_TYPE == 4;
@@ -182,11 +187,13 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     // fp32: a lane's columns of C (RPL) and the lanes that share one (LPR), of the warp's 16 NT.
     constexpr int LPR = 16 * NT >= 32 ? 1 : 32 / (16 * NT), RPL = 16 * NT >= 32 ? 16 * NT / 32 : 1;
     constexpr int NACC = F32 ? RPL * MT : NT * J * 4;  // fp32 accumulators per thread
-    typedef Slot<NT, UNROLL, KMAJOR, EB> S;
+    constexpr bool A_SLOT = COPY == 3;
+    typedef Slot<NT, UNROLL, KMAJOR, EB, A_SLOT ? MT : 0> S;
     static_assert(S::GK == G, "the slot holds one group");
     // A panel of XK k: about 16 KB of shared memory, a whole number of pairs of groups (skinny.panel_k).
     constexpr int XK = (16384 / EB / MT) / (2 * G) > 0 ? (16384 / EB / MT) / (2 * G) * (2 * G) : 2 * G;
     constexpr int XP = XK + (F32 ? 4 : KMAJOR ? 32 : 16);  // row pitch in elements
+    constexpr int GK_BYTES = G * EB;  // a group's k of one row of A, in bytes
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     // The schedule. An item is a block's columns (WARPS x 16 NT) and a tile of MT rows of A; a segment, the
@@ -241,6 +248,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     constexpr bool BULK = false;
 #endif
     const bool bulk = BULK && K % EPP == 0 && (KMAJOR || N % EPP == 0);
+    const bool a_slot = A_SLOT && bulk;  // A's rows come with each group (else from the shared panel)
     const unsigned bars = smem_u32(smem + MT * XP * EB + WARPS * STAGES * S::BYTES) + 8 * warp * STAGES;
     if constexpr (BULK) {
         if (lane == 0) {
@@ -345,7 +353,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     // r + 32, ...) and orders the zeroes before its later copies into them (a fence between the generic and
     // the async proxy). Rows of B^T past N are neither copied nor zeroed: they meet only outputs past N,
     // which are never stored.
-    auto issue_bulk = [&](int slot, int n_w, int k0, int kend) {
+    auto issue_bulk = [&](int slot, int n_w, int m_0, int k0, int kend) {
       if constexpr (BULK) {
         unsigned char* slot_p = ring + slot * S::BYTES;
         const unsigned base = smem_u32(slot_p), bar = bars + 8 * slot;
@@ -365,6 +373,11 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
                         *reinterpret_cast<uint4*>(slot_p + r * S::PITCH + c) = make_uint4(0, 0, 0, 0);
                 }
             }
+            if constexpr (A_SLOT) {  // A's rows (those inside M) the same way
+                for (int r = lane; r < min(MT, M - m_0); r += 32)
+                    for (int c = kn * EB; c < GK_BYTES; c += 16)
+                        *reinterpret_cast<uint4*>(slot_p + S::A_OFF + r * S::APITCH * EB + c) = make_uint4(0, 0, 0, 0);
+            }
             fence_async_shared();
         }
         unsigned long long policy = 0;
@@ -374,19 +387,36 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
             if constexpr (COPY == 2) bulk_load_hint(base + r * S::PITCH, src, bytes, bar, policy);
             else bulk_load(base + r * S::PITCH, src, bytes, bar);
         }
-        if (lane == 0) mbar_arrive_expect_tx(bar, rows * bytes);
+        unsigned total = rows * bytes;
+        if constexpr (A_SLOT) {  // rows past M are not copied: they meet only outputs past M, never stored
+            const int a_rows = max(0, min(MT, M - m_0));
+            for (int r = lane; kn > 0 && r < a_rows; r += 32)
+                bulk_load(base + S::A_OFF + r * S::APITCH * EB, A + (size_t)(m_0 + r) * lda + k0, kn * EB, bar);
+            total += a_rows * kn * EB;
+        }
+        if (lane == 0) mbar_arrive_expect_tx(bar, total);
       }
     };
 
     // 16-bit: the MMAs of one group from its slot, A's fragments from the panel that starts at p0. Fragments
     // of B read from the slot as they would have been loaded: B^T given, 16 bytes of rows 16 i + 2 g + h at
     // k 32 u + 8 t; row-major, NT words of k-rows 32 u + 16 s + 4 t + r at column 2 NT g.
+    // A's rows for a group: from its slot (COPY 3) or from the panel (k0 - p0 into it).
+    auto a_source = [&](const unsigned char* base, int k0, int p0, const E*& abase, int& apitch) {
+        if (a_slot) {
+            abase = reinterpret_cast<const E*>(base + S::A_OFF), apitch = S::APITCH;
+        } else {
+            abase = xs + (k0 - p0), apitch = XP;
+        }
+    };
     auto compute_group = [&](int slot, int k0, int p0) {
       if constexpr (!F32) {
         const unsigned char* base = ring + slot * S::BYTES;
+        const E* abase;
+        int apitch;
+        a_source(base, k0, p0, abase, apitch);
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) {
-            const int c = k0 + u * KC - p0;  // the chunk's column in the panel
             unsigned w[8 * NT];
             if constexpr (KMAJOR) {
 #pragma unroll
@@ -413,7 +443,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
             for (int j = 0; j < J; ++j) {
                 // Row 8 j + g of the panel, the k this lane's b fragments stand for: B^T given, 8 from c + 8 t
                 // (both steps); row-major, 4 from c + 16 s + 4 t (step s).
-                const E* row = xs + (8 * j + g) * XP + c;
+                const E* row = abase + (8 * j + g) * apitch + u * KC;
                 unsigned x[4];
                 if constexpr (KMAJOR) {
                     const uint4 v = *reinterpret_cast<const uint4*>(row + 8 * t);
@@ -455,7 +485,9 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     auto compute_group32 = [&](int slot, int k0, int p0) {
       if constexpr (F32) {
         const unsigned char* base = ring + slot * S::BYTES;
-        const int c0 = k0 - p0;
+        const E* abase;
+        int apitch;
+        a_source(base, k0, p0, abase, apitch);
 #pragma unroll
         for (int s4 = 0; s4 < G / 4 / LPR; ++s4) {
             const int kk = 4 * (s4 * LPR + sub);  // k within the group
@@ -471,7 +503,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
             }
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
-                const float4 x = *reinterpret_cast<const float4*>(xs + m * XP + c0 + kk);
+                const float4 x = *reinterpret_cast<const float4*>(abase + m * apitch + kk);
 #pragma unroll
                 for (int q = 0; q < RPL; ++q) {
                     float a = acc32[q][m];
@@ -536,14 +568,15 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     const long long stream = SCHED ? u_end - u_begin : (ke - kb + G - 1) / G;
     auto prefetch = [&](long long v) {  // group v into its slot; nothing past the last
         if (v < stream) {
-            int n_w = n_warp, k0 = kb + (int)v * G, kend = ke;
+            int n_w = n_warp, m_0 = m0, k0 = kb + (int)v * G, kend = ke;
             if constexpr (SCHED == 1) {
                 const long long u = u_begin + v, item = u / kgroups;
                 n_w = ((int)(item % col_blocks) * WARPS + warp) * 16 * NT;
+                m_0 = (int)(item / col_blocks) * MT;
                 k0 = (int)(u % kgroups) * G;
                 kend = K;
             }
-            if (bulk) issue_bulk((int)(v % STAGES), n_w, k0, kend);
+            if (bulk) issue_bulk((int)(v % STAGES), n_w, m_0, k0, kend);
             else if constexpr (SCHED == 1) issue_any((int)(v % STAGES), n_w, k0, kend);
             else issue_group((int)(v % STAGES), k0);
         }
@@ -588,11 +621,12 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
 #pragma unroll
         for (int i = 0; i < NACC; ++i) accf[i] = 0.0f;
 
-        // A new panel of A at every XK k, between two block barriers (every warp walks the same groups).
+        // A new panel of A at every XK k, between two block barriers (every warp walks the same groups); none
+        // where A comes in the slots.
         int p0 = kb;
         for (int q = 0; q < groups; ++q) {
             const int k0 = kb + q * G;
-            if ((k0 - kb) % XK == 0) {
+            if (!a_slot && (k0 - kb) % XK == 0) {
                 __syncthreads();
                 p0 = k0;
                 load_panel(p0);

@@ -57,11 +57,14 @@ def accumulators(p: dict[str, int]) -> int:
 def slot_bytes(p: dict[str, int]) -> int:
     """One slot of a warp's ring: a group (UNROLL chunks of 32 k) of its 16 NT columns of B, rows padded
     (B^T given: 16 NT rows of 64 UNROLL bytes + 32, fp32 + 16; row-major: group_k k-rows of 16 NT elements +
-    16 bytes)."""
+    16 bytes); with COPY 3 also the group's k of MT rows of A."""
     eb = element_bytes(p)
+    a_rows = 0
+    if p.get("COPY", 0) == 3:  # the group's k of A's MT rows too, padded as the panel's
+        a_rows = p["MT"] * eb * (group_k(p) + (4 if eb == 4 else 32 if p["B_LAYOUT"] == B_KMAJOR else 16))
     if p["B_LAYOUT"] == B_KMAJOR:
-        return 16 * p["NT"] * (64 * p["UNROLL"] + (32 if eb == 2 else 16))
-    return group_k(p) * (16 * p["NT"] * eb + 16)
+        return 16 * p["NT"] * (64 * p["UNROLL"] + (32 if eb == 2 else 16)) + a_rows
+    return group_k(p) * (16 * p["NT"] * eb + 16) + a_rows
 
 
 def smem_bytes(p: dict[str, int]) -> int:
@@ -91,9 +94,9 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"WARPS = {p['WARPS']}: 1, 2, 4, 8 or 16 warps per block")
     if p["UNROLL"] not in (1, 2, 4, 8):
         errs.append(f"UNROLL = {p['UNROLL']}: 1, 2, 4 or 8 chunks of {KC} k per slot")
-    if p["COPY"] not in (0, 1, 2):
-        errs.append(f"COPY = {p['COPY']}: 0 (cp.async by every lane), 1 (bulk copies) or 2 (bulk copies, B "
-                    "evicted first from L2)")
+    if p["COPY"] not in (0, 1, 2, 3):
+        errs.append(f"COPY = {p['COPY']}: 0 (cp.async by every lane), 1 (bulk copies), 2 (bulk copies, B "
+                    "evicted first from L2) or 3 (bulk copies of B and of A's rows into the slot)")
     if p["STAGES"] < 2:
         errs.append(f"STAGES = {p['STAGES']}: a warp's ring needs at least 2 slots")
     if p["SPLIT"] > 65535:
@@ -258,9 +261,10 @@ SPEC = KernelSpec(
         Param("WARPS", 4, (1, 2, 4, 8, 16), "warps per block, side by side over N"),
         Param("UNROLL", 2, (1, 2, 4, 8), "chunks of 32 k of B per slot of a warp's ring"),
         Param("STAGES", 4, (2, 3, 4, 6), "slots of a warp's ring: STAGES - 1 in flight while it computes"),
-        Param("COPY", 0, (0, 1, 2), "who fills a slot: 0 every lane (cp.async, 16 bytes each); 1 the copy engine, "
-                                   "one bulk copy per row (sm_90 on, K in 16-byte pieces, rows of 128 bytes and "
-                                   "more; else 0's path); 2 as 1, B evicted first from L2"),
+        Param("COPY", 0, (0, 1, 2, 3), "who fills a slot: 0 every lane (cp.async, 16 bytes each); 1 the copy "
+                                      "engine, one bulk copy per row (sm_90 on, K in 16-byte pieces, rows of 128 "
+                                      "bytes and more; else 0's path); 2 as 1, B evicted first from L2; 3 as 1, "
+                                      "with A's rows in the slot (no shared panel)"),
         Param("SCHED", 0, (0, 1), "0: a grid of column blocks x SPLIT slices of K x row tiles; 1: SPLIT persistent "
                                   "blocks, each an equal run of groups across the items (stream-K)"),
         Param("A_TYPE", 2, tuple(A_TYPES.values()), "input type of A and B: 1 fp16, 2 bf16 (tensor cores), 4 fp32 "
