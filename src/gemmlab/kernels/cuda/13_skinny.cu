@@ -566,15 +566,22 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     // parity); with cp.async every lane commits a group per step (empty past the end), so wait_group counts
     // alike everywhere.
     const long long stream = SCHED ? u_end - u_begin : (ke - kb + G - 1) / G;
+    // SCHED 1: where the next group to prefetch lies (column block, row tile, group), advanced one group per
+    // prefetch (v runs 0, 1, 2, ...): no 64-bit division per group.
+    int pf_col = 0, pf_row = 0, pf_g = 0;
+    if constexpr (SCHED == 1) {
+        const long long item = u_begin / kgroups;
+        pf_col = (int)(item % col_blocks), pf_row = (int)(item / col_blocks), pf_g = (int)(u_begin % kgroups);
+    }
     auto prefetch = [&](long long v) {  // group v into its slot; nothing past the last
         if (v < stream) {
             int n_w = n_warp, m_0 = m0, k0 = kb + (int)v * G, kend = ke;
             if constexpr (SCHED == 1) {
-                const long long u = u_begin + v, item = u / kgroups;
-                n_w = ((int)(item % col_blocks) * WARPS + warp) * 16 * NT;
-                m_0 = (int)(item / col_blocks) * MT;
-                k0 = (int)(u % kgroups) * G;
-                kend = K;
+                n_w = (pf_col * WARPS + warp) * 16 * NT, m_0 = pf_row * MT, k0 = pf_g * G, kend = K;
+                if (++pf_g == kgroups) {
+                    pf_g = 0;
+                    if (++pf_col == col_blocks) pf_col = 0, ++pf_row;
+                }
             }
             if (bulk) issue_bulk((int)(v % STAGES), n_w, m_0, k0, kend);
             else if constexpr (SCHED == 1) issue_any((int)(v % STAGES), n_w, k0, kend);

@@ -208,13 +208,19 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     of 256 bytes); above, two tiles, two chunks and three slots. Each lane's cp.async (COPY 0): the copy
     engine (COPY 1, 2) measured the same at M = 1 and 1-4 % slower at M = 8-16. From side-by-side timings
     against cuBLAS at M = 1, 8, 16, 32 and N x K = 4096 x 4096, 8192 x 8192, 14336 x 4096, 28672 x 8192,
-    8192 x 28672 (docs/journal.md). SPLIT: best_split (params_for)."""
+    8192 x 28672 (docs/journal.md). SPLIT: best_split (params_for). Where those slices would take more than
+    one wave of blocks (14336 x 4096: 112 column blocks x 7 slices of 608 k on 132 SMs), each block pays its
+    ring's fill again and again: the persistent schedule (SCHED 1) instead, 0.76 -> 0.83 x cuBLAS at M = 1
+    and 0.68 -> 0.79 at M = 8 there."""
     mt = 8
     while mt < min(m, 64):
         mt *= 2
-    if mt == 8:
-        return params_for(m, n, k, sms, MT=mt, NT=1, UNROLL=4, STAGES=4, WARPS=8, COPY=0, SCHED=0)
-    return params_for(m, n, k, sms, MT=mt, NT=2, UNROLL=2, STAGES=3, WARPS=8, COPY=0, SCHED=0)
+    shape = dict(MT=mt, NT=1, UNROLL=4, STAGES=4, WARPS=8) if mt == 8 else dict(MT=mt, NT=2, UNROLL=2, STAGES=3, WARPS=8)
+    p = params_for(m, n, k, sms, **shape, COPY=0, SCHED=0)
+    slots = blocks_per_sm({**SPEC.defaults, **p, "B_LAYOUT": B_KMAJOR}) * max(sms, 1)
+    if items(m, n, p) * p["SPLIT"] > slots:  # more than one wave of short slices: persistent runs instead
+        return params_for(m, n, k, sms, **shape, COPY=0, SCHED=1)
+    return p
 
 
 def params_for(m: int, n: int, k: int, sms: int, **given: int) -> dict[str, int]:
