@@ -21,9 +21,14 @@ def test_heuristic_is_valid_and_fills_the_waves(mnk):
     full = SPEC.validate({**p, "B_LAYOUT": 2})
     g = skinny._geometry(*mnk, full)
     slots = skinny.blocks_per_sm(full) * 132
+    if p["SCHED"] == 1:  # persistent: one block per resident slot at most, never more than the work's units
+        assert g.grid == (p["SPLIT"], 1, 1) and 1 <= p["SPLIT"] <= slots
+        units = skinny.items(mnk[0], mnk[1], full) * -(-mnk[2] // skinny.group_k(full))
+        assert p["SPLIT"] <= max(1, units)
+        return
     assert g.grid[1] == p["SPLIT"] >= 1 and g.grid[2] == -(-mnk[0] // p["MT"])
-    if mnk[2] >= 4096:  # enough K to split: the blocks fill their waves to 95 %
-        assert g.blocks / (-(-g.blocks // slots) * slots) >= 0.95
+    if mnk[2] >= 4096:  # enough K to split: the blocks fill one wave to 95 % (more waves: SCHED 1)
+        assert g.blocks <= slots and g.blocks / slots >= 0.95
 
 
 def test_best_split():
