@@ -272,7 +272,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
                          f"this device allows {info.smem_per_block_optin}")
     grid = geo.grid
     if p.get("BATCHED"):  # a batch: the persistent grid walks every product's tiles; others take grid.z
-        if spec.persistent:
+        if spec.walks(p):
             if grid[0] * req.batch > INT32_MAX:
                 raise ValueError(f"{spec.name}: {req.batch} products of {grid[0]} tiles exceed the kernel's 32-bit "
                                  "tile index")
@@ -281,7 +281,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
             raise ValueError(f"{spec.name} {p} uses grid.z for one product; it cannot also take a batch")
         else:
             grid = (grid[0], grid[1], req.batch)
-    if spec.persistent:  # blocks walk the tiles: no more than can be resident at once
+    if spec.walks(p):  # blocks walk the tiles: no more than can be resident at once
         grid = (min(grid[0], resident_blocks(spec, p, prepared.kernel, geo, info.sm_count)), 1, 1)
     errs = launch_problems(Launch(grid, geo.block, geo.smem))
     if errs:

@@ -243,8 +243,10 @@ class KernelSpec:
     # (empty: fine); kernel="auto" passes over a rung whose rules fail and that does not stage them.
     operand_rules: Callable[[int, int, int, int, int], list[str]] | None = None
     second_kernel: SecondKernel | None = None
-    # A persistent grid: no more blocks than can be resident at once, in whole clusters of cluster(params).
-    persistent: bool = False
+    # A persistent grid: no more blocks than can be resident at once, in whole clusters of cluster(params);
+    # the blocks walk the work, so the grid does not bound C. A function of the parameters where only some
+    # schedules walk (`walks`).
+    persistent: bool | Callable[[dict[str, int]], bool] = False
     cluster: Callable[[dict[str, int]], int] | None = None
     # The tensor maps the kernel takes ("tensor_maps" in `arguments`): (M, N, K, params) -> boxes.
     tensor_maps: Callable[[int, int, int, dict[str, int]], tuple[TensorMapBox | None, ...]] | None = None
@@ -269,6 +271,10 @@ class KernelSpec:
     def epilogue(self) -> bool:
         """Whether the rung takes the fused epilogue (bias, activation, residual)."""
         return "epilogue" in self.arguments
+
+    def walks(self, params: Params) -> bool:
+        """Whether these parameters launch a persistent grid whose blocks walk the work (`persistent`)."""
+        return bool(self.persistent(dict(params)) if callable(self.persistent) else self.persistent)
 
     @property
     def batched(self) -> bool:

@@ -145,7 +145,7 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     if p["SPLIT"] <= 1:
         return Workspace()
     g = _geometry(m, n, k, p)
-    slots = 2 * g.blocks if p.get("SCHED", 0) == 1 else g.blocks
+    slots = 2 * min(g.blocks, blocks) if p.get("SCHED", 0) == 1 else g.blocks  # (the launch may hold fewer)
     return Workspace(floats=slots * g.threads_per_block * accumulators(p), ints=items(m, n, p))
 
 
@@ -295,4 +295,5 @@ SPEC = KernelSpec(
     operand_rules=rows_16_byte_aligned,  # A and B are read in 16-byte pieces
     staging=Staging("AB"),
     fits_shape=fits_shape,
+    persistent=lambda p: p.get("SCHED", 0) == 1,
 )
