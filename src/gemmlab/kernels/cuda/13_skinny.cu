@@ -29,22 +29,27 @@
 //   blocks to finish (an atomic counter) adds the SPLIT partials in a fixed order (the result does not
 //   depend on which block finished last), applies the epilogue and resets the counter for the next launch.
 // - Rows of A beyond MT: grid.z tiles of MT rows (correct for any M; built for M <= MT).
+// - Or a persistent grid (SCHED 1) where the slices of K would take more than one wave of blocks: each block
+//   takes an equal run of (item, group) units across the items and keeps its ring full from one item into
+//   the next; an item cut by a run is added from its parts in block order (stream-K, still repeatable).
+// - On Hopper the copy engine can fill the slots instead of every lane (COPY 1-3: one bulk copy per row of a
+//   slot, completed on an mbarrier per slot; COPY 3 brings A's rows along and needs no shared panel).
 // - Strict fp32 (A_TYPE 4) on the CUDA cores, the same ring, panel, split and epilogue: each lane owns one
 //   or two columns of C (two lanes share a column with NT = 1, taking alternate groups of 4 k, added by a
 //   shuffle), and per 4 k does a float4 of its column of B, a float4 broadcast of each row of A and 4 FMAs
 //   per row. A slot holds 64 UNROLL bytes of a row whatever the type (16 UNROLL fp32 k).
-// Changed from rung 11: swapped operands, a private ring per warp instead of block tiles, split-K with an
-// in-kernel reduction, no ldmatrix (the fragments are read as stored).
+// Changed from rung 11: swapped operands, a private ring per warp instead of block tiles, split-K (or
+// stream-K) with an in-kernel reduction, no ldmatrix (the fragments are read as stored).
 // Traffic: B read once per tile of MT rows; A once per block (its panels); the partial sums (SPLIT x M x N
 // fp32) written and read once, through L2.
 // Bottleneck left: DRAM bandwidth for B (the goal); at M = 64 the MMAs and the shared-memory reads become a
 // real share of the issue slots.
 // Predicted (before the first measurement of the ring): weights streamed at 2.8-3.0 TB/s (85-90% of the
-// 3.35 TB/s datasheet) for M <= 16 when B is 128 MB or more; 1.0-1.2 x cuBLAS, which streams them at
-// 2.3-2.7 TB/s. Measured (H100, B^T given, L2 flushed): 2.0-2.5 TB/s at M = 1, 0.86-0.93 x cuBLAS; M = 16
-// 0.75-0.87. Missed: ncu shows the warps issue-bound (about 5 instructions per 16-byte copy and fragment,
-// 7 cycles per issued instruction), not DRAM-bound; bulk copies (TMA) and wgmma would cut the instructions.
-// fp32: 0.89-1.00 x cuBLAS at M = 1, 1.09-1.28 at M = 16. docs/journal.md has each version.
+// 3.35 TB/s datasheet) for M <= 16 when B is 128 MB or more; 1.0-1.2 x cuBLAS. Measured (H100, B^T given, L2
+// flushed by a read): 1.7-2.6 TB/s at M = 1, 0.83-0.95 x cuBLAS (which reads them at 1.8-2.8); M = 16
+// 0.79-0.86. The copy engine (predicted to cut the instructions per byte tenfold and reach 2.6-2.9 TB/s)
+// measured the same as cp.async or slower, so it is not the default; a pure read of the same pattern reaches
+// 2.7-2.9 TB/s. fp32: 0.95-1.10 x cuBLAS at M = 1, 1.12-1.29 at M = 16. docs/journal.md has each version.
 
 #include "common.cuh"
 #include "epilogue.cuh"

@@ -1,6 +1,7 @@
-"""Rung 13: small M (decoding). Each warp streams its columns of B once through a private cp.async ring in shared
-memory, split over K; fp16 / bf16 on the tensor cores as C^T = B^T A^T (fp32 accumulate), strict fp32 on the
-CUDA cores; the fused epilogue.
+"""Rung 13: small M (decoding). Each warp streams its columns of B once through a private ring in shared memory
+(each lane's cp.async, or Hopper's copy engine: COPY), split over K (a grid of slices, or a persistent grid of
+equal runs across the items: SCHED); fp16 / bf16 on the tensor cores as C^T = B^T A^T (fp32 accumulate), strict
+fp32 on the CUDA cores; the fused epilogue.
 
 A product with few rows of A (the tokens of a decoding step) does 2 M flops per element of B, so its time is
 the bytes of B over the DRAM bandwidth: `stream_seconds` is the model, and `fits_shape` keeps the rung to
@@ -132,10 +133,10 @@ def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
 
 
 def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
-    # B once per tile of MT rows; A once per warp (every warp reads its rows of A over its K slice).
-    g = _geometry(m, n, k, p)
-    warps = g.grid[0] * p["WARPS"]
-    return Traffic(a_loads=m * k * warps, b_loads=k * n * g.grid[2], c_loads=0, c_stores=m * n)
+    # B once per tile of MT rows; A once per warp of a column of blocks (every warp reads its rows of A over
+    # K), whichever schedule deals the work out.
+    warps = cdiv(n, p["WARPS"] * warp_columns(p)) * p["WARPS"]
+    return Traffic(a_loads=m * k * warps, b_loads=k * n * cdiv(m, p["MT"]), c_loads=0, c_stores=m * n)
 
 
 def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspace:
@@ -259,8 +260,8 @@ SPEC = KernelSpec(
     rung=13,
     source="13_skinny.cu",
     template="skinny_gemm",
-    idea="small M: each warp streams its columns of B once through a private cp.async ring, split over K; "
-         "tensor cores on C^T = B^T A^T (fp32 on the CUDA cores)",
+    idea="small M: each warp streams its columns of B once through a private ring (cp.async or the copy "
+         "engine), split over K or persistent stream-K; tensor cores on C^T = B^T A^T (fp32 on the CUDA cores)",
     params=(
         Param("MT", 8, (8, 16, 32, 64), "rows of A per block (n8 tiles of the swapped MMA)"),
         Param("NT", 4, (1, 2, 4), "m16 tiles per warp: 16 NT columns of C"),
