@@ -8,7 +8,8 @@ from gemmlab.kernels import registry
 from gemmlab.kernels.rungs import skinny
 
 SPEC = registry.get("skinny")
-SHAPES = [(1, 8192, 8192), (3, 1000, 3001), (16, 28672, 8192), (64, 4096, 4096), (200, 5, 7), (1, 1, 1)]
+SHAPES = [(1, 8192, 8192), (3, 1000, 3001), (16, 28672, 8192), (64, 4096, 4096), (200, 5, 7), (1, 1, 1),
+          (64, 64, 131072), (1, 14336, 4096)]
 
 
 @pytest.mark.parametrize("mnk", SHAPES, ids=str)

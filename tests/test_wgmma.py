@@ -109,14 +109,16 @@ def test_resident_blocks_are_whole_clusters():
     geo = SPEC.launch(4096, 4096, 4096, SPEC.defaults)
     asked = []
 
-    def kernel(fit):
-        return NS(max_active_clusters=lambda cl, block, smem: asked.append((cl, block, smem)) or fit)
+    def kernel(fit, per_sm=None):
+        return NS(max_active_clusters=lambda cl, block, smem: asked.append((cl, block, smem)) or fit,
+                  max_active_blocks=lambda block, smem: per_sm)
 
     p2, p1 = {**SPEC.defaults, "CLUSTER": 2}, {**SPEC.defaults, "CLUSTER": 1}
     assert api.resident_blocks(SPEC, p2, kernel(60), geo, 132) == 120  # the driver's count of clusters
     assert asked == [(2, geo.block, geo.smem)]
     assert api.resident_blocks(SPEC, p2, kernel(None), geo, 133) == 132  # no answer: SMs in whole clusters
     assert api.resident_blocks(SPEC, p1, kernel(None), geo, 133) == 133 and len(asked) == 2
+    assert api.resident_blocks(SPEC, p1, kernel(None, per_sm=3), geo, 132) == 396  # no clusters: blocks per SM
 
 
 def test_operand_problems_name_the_operand():

@@ -78,12 +78,13 @@ def loaded(kernel: str) -> list[Prepared]:
 
 
 def resident_blocks(spec: KernelSpec, p: dict[str, int], kernel, geo: Launch, sm_count: int) -> int:
-    """Blocks of a persistent kernel (one per SM) that run at once, in whole clusters: the driver's count
-    of clusters that fit (SMs group into GPCs, and a cluster never spans two), or the SM count rounded
-    down to whole clusters where it cannot say."""
+    """Blocks of a persistent kernel that run at once, in whole clusters: the driver's count of clusters that
+    fit (SMs group into GPCs, and a cluster never spans two), or the SM count rounded down to whole clusters
+    where it cannot say; without clusters, the driver's blocks per SM (rung 12's: one; rung 13's small blocks:
+    several) times the SMs."""
     cluster = spec.cluster(p) if spec.cluster else 1
     if cluster == 1:
-        return sm_count
+        return sm_count * (kernel.max_active_blocks(geo.block, geo.smem) or 1)
     fit = kernel.max_active_clusters(cluster, geo.block, geo.smem)
     return cluster * (fit if fit else sm_count // cluster)
 

@@ -47,10 +47,25 @@ class LoadedKernel:
                          stack_frame=int(f.local_size_bytes), known=True)
 
     def ensure_dynamic_smem(self, nbytes: int) -> None:
-        """Raise the kernel's dynamic shared-memory limit when a launch asks for more than 48 KiB."""
-        if nbytes > 48 * 1024 and nbytes > self.max_dynamic_smem:
+        """Raise the kernel's dynamic shared-memory limit when a launch asks for more than the default: 48 KiB
+        less the kernel's static shared memory (a launch of exactly 48 KiB with a static `__shared__` int
+        beside it is refused unless the limit is raised)."""
+        default = 48 * 1024 - int(getattr(self.function, "shared_size_bytes", 0) or 0)
+        if nbytes > default and nbytes > self.max_dynamic_smem:
             self.function.max_dynamic_shared_size_bytes = int(nbytes)
             self.max_dynamic_smem = int(nbytes)
+
+    def max_active_blocks(self, block: tuple[int, int, int], smem: int) -> int | None:
+        """How many blocks of this kernel one SM holds at once (the driver's occupancy answer: registers,
+        shared memory, threads), or None where the driver cannot say."""
+        key = ("blocks", tuple(block), smem)
+        if key not in self._clusters:
+            self.ensure_dynamic_smem(smem)
+            f = self.function
+            handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
+            threads = int(block[0]) * int(block[1]) * int(block[2])
+            self._clusters[key] = _max_active_blocks(int(handle), threads, smem) if handle else None
+        return self._clusters[key]
 
     def max_active_clusters(self, cluster: int, block: tuple[int, int, int], smem: int) -> int | None:
         """How many clusters of `cluster` blocks of this kernel the GPU can hold at once (the driver's
@@ -126,6 +141,24 @@ def _occupancy_fn():
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_LaunchConfig)]
     return fn
+
+
+@functools.lru_cache(maxsize=1)
+def _blocks_fn():
+    fn = getattr(libcuda(), "cuOccupancyMaxActiveBlocksPerMultiprocessor", None)
+    if fn is not None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    return fn
+
+
+def _max_active_blocks(function: int, threads: int, smem: int) -> int | None:
+    fn = _blocks_fn()
+    if fn is None:
+        return None
+    out = ctypes.c_int(0)
+    rc = fn(ctypes.byref(out), ctypes.c_void_p(function), int(threads), int(smem))
+    return int(out.value) if rc == 0 and out.value > 0 else None
 
 
 def _max_active_clusters(function: int, cluster: int, block: tuple[int, int, int], smem: int) -> int | None:
