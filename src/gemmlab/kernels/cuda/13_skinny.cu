@@ -697,14 +697,20 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
             if (store) {
                 __threadfence();
                 if (threadIdx.x == 0) counters[counter] = 0;  // zero again for the next launch
+                // Part by part, all of a part's F4 loads in flight at once (a loop over the parts inside one
+                // over the accumulators waited on one L2 round trip per part and float4: 126 parts x 16 took
+                // 0.19 ms at 64 x 64 x 131072). Each sum still adds the parts in order from zero.
 #pragma unroll
-                for (int i = 0; i < F4; ++i) {
-                    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    for (int j = 0; j < parts; ++j) {
-                        const float4 v = __ldcg(part + (slot_of(j) * F4 + i) * NTHREADS + threadIdx.x);
-                        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-                    }
-                    accf[4 * i] = sum.x, accf[4 * i + 1] = sum.y, accf[4 * i + 2] = sum.z, accf[4 * i + 3] = sum.w;
+                for (int i = 0; i < NACC; ++i) accf[i] = 0.0f;
+                for (int j = 0; j < parts; ++j) {
+                    const float4* src = part + slot_of(j) * F4 * NTHREADS + threadIdx.x;
+                    float4 v[F4];
+#pragma unroll
+                    for (int i = 0; i < F4; ++i) v[i] = __ldcg(src + i * NTHREADS);
+#pragma unroll
+                    for (int i = 0; i < F4; ++i)
+                        accf[4 * i] += v[i].x, accf[4 * i + 1] += v[i].y, accf[4 * i + 2] += v[i].z,
+                            accf[4 * i + 3] += v[i].w;
                 }
             }
         }

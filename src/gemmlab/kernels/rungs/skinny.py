@@ -216,16 +216,10 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     mt = 8
     while mt < min(m, 64):
         mt *= 2
-    nt = 1 if mt == 8 else 2
-    warps = 8
-    while warps > 1 and (warps // 2) * 16 * nt >= n:  # no warp without columns of C (a narrow C: long K)
-        warps //= 2
-    shape = dict(MT=mt, NT=nt, UNROLL=4, STAGES=4, WARPS=warps) if mt == 8 else \
-        dict(MT=mt, NT=nt, UNROLL=2, STAGES=3, WARPS=warps)
+    shape = dict(MT=mt, NT=1, UNROLL=4, STAGES=4, WARPS=8) if mt == 8 else dict(MT=mt, NT=2, UNROLL=2, STAGES=3, WARPS=8)
     p = params_for(m, n, k, sms, **shape, COPY=0, SCHED=0)
     slots = blocks_per_sm({**SPEC.defaults, **p, "B_LAYOUT": B_KMAJOR}) * max(sms, 1)
-    blocks = items(m, n, p) * p["SPLIT"]
-    if blocks > slots or blocks < 0.95 * slots:  # several waves of short slices, or too few: persistent runs
+    if items(m, n, p) * p["SPLIT"] > slots:  # more than one wave of short slices: persistent runs instead
         return params_for(m, n, k, sms, **shape, COPY=0, SCHED=1)
     return p
 
