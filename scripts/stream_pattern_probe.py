@@ -5,9 +5,10 @@ A warp takes R rows at a time and walks K in runs of RUN bytes per row (R = 16, 
 13's ring); a matrix is split into (R rows) x (K / KSPLIT) pieces handed to warps in turn. Two ways to fetch:
 `ld` (16-byte loads into registers, every lane, all of a step's loads in flight) and `bulk` (one
 cp.async.bulk per row into a per-warp ring of STAGES slots in shared memory, completed on mbarriers, as
-rung 13 with COPY=1). L2 flushed before every call; medians of 9 calls.
+rung 13 with COPY=1). L2 flushed before every call (--clean: by a read, as the harness does; else by a
+memset, which leaves dirty lines for the timed kernel to write back); medians of 9 calls.
 
-    python3 scripts/stream_pattern_probe.py [--shapes 8192x8192,28672x8192,8192x28672]
+    PYTHONPATH=src python3 scripts/stream_pattern_probe.py [--clean] [--shapes 8192x8192,28672x8192,8192x28672]
 """
 
 from __future__ import annotations
@@ -15,14 +16,6 @@ from __future__ import annotations
 import argparse
 
 SRC = r"""
-extern "C" __global__ void flush_read(const uint4* __restrict__ p, long long n, unsigned* __restrict__ sink) {
-    unsigned acc = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const uint4 v = p[i];
-        acc |= v.x | v.y | v.z | v.w;
-    }
-    if (acc == 0x12345678u) sink[0] = acc;
-}
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
 // R rows x RUN bytes per step, 16-byte loads; every lane's loads of a step issued before any is used.
@@ -110,15 +103,18 @@ BULK = [(16, 512, 4, 4), (16, 512, 3, 8), (16, 1024, 3, 4), (16, 2048, 2, 3), (8
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="8192x8192,28672x8192,8192x28672")
-    ap.add_argument("--clean", action="store_true", help="flush L2 by reading a buffer (no dirty lines left)")
+    ap.add_argument("--clean", action="store_true", help="flush L2 by reading a buffer, as the harness does (no dirty "
+                                                        "lines left); without it, by a memset of 256 MB")
     args = ap.parse_args()
     import cupy as cp
 
     names = [f"ld_rows<{r},{run}>" for r, run in LD] + [f"bulk_rows<{r},{run},{s}>" for r, run, s, _ in BULK]
     mod = cp.RawModule(code=SRC, options=("-std=c++17", "-arch=sm_90"), name_expressions=names)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    from gemmlab.bench.timing import L2Flusher
+
     flush = cp.ones(256 << 20, dtype=cp.uint8)
-    flush_read = mod.get_function("flush_read")
+    flush_read = L2Flusher()  # the harness's flush: a read of twice the L2
     sink = cp.zeros(4, dtype=cp.uint32)
     print("| N x K | pattern | TB/s |")
     print("|---|---|---|")
@@ -131,7 +127,7 @@ def main() -> None:
             ts = []
             for _ in range(9):
                 if args.clean:
-                    flush_read((sms * 8,), (256,), (flush, cp.int64(flush.nbytes // 16), sink))
+                    flush_read()
                 else:
                     flush.fill(1)
                 e0, e1 = cp.cuda.Event(), cp.cuda.Event()
