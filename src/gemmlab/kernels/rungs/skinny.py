@@ -171,8 +171,8 @@ def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
       this rung at 0.69; at M = 64, rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already
       give every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93);
     - fp16 / bf16 with long K on a tiny C: K >= LONG_K, N <= 512 and at most 4 of rung 12's 128 x 256 tiles,
-      where rung 12 (no split over K) keeps 4 SMs or fewer busy: 64 x 64 x 131072 0.04 -> 0.21 x cuBLAS,
-      256 x 256 x 65536 0.22 -> 0.35; still far from cuBLAS, which splits K on every SM;
+      where rung 12 (no split over K) keeps 4 SMs or fewer busy: 64 x 64 x 131072 0.04 x cuBLAS against
+      this rung's 0.22, 256 x 256 x 65536 0.30; still far from cuBLAS, which splits K on every SM;
     - fp32, M <= 16, or M <= MAX_M_FP32 with N >= 256: rung 10 (32-row tiles at the least; a transposed B, a
       linear layer's weight, copied first) ran at 0.12-0.30 x cuBLAS at M = 1-16, this rung at 0.89-1.28;
       at M = 32 0.28-0.51 against 0.79-0.89, except N = 64 with K = 131072 (0.61 against 0.36); at M = 64
@@ -207,7 +207,8 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     sub-partition: with four, each warp waited on its shared-memory reads about 40 % of its cycles, ncu).
     MT = 8: one m16 tile per warp and slots of four chunks (each row of a transposed weight copied in runs
     of 256 bytes); above, two tiles, two chunks and three slots. Each lane's cp.async (COPY 0): the copy
-    engine (COPY 1, 2) measured the same at M = 1 and 1-4 % slower at M = 8-16. From side-by-side timings
+    engine (COPY 1-3) measured the same at M = 1 and 1-4 % slower at M = 8-16 in this geometry, and
+    no better in its own (4 warps, 512-byte runs). From side-by-side timings
     against cuBLAS at M = 1, 8, 16, 32 and N x K = 4096 x 4096, 8192 x 8192, 14336 x 4096, 28672 x 8192,
     8192 x 28672 (docs/journal.md). SPLIT: best_split (params_for). Where those slices would take more than
     one wave of blocks (14336 x 4096: 112 column blocks x 7 slices of 608 k on 132 SMs), each block pays its
