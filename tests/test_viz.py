@@ -12,13 +12,14 @@ from gemmlab.viz import rungs
 from gemmlab.viz.model import (A_LOAD, AS_READ, AS_WRITE, B_LOAD, BS_READ, BS_WRITE, C_STORE, FMA, GLOBAL_LOADS,
                                OWN, SMEM_READS, Mark, ModelError, simulate)
 
-LADDER = ("naive", "coalesced", "smem_tiled", "blocktile_1d", "blocktile_2d")
+LADDER = ("naive", "coalesced", "smem_tiled", "blocktile_1d", "blocktile_2d", "vectorized", "conflict_free", "warptile",
+          "pipelined")
 
 
 # ------------------------------------------------------------------------------------------ the registries
 
 
-def test_every_model_is_a_registered_rung_and_the_first_five_are_modelled():
+def test_every_model_is_a_registered_rung_and_the_first_nine_are_modelled():
     names = {s.name for s in all_specs()}
     assert set(viz.MODELS) <= names, f"models for rungs the registry does not have: {set(viz.MODELS) - names}"
     assert set(LADDER) <= set(viz.MODELS)
@@ -92,9 +93,21 @@ CASES = (
     + [("blocktile_2d", s, dict(zip(("BM", "BN", "BK", "TM", "TN"), p)))
        for s in SIZES[1:] for p in ((16, 16, 4, 2, 2), (16, 32, 4, 2, 4), (32, 16, 8, 4, 2), (16, 16, 8, 1, 4), (32, 32, 4, 4, 4))]
 )
+# Rungs 06-09 read in float4 where the rows allow: K and N multiples of 4 take the 16-byte paths, the others
+# (and every edge) the float-by-float ones, so the shapes mix both. 32 x 32 block tiles: one to four blocks;
+# thread tiles 8 wide in one dimension or the other, so that 4 x 4 groups repeat along rows and columns, and
+# for rungs 08-09 two warps side by side.
+VEC_SIZES = [(5, 7, 3), (33, 35, 9), (32, 32, 16), (40, 36, 12)]
+VEC_CASES = (
+    [(name, s, dict(zip(("BM", "BN", "BK", "TM", "TN"), p)))
+     for name in ("vectorized", "conflict_free") for s in VEC_SIZES for p in ((32, 32, 8, 4, 8), (32, 32, 4, 8, 4))]
+    + [(name, s, dict(zip(("BM", "BN", "BK", "WM", "WN", "TM", "TN"), p)))
+       for name in ("warptile", "pipelined") for s in VEC_SIZES
+       for p in ((32, 32, 8, 32, 16, 4, 4), (32, 32, 4, 32, 32, 8, 4))]
+)
 
 
-@pytest.mark.parametrize("kernel,mnk,params", CASES, ids=lambda v: str(v).replace(" ", ""))
+@pytest.mark.parametrize("kernel,mnk,params", CASES + VEC_CASES, ids=lambda v: str(v).replace(" ", ""))
 def test_counts_equal_the_spec_model(kernel, mnk, params):
     m, n, k = mnk
     trace = viz.run(kernel, m, n, k, params=params)
@@ -148,6 +161,88 @@ def test_blocktile_1d_threads_own_a_column():
     # thread 17 of block 0: tcol = 17 % 16 = 1, trow = 1: rows 8..15 of column 1
     assert trace.owned(17) == [(r, 1) for r in range(8, 16)]
     assert trace.count(AS_READ, frame=2, thread=17) == 8 and trace.count(BS_READ, frame=2, thread=17) == 1
+
+
+def test_vectorized_threads_own_contiguous_tiles_and_conflict_free_spreads_them_in_groups():
+    """06: rows trow*TM + i, columns tcol*TN + j. 07: the same thread owns 4 x 4 groups, columns
+    g*4*TCOLS + tcol*4 + 0..3 (TCOLS = BN/TN = 4 here: groups 16 columns apart)."""
+    p = {"BM": 32, "BN": 32, "BK": 8, "TM": 4, "TN": 8}
+    vec = viz.run("vectorized", 64, 64, 8, params=p)
+    cf = viz.run("conflict_free", 64, 64, 8, params=p)
+    t = 32 + 5                # block (1, 0): columns from 32; tid 5: tcol = 1, trow = 1
+    assert vec.owned(t) == [(4 + i, 32 + 8 + j) for i in range(4) for j in range(8)]
+    assert cf.owned(t) == [(4 + i, 32 + g * 16 + 4 + jj) for i in range(4) for g in range(2) for jj in range(4)]
+    assert vec.traffic() == cf.traffic()          # only the map and the padding differ
+    # A is stored transposed: thread 5 loads A[2, 4..7] (tile element 5: row 5 / 2, k 4 * (5 % 2)) into
+    # As[4..7][2]; rung 07's As has 4 more columns per k-row than BM
+    assert cf.cells(AS_WRITE, frame=1, thread=5) >= {(4, 2), (5, 2), (6, 2), (7, 2)}
+    assert vec.smem_shapes["As"] == (8, 32) and cf.smem_shapes["As"] == (8, 36)
+
+
+def test_warptile_lanes_form_a_grid_inside_their_warp_tile():
+    """WM x WN = 32 x 16 warp tiles, 4 x 4 thread tiles: lanes form an 8 x 4 grid; warp 1 sits 16 columns right."""
+    p = {"BM": 32, "BN": 32, "BK": 8, "WM": 32, "WN": 16, "TM": 4, "TN": 4}
+    trace = viz.run("warptile", 32, 32, 8, params=p)
+    for tid in (0, 3, 4, 31, 32, 45):
+        warp, lane = divmod(tid, 32)
+        tr, tc = lane // 4, lane % 4
+        assert trace.owned(tid) == [(tr * 4 + i, warp * 16 + tc * 4 + j) for i in range(4) for j in range(4)]
+    # per k, a warp reads 8 distinct float4 of As (one per lane row) and 4 of Bs: the rest are broadcasts
+    f = 2
+    warp0 = trace.select(AS_READ, frame=f) & (trace.events["thread"] < 32)
+    assert len(set(zip(trace.events["r"][warp0].tolist(), trace.events["c"][warp0].tolist()))) == 8 * 4
+    warp0 = trace.select(BS_READ, frame=f) & (trace.events["thread"] < 32)
+    assert len(set(zip(trace.events["r"][warp0].tolist(), trace.events["c"][warp0].tolist()))) == 4 * 4
+
+
+def test_a_16_byte_access_is_one_instruction_of_four_elements():
+    p = {"BM": 32, "BN": 32, "BK": 8, "TM": 4, "TN": 8}
+    aligned = viz.run("vectorized", 32, 32, 32, params=p)
+    for kinds in (A_LOAD, B_LOAD, SMEM_READS, BS_WRITE, C_STORE):
+        assert aligned.instructions(kinds) * 4 == aligned.count(kinds), kinds
+    assert aligned.instructions(AS_WRITE) == aligned.count(AS_WRITE)     # the transposed stores are 4-byte
+    # per k, a thread issues TM/4 + TN/4 = 3 LDS.128 for its 12 values
+    assert aligned.instructions(SMEM_READS, frame=2, thread=0) == 3
+    assert aligned.count(SMEM_READS, frame=2, thread=0) == 12
+    # a warp's 16-byte load of A covers 16 rows x 8 floats: 16 sectors, two such loads per thread and step
+    assert aligned.warp_requests(1, 0) == {"A": (2, 32), "B": (2, 32)}
+    # K = 9 and N = 35 are not multiples of 4: A's, B's and C's rows are not 16-byte aligned, every access is
+    # a float; the elements are the same ones
+    odd = viz.run("vectorized", 33, 35, 9, params=p)
+    for kinds in (A_LOAD, B_LOAD, C_STORE):
+        assert odd.instructions(kinds) == odd.count(kinds) > 0
+    assert odd.instructions(SMEM_READS) * 4 == odd.count(SMEM_READS)    # shared memory is always aligned
+    assert np.array_equal(odd.c, odd.a @ odd.b)
+
+
+def test_pipelined_loads_the_next_tile_while_computing_on_the_other_buffer():
+    """K = 40, BK = 8: 5 steps. Tile s sits in buffer s % 2 (rows 8 * (s % 2) .. of As and Bs); the global loads
+    of tile s + 1 happen in step s's first compute frame; one barrier per step, plus the prologue's."""
+    p = {"BM": 32, "BN": 32, "BK": 8, "WM": 32, "WN": 16, "TM": 4, "TN": 4}
+    trace = viz.run("pipelined", 32, 32, 40, params=p)
+    frames = trace.frames
+    steps = 5
+    assert sum(mk.sync for mk in frames) == steps + 1
+    assert sum(mk.sync for mk in viz.run("warptile", 32, 32, 40, params=p).frames) == 2 * steps
+    e = trace.events
+    for f, mk in enumerate(frames):
+        reads = trace.select(SMEM_READS, frame=f)
+        writes = trace.select((AS_WRITE, BS_WRITE), frame=f)
+        if mk.phase == "compute":
+            s = mk.step
+            # reads buffer s % 2 only (the step's last k reads nothing: its fragments came with k - 1)
+            assert set((e["r"][reads] // 8).tolist()) == ({s % 2} if mk.k < 8 * s + 7 else set()), f
+            assert not writes.any()
+            loads = trace.cells(A_LOAD, frame=f)
+            if mk.k == 8 * s and s + 1 < steps:                              # the step's first frame
+                assert {c for _, c in loads} == set(range(8 * (s + 1), 8 * (s + 2)))   # tile s + 1 in flight
+            else:
+                assert not loads
+        elif mk.phase == "load":
+            s = mk.step                                                       # tile s goes to buffer s % 2
+            assert set((e["r"][writes] // 8).tolist()) == {s % 2}, f
+            assert mk.sync and not reads.any()
+    assert np.array_equal(trace.c, trace.a @ trace.b)
 
 
 def test_naive_walks_rows_with_x_and_coalesced_walks_columns():

@@ -34,7 +34,20 @@ def _sample(pic: Picture, panel: str, r: int, c: int) -> tuple[int, int]:
     ("blocktile_2d", 21, 70, "thread"),
 ])
 def test_every_cell_has_the_colour_of_its_state(kernel, size, thread, mode):
-    trace = viz.run(kernel, size)
+    _assert_cells_have_their_colours(viz.run(kernel, size), thread, mode)
+
+
+@pytest.mark.parametrize("kernel,mnk,thread,mode", [
+    ("conflict_free", (40, 32, 16), 40, "warp"),
+    ("pipelined", (40, 32, 16), 70, "block"),
+])
+def test_every_cell_of_the_16_byte_rungs_has_the_colour_of_its_state(kernel, mnk, thread, mode):
+    """One column of 32 x 32 block tiles, so that cells stay 6 px or more (the dashed outline of the staged
+    tile would otherwise cover the centre of its edge cells)."""
+    _assert_cells_have_their_colours(viz.run(kernel, *mnk), thread, mode)
+
+
+def _assert_cells_have_their_colours(trace, thread, mode):
     pic = Picture(trace, thread, mode)
     fr = Frames(trace, thread, mode)
     frames = sorted({0, 1, 2, len(trace.frames) // 2, len(trace.frames) - 1})
@@ -103,6 +116,21 @@ def test_terminal_view_follows_the_thread_through_every_frame():
     assert "4 here, 8 for the naive rung" in text
 
 
+def test_terminal_view_shows_a_16_byte_access_as_one():
+    """Rung 06 at 32 x 32 x 32 (rows 16-byte aligned): thread 5 reads A[2, 4..7] in one load and writes it to
+    As[4..7][2] in four stores; with K = 9 the same elements come float by float."""
+    p = {"BM": 32, "BN": 32, "BK": 8, "TM": 4, "TN": 8}
+    console = Console(width=200, record=True, color_system=None)
+    console.print(view(viz.run("vectorized", 32, 32, 32, params=p), 5))
+    text = console.export_text()
+    assert "A[2,4..7]" in text and "As[4][2]" in text and "Bs[0][8..11]" in text
+    assert "access instructions (a 16-byte one moves 4 elements): global loads 512 for 2,048 elements" in text
+    console = Console(width=200, record=True, color_system=None)
+    console.print(view(viz.run("vectorized", 32, 32, 9, params=p), 5))
+    text = console.export_text()
+    assert "A[2,4]" in text and "A[2,4..7]" not in text
+
+
 # ------------------------------------------------------------------------------------------ the command
 
 
@@ -142,6 +170,14 @@ def test_visualize_refuses_with_one_clear_line(args, message, tmp_path):
     assert r.exit_code != 0
     lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and message in lines[0], r.output
+
+
+def test_a_new_rung_from_the_command_line(tmp_path):
+    r = runner.invoke(app, ["visualize", "pipelined", "--m", "40", "--n", "32", "--k", "16", "--format", "terminal,png",
+                            "--out", str(tmp_path), "-t", "70"], terminal_width=160)
+    assert r.exit_code == 0, r.output
+    assert "DIFFERENT" not in r.output and "equal" in r.output
+    assert [p.name for p in tmp_path.iterdir()] == ["pipelined_40x32x16_BM32_BN32_BK8_WM32_WN16_TM4_TN4_frame10.png"]
 
 
 def test_a_rung_without_a_model_is_named():

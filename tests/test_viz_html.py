@@ -29,7 +29,7 @@ from PIL import Image
 
 from gemmlab import viz
 from gemmlab.viz.html import write_html
-from gemmlab.viz.state import CODE, STATES, Frames, rgb
+from gemmlab.viz.state import CODE, STATES, Frames, layout, rgb
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 TIMEOUT_S = 30
@@ -299,3 +299,54 @@ def test_a_page_too_large_is_refused(monkeypatch, tmp_path):
     r = CliRunner().invoke(app, ["visualize", "smem_tiled", "--n", "4", "--block", "2", "-f", "html", "-o", str(tmp_path)])
     assert r.exit_code != 0 and "too many for one page" in r.output
     assert not list(tmp_path.iterdir())
+
+
+def test_the_staged_tiles_and_titles_follow_the_model(browser, tmp_path):
+    """Rung 09: the dashed outline marks the tile the block holds in shared memory (tile s during step s,
+    tile s + 1 in the frame that stores it), as state.Frames says; the panels carry the model's titles; the
+    cells of both buffers agree with the model for a warp's focus."""
+    trace = viz.run("pipelined", 40, 40, 24)
+    browser.open(write_html(trace, tmp_path / "p.html", thread=70))
+    fr = Frames(trace, 70, "thread")
+    for f in range(len(trace.frames)):
+        browser.js(f"go({f})")
+        for p in ("A", "B"):
+            want = fr.state(f).tiles[p]
+            box = json.loads(browser.js(f"JSON.stringify(['x', 'y', 'width', 'height', 'visibility']"
+                                        f".map(a => document.getElementById('staged-{p}').getAttribute(a)))"))
+            if want is None:
+                assert box[4] == "hidden", (f, p)
+                continue
+            ox, oy = layout(trace).origin[p]
+            r0, c0, rows, cols = want
+            assert box[4] == "visible" and [float(v) for v in box[:4]] == [ox + c0, oy + r0, cols, rows], (f, p)
+    title = browser.js("document.querySelector('#panel-As > text').textContent")
+    assert title == "As[buf][k][m]: buffer 0 above, 1 below (shared, block (1, 0))"
+    browser.js("document.getElementById('mode').value = 'warp';"
+               "document.getElementById('mode').dispatchEvent(new Event('change'))")
+    for f in (1, 2, 10, 11, len(trace.frames) - 1):    # prologue, step 1 k = 0, its store, step 2 k = 0, the end
+        browser.js(f"go({f})")
+        assert_page_matches_model(browser, trace, f, 70, "warp")
+    assert browser.problems() == []
+
+
+def test_the_page_shows_the_bank_view_of_its_parameters(browser, tmp_path):
+    """conflict_free at its teaching parameters (BK = 8, BM = 32): rung 06's transposed A stores are 2-way,
+    rung 07's padded ones conflict-free; the page's tables are banks.summary_rows and banks.map_rows."""
+    from gemmlab.viz import banks
+
+    trace = viz.run("conflict_free", 36)
+    browser.open(write_html(trace, tmp_path / "cf.html", thread=3))
+    assert browser.js("document.getElementById('banks').hidden") is False
+    rows = json.loads(browser.js("JSON.stringify(Array.from(document.querySelectorAll('#bank-summary tbody tr'))"
+                                 ".map(tr => Array.from(tr.children).map(td => [td.textContent, td.className])))"))
+    view, before = banks.bank_view("conflict_free", trace.params, thread=3, teaching=True)
+    header, want = banks.summary_rows(view, before)
+    state = {"bad": True, "ok": False, "": None}
+    assert [[(t, state[c]) for t, c in row] for row in rows] == [[tuple(c) for c in row] for row in want]
+    # two float4 of A per thread: 8 scalar stores, each 2-way with rung 06's unpadded As
+    assert ["As store 1-8, 4-byte", "1 x 32", "2 (2-way)", "1 (conflict-free)"] in [[t for t, _ in row] for row in rows]
+    maps = browser.js("document.querySelectorAll('#banks table.bank-map').length")
+    assert maps == 2 * len(banks.changed(view, before)) == 2
+    assert browser.problems() == []
+

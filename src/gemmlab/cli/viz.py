@@ -31,18 +31,28 @@ def visualize(
     frame: Optional[int] = typer.Option(None, "--frame", help="the frame the PNG shows, from 1 (default: the middle one)"),
     fps: float = typer.Option(1.5, "--fps", help="GIF frames per second"),
     seed: int = typer.Option(0, "--seed", help="seed for the small integers in A and B"),
+    banks: bool = typer.Option(False, "--banks",
+                               help="instead: which shared-memory bank each lane of the warp of --thread hits in "
+                                    "the first K step, and the wavefronts each instruction takes, at the kernel's "
+                                    "own parameters (the spec's defaults, then --block and --param; one block, so no "
+                                    "sizes); conflict_free is shown beside vectorized's layout"),
 ) -> None:
     """Simulate a rung thread by thread and show it: terminal summary, animated GIF, HTML page to step through.
 
     Every global load, shared-memory access and multiply-add is recorded and checked against the spec's model.
 
     Seed 001's example: gemmlab visualize smem_tiled --n 4 --block 2
+    Bank conflicts, rung 06's layout against rung 07's: gemmlab visualize conflict_free --banks
     """
     from .. import viz
     from ..viz import html as viz_html
     from ..viz.frames import Picture
     from ..viz.state import FOCUS_MODES
     from ..viz.terminal import view
+
+    if banks:
+        _banks(kernel, n, m, k, block, thread, param)
+        return
 
     wanted = [f.strip() for f in formats.split(",") if f.strip()]
     bad = [f for f in wanted if f not in FORMATS]
@@ -91,3 +101,19 @@ def visualize(
             console.print(f"wrote {path}")
     if problems:
         fail("the model disagrees with the spec's analytic model: " + "; ".join(problems))
+
+
+def _banks(kernel: str, n: int | None, m: int | None, k: int | None, block: int | None, thread: int,
+           param: list[str] | None) -> None:
+    """`visualize --banks`: the bank view of one block's first K step, printed."""
+    from .. import viz
+    from ..viz.banks import bank_view
+    from ..viz.terminal import bank_view as render
+
+    if any(v is not None for v in (n, m, k)):
+        fail("--banks simulates one block for one K step at the kernel's parameters: it takes no --n, --m or --k")
+    try:
+        view, before = bank_view(kernel, parse_params(param), block, thread)
+    except (ValueError, viz.NoModelError, viz.ModelError) as exc:
+        fail(str(exc))
+    console.print(render(view, before))

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from .model import Trace
+from .rungs import MODELS
 from .state import CODE, DARK, SMEM_STATES, STATES, Frames, layout, palette_rgb
 
 TEXT_PX = 520          # width of the text panel
@@ -81,8 +82,9 @@ class Picture:
         top = 22 / self.cell_px          # room for the panel titles, in cell units
         blk, gx = trace.block_of(thread), trace.launch.grid[0]
         owner = f"shared, block ({blk % gx}, {blk // gx})"
+        named = MODELS[trace.spec.name].smem_titles if trace.spec.name in MODELS else {}
         titles = {"A": f"A ({trace.m} x {trace.k})", "B": f"B ({trace.k} x {trace.n})", "C": f"C ({trace.m} x {trace.n})",
-                  "As": f"As ({owner})", "Bs": f"Bs ({owner})"}
+                  "As": f"{named.get('As', 'As')} ({owner})", "Bs": f"{named.get('Bs', 'Bs')} ({owner})"}
         title_px = max(self.origin[p][0] * self.cell_px + 6.5 * len(titles[p]) for p in self.origin)
         main_w = max(width * self.cell_px, title_px) + 20
         width = (main_w - 20) / self.cell_px

@@ -15,13 +15,24 @@ from pathlib import Path
 import numpy as np
 
 from ..files import atomic_write
+from . import banks
 from .frames import launch_text, params_text, size_text
 from .model import A_LOAD, AS_READ, AS_WRITE, B_LOAD, BS_READ, BS_WRITE, C_STORE, FMA, OWN, Trace
-from .rungs import model_for
+from .rungs import MODELS, model_for
 from .state import DARK, SMEM_STATES, STATES, layout
 
 # Events beyond which the page gets heavy to open (about 6 MB of JSON; naive at 50^3 has 380,000).
 MAX_HTML_EVENTS = 400_000
+
+
+def bank_data(trace: Trace, thread: int = 0) -> dict | None:
+    """The bank view at the page's parameters, for the warp of `thread` in one block (a block of its own, one
+    K step: every block's warps address shared memory alike); None for a rung without shared memory."""
+    if not trace.smem_shapes or trace.spec.name not in MODELS:
+        return None
+    view, before = banks.bank_view(trace.spec.name, trace.params, thread=thread % trace.threads_per_block,
+                                   teaching=True)
+    return banks.page_data(view, before)
 
 
 def page_data(trace: Trace, thread: int = 0, mode: str = "thread") -> dict:
@@ -42,6 +53,7 @@ def page_data(trace: Trace, thread: int = 0, mode: str = "thread") -> dict:
         "grid": list(trace.launch.grid[:2]), "blockDim": list(trace.launch.block[:2]),
         "tpb": trace.threads_per_block, "threads": trace.threads, "blocks": trace.blocks,
         "smem": {k: list(v) for k, v in trace.smem_shapes.items()},
+        "smemTitles": dict(MODELS[trace.spec.name].smem_titles) if trace.spec.name in MODELS else {},
         "blockTile": list(trace.block_tile()), "kTile": trace.k_tile(),
         "layout": {"shapes": {k: list(v) for k, v in lay.shapes.items()},
                    "origin": {k: list(v) for k, v in lay.origin.items()},
@@ -66,6 +78,7 @@ def page_data(trace: Trace, thread: int = 0, mode: str = "thread") -> dict:
         "dark": sorted(DARK),
         "smemStates": sorted(SMEM_STATES),
         "agreement": [[q, a, b] for q, a, b in trace.agreement()],
+        "banks": bank_data(trace, thread),
         "thread": thread,
         "mode": mode,
     }
@@ -136,6 +149,12 @@ _PAGE = """<!doctype html>
     <details open><summary>model against the spec's analytic model (whole run)</summary>
       <table id="agreement"><thead><tr><th></th><th>model</th><th>spec</th><th></th></tr></thead><tbody></tbody></table>
     </details>
+    <details id="banks" class="banks" hidden><summary></summary>
+      <p class="hint">Per phase, the lanes that hit each bank: lanes sharing a word are joined (a broadcast), lanes
+      needing different words of one bank are separated by '/' (a conflict). A 16-byte access is served in 4 phases
+      of 8 lanes, a 4-byte one in 1 of 32. <code>gemmlab visualize KERNEL --banks</code> shows the kernel's own
+      parameters.</p>
+    </details>
     <div id="legend"></div>
   </aside>
 </main>
@@ -166,6 +185,11 @@ th:first-child, td:first-child { text-align: left; }
 #counters tbody tr:nth-child(odd) { background: #f4f4f4; }
 #agreement td.ok { color: #166534; }
 #agreement td.bad { color: #b91c1c; font-weight: 600; }
+.banks table { margin: 4px 0 10px; font-size: 12px; }
+.banks th, .banks td { padding: 0 5px; text-align: center; }
+.banks td.ok { color: #166534; }
+.banks td.bad { color: #b91c1c; font-weight: 600; }
+.banks p.title { margin: 8px 0 0; font-size: 12px; }
 #legend { margin-top: 10px; font-size: 12px; columns: 2; }
 #legend div { display: flex; align-items: center; gap: 6px; break-inside: avoid; }
 #legend span.sw { width: 12px; height: 12px; border: 1px solid #888; display: inline-block; flex: none; }
@@ -284,7 +308,7 @@ function panelTitles() {
   const b = Math.floor(thread / D.tpb);
   const owner = "shared, block " + blockName(b);
   return { A: "A (" + D.m + " x " + D.k + ")", B: "B (" + D.k + " x " + D.n + ")", C: "C (" + D.m + " x " + D.n + ")",
-           As: "As (" + owner + ")", Bs: "Bs (" + owner + ")" };
+           As: (D.smemTitles.As || "As") + " (" + owner + ")", Bs: (D.smemTitles.Bs || "Bs") + " (" + owner + ")" };
 }
 
 function tileLines(g, p, rows, cols, ox, oy) {
@@ -446,19 +470,17 @@ function compare(rows) {
   document.getElementById("compare").textContent = s;
 }
 
+// The rules of state.Frames._staged: the block tile and the step depth, not the shapes of As and Bs.
 function drawStaged() {
   const mk = D.frames[frame];
   const vis = Object.keys(D.smem).length > 0 && mk.step >= 0;
-  let load = -1;
-  if (vis) load = D.frames.findIndex(x => x.step === mk.step && x.phase === "load");
   for (const p of ["A", "B"]) {
     const rect = staged[p];
-    if (!vis || load < 0) { rect.setAttribute("visibility", "hidden"); continue; }
+    if (!vis) { rect.setAttribute("visibility", "hidden"); continue; }
     const b = Math.floor(thread / D.tpb);
     let r0 = Infinity, c0 = Infinity;
     for (let t = b * D.tpb; t < (b + 1) * D.tpb; t++) for (const [r, c] of (ownedBy.get(t) || [])) { r0 = Math.min(r0, r); c0 = Math.min(c0, c); }
-    const k0 = D.frames[load].kDone;
-    const [bm, bk] = D.smem.As, bn = D.smem.Bs[1];
+    const [bm, bn] = D.blockTile, bk = D.kTile, k0 = mk.step * bk;
     const box = p === "A" ? [r0, k0, bm, bk] : [k0, c0, bk, bn];
     const [ox, oy] = L.origin[p];
     rect.setAttribute("x", ox + box[1]); rect.setAttribute("y", oy + box[0]);
@@ -515,6 +537,40 @@ function agreement() {
   }
 }
 
+function cellTable(header, rows) {
+  const t = document.createElement("table");
+  const head = t.createTHead().insertRow();
+  for (const h of header) { const th = document.createElement("th"); th.textContent = h; head.appendChild(th); }
+  const body = t.createTBody();
+  for (const row of rows) {
+    const tr = body.insertRow();
+    for (const [text, state] of row) {
+      const td = tr.insertCell();
+      td.textContent = text;
+      if (state === true) td.className = "bad"; else if (state === false) td.className = "ok";
+    }
+  }
+  return t;
+}
+
+function bankSection() {
+  const B = D.banks;
+  if (!B) return;
+  const box = document.getElementById("banks");
+  box.hidden = false;
+  box.querySelector("summary").textContent = B.title;
+  const sum = cellTable(B.summary.header, B.summary.rows);
+  sum.id = "bank-summary";
+  box.appendChild(sum);
+  for (const m of B.maps) {
+    const p = document.createElement("p");
+    p.className = "title";
+    p.textContent = m.title;
+    box.appendChild(p);
+    box.appendChild(cellTable(m.header, m.rows)).className = "bank-map";
+  }
+}
+
 function init() {
   document.getElementById("title").textContent = "gemmlab visualiser: " + D.title;
   document.getElementById("subtitle").textContent = D.subtitle + ". " + D.idea + ".";
@@ -546,6 +602,7 @@ function init() {
   build();
   legend();
   agreement();
+  bankSection();
   render();
   document.body.setAttribute("data-ready", "1");
 }

@@ -3,8 +3,11 @@
 A rung's program (in `viz/rungs.py`) is a Python generator written line for line after its CUDA source.
 It runs once per simulated thread with a `Thread` handle through which it does everything that matters
 for traffic: read A or B from global memory, write or read shared memory, multiply-add into an
-accumulator, store C. Each of these is recorded as an event. The program yields a `Mark` at the end of
-each frame (one step of the picture); a Mark with `sync=True` stands for `__syncthreads()`.
+accumulator, store C. Each of these is recorded as an event, one per element. A 16-byte access (a float4
+load or store, LDS.128, STS.128) is one instruction that moves four elements: it records four events of
+width 4, so element counts stay the spec's and instruction counts stay honest. The program yields a
+`Mark` at the end of each frame (one step of the picture); a Mark with `sync=True` stands for
+`__syncthreads()`.
 
 The engine runs all blocks and all their threads in lockstep, frame by frame (on a GPU, blocks are
 scheduled independently and in no fixed order; showing them side by side is a teaching simplification
@@ -35,7 +38,9 @@ SMEM_READS = (AS_READ, BS_READ)
 # The events of one simulation, beyond which the model refuses (about 1 s and 60 MB of Python tuples).
 MAX_EVENTS = 1_500_000
 
-EVENT_FIELDS = ("frame", "block", "thread", "kind", "r", "c", "aux", "value")
+# width: the elements the access instruction moves that the event is part of (4 for a 16-byte access, else 1).
+EVENT_FIELDS = ("frame", "block", "thread", "kind", "r", "c", "aux", "value", "width")
+VEC = 4   # elements of a 16-byte access
 
 
 class ModelError(RuntimeError):
@@ -82,11 +87,39 @@ class Thread:
     def load_b(self, r: int, c: int) -> float:
         return self._load(B_LOAD, self._sim.b, r, c)
 
+    def load_a4(self, r: int, c: int) -> list[float]:
+        """One 16-byte load: A[r, c .. c+3]."""
+        self._sim.check_aligned(self, "A", r * self._sim.k + c, f"A[{r}, {c}..{c + VEC - 1}]")
+        return [self._load(A_LOAD, self._sim.a, r, c + j, VEC) for j in range(VEC)]
+
+    def load_b4(self, r: int, c: int) -> list[float]:
+        """One 16-byte load: B[r, c .. c+3]."""
+        self._sim.check_aligned(self, "B", r * self._sim.n + c, f"B[{r}, {c}..{c + VEC - 1}]")
+        return [self._load(B_LOAD, self._sim.b, r, c + j, VEC) for j in range(VEC)]
+
     def smem_write(self, name: str, r: int, c: int, value: float, padded: bool = False) -> None:
         self._sim.smem_write(self, name, r, c, value, padded)
 
     def smem_read(self, name: str, r: int, c: int) -> float:
         return self._sim.smem_read(self, name, r, c)
+
+    def smem_write4(self, name: str, r: int, c: int, values: list[float], padded: list[bool]) -> None:
+        """One 16-byte store: name[r][c .. c+3] = values (padded[j]: values[j] is a zero for padding)."""
+        self._sim.check_aligned(self, name, self._smem_offset(name, r, c), f"{name}[{r}][{c}..{c + VEC - 1}]")
+        for j in range(VEC):
+            self._sim.smem_write(self, name, r, c + j, values[j], padded[j], VEC)
+
+    def smem_read4(self, name: str, r: int, c: int) -> list[float]:
+        """One 16-byte load (LDS.128): name[r][c .. c+3]."""
+        self._sim.check_aligned(self, name, self._smem_offset(name, r, c), f"{name}[{r}][{c}..{c + VEC - 1}]")
+        return [self._sim.smem_read(self, name, r, c + j, VEC) for j in range(VEC)]
+
+    def _smem_offset(self, name: str, r: int, c: int) -> int:
+        """The word of name[r][c] from the array's start: the declared columns are its row stride."""
+        shape = self._sim.smem_shapes.get(name)
+        if shape is None:
+            raise ModelError(f"no shared array {name!r} is declared")
+        return r * shape[1] + c
 
     def fma(self, r: int, c: int, k: int, acc: float, a: float, b: float) -> float:
         """acc + a*b for the result C[r, c], term k (k past K is a padded term: a or b is 0)."""
@@ -96,21 +129,30 @@ class Thread:
 
     def store_c(self, r: int, c: int, acc: float) -> None:
         """C[r, c] = alpha*acc + beta*C[r, c] with alpha = 1, beta = 0: the old C is never read."""
+        self._store(r, c, acc, 1)
+
+    def store_c4(self, r: int, c: int, accs: list[float]) -> None:
+        """One 16-byte store: C[r, c .. c+3]."""
+        self._sim.check_aligned(self, "C", r * self._sim.n + c, f"C[{r}, {c}..{c + VEC - 1}]")
+        for j in range(VEC):
+            self._store(r, c + j, accs[j], VEC)
+
+    def _store(self, r: int, c: int, acc: float, width: int) -> None:
         sim = self._sim
         if not (0 <= r < sim.m and 0 <= c < sim.n):
             raise ModelError(f"thread {self.gtid} stores C[{r}, {c}] outside the {sim.m} x {sim.n} matrix")
         if not np.isnan(sim.c[r, c]):
             raise ModelError(f"C[{r}, {c}] is stored twice (again by thread {self.gtid})")
         sim.c[r, c] = acc
-        sim.record(self, C_STORE, r, c, 0, acc)
+        sim.record(self, C_STORE, r, c, 0, acc, width)
 
-    def _load(self, kind: int, mat: np.ndarray, r: int, c: int) -> float:
+    def _load(self, kind: int, mat: np.ndarray, r: int, c: int, width: int = 1) -> float:
         if not (0 <= r < mat.shape[0] and 0 <= c < mat.shape[1]):
             name = "A" if kind == A_LOAD else "B"
             raise ModelError(f"thread {self.gtid} reads {name}[{r}, {c}] outside the "
                              f"{mat.shape[0]} x {mat.shape[1]} matrix (a missing bounds check)")
         v = float(mat[r, c])
-        self._sim.record(self, kind, r, c, 0, v)
+        self._sim.record(self, kind, r, c, 0, v, width)
         return v
 
 
@@ -150,10 +192,17 @@ class _Simulation:
         self.frame = 0
         self.shared: list[dict[str, _Shared]] = []
 
-    def record(self, t: Thread, kind: int, r: int, c: int, aux: int, value: float) -> None:
-        self.events.append((self.frame, t.block, t.gtid, kind, r, c, aux, value))
+    def record(self, t: Thread, kind: int, r: int, c: int, aux: int, value: float, width: int = 1) -> None:
+        self.events.append((self.frame, t.block, t.gtid, kind, r, c, aux, value, width))
 
-    def smem_write(self, t: Thread, name: str, r: int, c: int, value: float, padded: bool) -> None:
+    def check_aligned(self, t: Thread, name: str, offset: int, what: str) -> None:
+        """A 16-byte access needs a 16-byte aligned address (arrays start aligned; row-major, ld = columns)."""
+        if offset % VEC:
+            raise ModelError(f"thread {t.gtid} accesses {what} as one 16-byte access, but its address is not a "
+                             f"multiple of 16 bytes ({name}'s rows are not a multiple of 4 floats apart, or the "
+                             f"column is not a multiple of 4): a misaligned vector access faults on the GPU")
+
+    def smem_write(self, t: Thread, name: str, r: int, c: int, value: float, padded: bool, width: int = 1) -> None:
         s = self._cell(t, name, r, c)
         w, rd = int(s.writer[r, c]), int(s.reader[r, c])
         if w not in (-1, t.tid):
@@ -165,9 +214,9 @@ class _Simulation:
         s.values[r, c] = value
         s.writer[r, c] = t.tid
         kind = AS_WRITE if name == "As" else BS_WRITE
-        self.record(t, kind, r, c, int(padded), value)
+        self.record(t, kind, r, c, int(padded), value, width)
 
-    def smem_read(self, t: Thread, name: str, r: int, c: int) -> float:
+    def smem_read(self, t: Thread, name: str, r: int, c: int, width: int = 1) -> float:
         s = self._cell(t, name, r, c)
         v = float(s.values[r, c])
         if np.isnan(v):
@@ -181,7 +230,7 @@ class _Simulation:
         rd = int(s.reader[r, c])
         s.reader[r, c] = t.tid if rd in (-1, t.tid) else -2
         kind = AS_READ if name == "As" else BS_READ
-        self.record(t, kind, r, c, 0, v)
+        self.record(t, kind, r, c, 0, v, width)
         return v
 
     def _cell(self, t: Thread, name: str, r: int, c: int) -> _Shared:
@@ -311,10 +360,9 @@ class Trace:
         return int(e["r"][sel].max()) + 1, int(e["c"][sel].max()) + 1
 
     def k_tile(self) -> int:
-        """The depth of one K step: the shared tile's depth, 1 for rungs that stream from global memory."""
-        if "As" in self.smem_shapes:
-            return self.smem_shapes["As"][1]
-        return 1
+        """The depth of one K step: the terms the frames of K step 0 add (1 for rungs that stream from
+        global memory, whose every term is a step)."""
+        return max(1, len({mk.k for mk in self.frames if mk.phase == "compute" and mk.step == 0}))
 
     # ------------------------------------------------------------------ counts
     def select(self, kinds=None, frame: int | None = None, block: int | None = None,
@@ -335,7 +383,13 @@ class Trace:
         return mask
 
     def count(self, kinds, **where) -> int:
+        """Events, that is elements, of `kinds`."""
         return int(self.select(kinds, **where).sum())
+
+    def instructions(self, kinds, **where) -> int:
+        """Access instructions of `kinds`: a 16-byte access moves 4 elements in one instruction."""
+        sel = self.select(kinds, **where)
+        return int((VEC // self.events["width"][sel]).sum()) // VEC
 
     def per_frame(self, kinds, block: int | None = None, thread: int | None = None) -> np.ndarray:
         """Events of `kinds` in each frame (for one block or thread, or all)."""
@@ -383,8 +437,9 @@ class Trace:
     def warp_requests(self, frame: int, gtid: int) -> dict[str, tuple[int, int]]:
         """Per operand, (load instructions, distinct 32-byte sectors) of the warp holding `gtid` in `frame`.
 
-        A warp's i-th load of A in a frame is one instruction; its sectors are the distinct 32-byte pieces of
-        memory its threads' addresses fall in (row-major, lda = K, ldb = N, matrices 32-byte aligned).
+        A warp's i-th load of A in a frame is one instruction (a 16-byte load counts once, with its four
+        elements); its sectors are the distinct 32-byte pieces of memory its threads' addresses fall in
+        (row-major, lda = K, ldb = N, matrices 32-byte aligned).
         """
         blk, tid = divmod(gtid, self.threads_per_block)
         first = blk * self.threads_per_block + (tid // 32) * 32
@@ -396,15 +451,23 @@ class Trace:
             if not len(th):
                 out[name] = (0, 0)
                 continue
-            order = np.zeros(len(th), dtype=np.int64)   # the i-th load of each thread in this frame
-            seen: dict[int, int] = {}
-            for idx, t in enumerate(th.tolist()):
-                order[idx] = seen.get(t, 0)
-                seen[t] = order[idx] + 1
+            order = instruction_order(th, e["width"][sel])
             sector = (r * ld + c) // 8
             sectors = len(set(zip(order.tolist(), sector.tolist())))
             out[name] = (int(order.max()) + 1, sectors)
         return out
+
+
+def instruction_order(threads: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """For events of one kind in execution order: the i-th access instruction of its thread each belongs to
+    (the four events of a 16-byte access are consecutive and share one number)."""
+    order = np.zeros(len(threads), dtype=np.int64)
+    seen: dict[int, int] = {}     # per thread: elements so far, in quarters of a 16-byte access
+    for idx, (t, w) in enumerate(zip(threads.tolist(), widths.tolist())):
+        q = seen.get(t, 0)
+        order[idx] = q // VEC
+        seen[t] = q + VEC // w
+    return order
 
 
 def simulate(spec: KernelSpec, program: Program, smem: dict[str, tuple[int, int]], m: int, n: int, k: int,

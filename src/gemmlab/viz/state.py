@@ -95,7 +95,8 @@ def layout(trace: Trace) -> Layout:
         shapes["Bs"] = trace.smem_shapes["Bs"]
         shapes["As"] = trace.smem_shapes["As"]
         origin["Bs"] = (x0, 0.0)
-        origin["As"] = (x0, kp + gap)
+        # level with A, or below Bs where Bs is taller than B (rung 09's two buffers on a short K)
+        origin["As"] = (x0, max(kp, shapes["Bs"][0]) + gap)
     width = max(ox + shapes[p][1] for p, (ox, _) in origin.items())
     height = max(oy + shapes[p][0] for p, (_, oy) in origin.items())
     return Layout(shapes, origin, width, height)
@@ -200,12 +201,11 @@ class Frames:
         step = t.frames[f].step
         if step < 0:
             return out
-        load = next((i for i, mk in enumerate(t.frames) if mk.step == step and mk.phase == "load"), None)
-        if load is None:
-            return out
-        (bm, bk), (_, bn) = t.smem_shapes["As"], t.smem_shapes["Bs"]
+        # From the block tile and the step depth, not from the shapes of As and Bs: from rung 06 on, As
+        # holds its tile transposed (and padded, and twice over in rung 09).
+        (bm, bn), bk = t.block_tile(), t.k_tile()
         row0, col0 = self._block_origin()
-        k0 = t.frames[load].k_done     # a load frame ends before any term of its step is added: k_done = k0
+        k0 = step * bk
         out["A"] = (row0, k0, bm, bk)
         out["B"] = (k0, col0, bk, bn)
         return out
