@@ -1,4 +1,4 @@
-"""Issue 4 on a GPU machine, in one call: tests, microbenchmarks, and every model checked against measurement.
+"""The analysis on a GPU machine, in one call: tests, microbenchmarks, and every model checked against measurement.
 
     PYTHONPATH=src python3 scripts/device_analysis_check.py
 
@@ -10,7 +10,7 @@ Steps (each prints what it found; files go under $OUT, or ./out):
      (ncu --clock-control none, one launch each; without ncu: time bounds instead)
   5. quantization sawtooth of the best fp32 rung, N = 1024 .. 2048 step 16     sawtooth.png, sawtooth.json
   6. L2 cliff: the naive rung's predicted against measured fall-off            cliff.png, cliff.json
-and last a PASS / FAIL table of the issue's Done-when (summary.json). Meant to finish in under 7 minutes
+and last a PASS / FAIL table of the analysis's targets (summary.json). Meant to finish in under 7 minutes
 on an H100.
 """
 
@@ -30,12 +30,12 @@ OUT = Path(os.environ.get("OUT", "out"))
 ROOT = Path(__file__).resolve().parents[1]
 T0 = time.time()
 
-SIZE = 4096                    # the issue's size for the ladder, the roofline and the traffic check
+SIZE = 4096                    # the size for the ladder, the roofline and the traffic check
 SAWTOOTH_MK = 4096             # fixed M and K of the sawtooth sweep
 SAWTOOTH_N = range(1024, 2049, 16)
 CLIFF_SIZES = [512, 1024, 1536, 2048, 2560, 3072, 4096]
 CLIFF_NCU_SIZE = 1024          # a size whose A, B and C fit in L2: ncu's DRAM bytes below the cliff
-DRAM_COPY_REFERENCE = 3.0e12   # the issue's device-copy figure (bytes read + written per second)
+DRAM_COPY_REFERENCE = 3.0e12   # the reference device-copy figure (bytes read + written per second)
 TRAFFIC_TOL = 0.25
 SAWTOOTH_TOL = 0.10
 CLIFF_TOL = 0.10
@@ -407,7 +407,7 @@ def main() -> int:
 def print_summary() -> int:
     save_json("summary.json", [c.__dict__ for c in CHECKS] + [{"elapsed_s": time.time() - T0}])
     width = max((len(c.name) for c in CHECKS), default=10)
-    print(f"\n=== SUMMARY: issue 4 on the device ({time.time() - T0:.0f} s; files in {OUT.resolve()})")
+    print(f"\n=== SUMMARY: the analysis on the device ({time.time() - T0:.0f} s; files in {OUT.resolve()})")
     print(f"{'check':{width}s}  result  detail")
     for c in CHECKS:
         print(f"{c.name:{width}s}  {c.status:6s}  {c.detail}")
