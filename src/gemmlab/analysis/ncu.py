@@ -258,7 +258,7 @@ def profile(runs: list[ProfileRun], *, workdir: str | Path | None = None, timeou
 
 @dataclass
 class TrafficComparison:
-    """Model against ncu for one launch: DRAM, L2 and their sum (the issue's measure), as ratios."""
+    """Model against ncu for one launch: DRAM, L2 and their sum (the measure the model is held to), as ratios."""
 
     label: str
     model_dram: float

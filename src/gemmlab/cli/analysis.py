@@ -249,7 +249,7 @@ def profile(
             f"{c.sm_clock_mhz:.0f}" if c.sm_clock_mhz else "-", fmt_s(c.get("duration_s")))
     console.print(t)
     l2_metric = counters[0].l2_compared_bytes[1] if counters else ""
-    console.print(f"[dim]L1<->L2 measured as {l2_metric}; a sum ratio within 0.75..1.25 meets the issue's 25%.[/dim]")
+    console.print(f"[dim]L1<->L2 measured as {l2_metric}; a sum ratio within 0.75..1.25 is within the model's stated 25%.[/dim]")
     dropped = sorted({d for c in counters for d in c.dropped})
     if dropped:
         console.print(f"[dim]metrics this ncu does not know, left out: {', '.join(dropped)}[/dim]")
