@@ -511,12 +511,10 @@ def test_report_section_reads_harness_records():
     assert "NVIDIA H100 80GB HBM3," in sec.markdown
 
 
-def test_rungs_of_other_precisions_are_refused_by_name():
-    from gemmlab.kernels import all_specs
-
-    others = [s for s in all_specs() if "float32" not in s.dtypes]
-    if not others:
-        pytest.skip("every rung takes float32")
-    with pytest.raises(ValueError, match=f"fp32 rungs.*{others[0].name}"):
-        model_kernel(others[0], 256, 256, 256, None, H100, compile=False)
+def test_formats_a_rung_does_not_take_are_refused_by_name():
+    # mma_sync runs float32 only at tf32 (never strict fp32), naive only strict fp32.
+    with pytest.raises(ValueError, match="mma_sync does not take float32; it takes float16, bfloat16, float32 at tf32"):
+        model_kernel("mma_sync", 256, 256, 256, None, H100, compile=False, dtype="float32")
+    with pytest.raises(ValueError, match="naive does not take bfloat16"):
+        model_kernel("naive", 256, 256, 256, None, H100, compile=False, dtype="bfloat16")
     assert all(next_rung(s) is None or "float32" in next_rung(s).dtypes for s in fp32_specs())

@@ -5,6 +5,11 @@ Each bound is the least time a resource needs for the kernel's work on it, at th
 
   FMA        the busiest SM's share of the FMAs, padding of edge tiles included (tile and wave
              quantization), at its share of the FP32 rate
+  tensor     instead of FMA for a format on the tensor cores (fp16, bf16, tf32): the same busiest-SM
+             work at the tensor-core rate of the rung's instruction and format (compute_rate): the
+             dense rate per clock per SM (wgmma; mma.sync at its measured share on sm_90; tf32 half the
+             16-bit rate) x SMs x the clock, or the measured microbenchmark of that instruction and
+             dtype scaled to the clock where the ceilings are measured ones
   DRAM       the modelled DRAM bytes (read and written) at the streaming rates
   L2         the modelled L1 <-> L2 bytes at the L2 rate
   L1/shared  the L1 / shared-memory data stage, which processes one wavefront per cycle per SM: the
@@ -14,6 +19,10 @@ Each bound is the least time a resource needs for the kernel's work on it, at th
              whatever the access pattern; the L1 and shared microbenchmarks show how close a streaming
              pattern gets to it
   latency    seed 000's span: each output is a chain of K dependent FMAs (4 cycles apart), once per wave
+             (FP32 formats only: the latency of a chain of tensor-core instructions is not modelled)
+
+For rungs fed by TMA (rung 12) the L1/shared bound is left out: neither the copy engine's writes to
+shared memory nor wgmma's reads of it go through the LSU pipe whose wavefronts it counts.
 
 Rates that scale with the SM clock (FMA, L2, L1/shared, latency) are taken at the clock the kernel ran
 at when one is given (`sm_clock_mhz`, sampled during its timing), scaled from the clock the ceilings
@@ -28,11 +37,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..micro import datasheet
 from ..micro.ceilings import Ceilings
 from .facts import FMA_LATENCY_CYCLES
-from .models import KernelModel
+from .models import Format, KernelModel
 
-RESOURCES = ("FMA", "DRAM", "L2", "L1/shared", "latency")
+RESOURCES = ("FMA", "tensor", "DRAM", "L2", "L1/shared", "latency")
+# The microbenchmark (micro.bench) that measures each tensor-core instruction's peak, per input dtype.
+TENSOR_BENCHMARKS = {("mma.sync", "float16"): "tensor_fp16", ("mma.sync", "bfloat16"): "tensor_bf16",
+                     ("wgmma", "float16"): "tensor_fp16_wgmma", ("wgmma", "bfloat16"): "tensor_bf16_wgmma"}
 WAVEFRONTS_PER_CLK_PER_SM = 1
 
 
@@ -52,6 +65,9 @@ class Prediction:
     flops: int
     ceilings_source: str
     sm_clock_mhz: float | None
+    compute_unit: str = "FP32 FMA"
+    compute_peak: float = 0.0       # FLOP/s of the compute unit for the whole GPU at sm_clock_mhz
+    compute_basis: str = ""         # how that peak is made
 
     @property
     def limiter(self) -> Bound:
@@ -72,20 +88,41 @@ class Prediction:
         raise KeyError(resource)
 
 
+def compute_rate(fmt: Format | None, dev, ceilings: Ceilings, mhz: float) -> tuple[str, float, str]:
+    """(resource, FLOP/s at `mhz` MHz, basis) of the unit that does a format's products: the FP32 FMA
+    ceiling scaled to the clock; for the tensor cores the measured benchmark of the instruction and dtype
+    scaled from the clock it ran at to `mhz`, where the ceilings are measured and have it, else the
+    datasheet rate per clock x SMs x `mhz`."""
+    ref_mhz = ceilings.sm_clock_mhz or dev.sm_clock_khz / 1e3
+    if fmt is None or not fmt.tensor_cores:
+        rate = ceilings.fp32_flops * mhz / ref_mhz
+        return "FMA", rate, f"FP32 FMA, {ceilings.source} {ceilings.fp32_flops / 1e12:.1f} TFLOP/s at {ref_mhz:.0f} MHz"
+    name = TENSOR_BENCHMARKS.get((fmt.instruction, fmt.dtype)) if fmt.precision is None else None
+    run = next((r for r in ceilings.results if r.name == name and r.value > 0), None)
+    if ceilings.source == "measured" and run is not None:
+        at = run.sm_clock_mhz or ref_mhz
+        return "tensor", run.value * mhz / at, f"{name} measured, {run.value / 1e12:.0f} TFLOP/s at {at:.0f} MHz"
+    sheet = datasheet.tensor(dev, fmt.dtype, mhz, fmt.precision, fmt.instruction)
+    if sheet is None:
+        raise ValueError(f"{dev.name}: no tensor-core rate known for {fmt.name} through {fmt.instruction}")
+    return "tensor", sheet.value, f"{fmt.name} through {fmt.instruction}: {sheet.basis}"
+
+
 def predict(model: KernelModel, ceilings: Ceilings, sm_clock_mhz: float | None = None) -> Prediction:
     q, dev, geo = model.quant, model.device, model.geometry
     S = dev.sm_count
     ref_mhz = ceilings.sm_clock_mhz or dev.sm_clock_khz / 1e3
     mhz = sm_clock_mhz or ref_mhz
     f = mhz / ref_mhz
-    fp32, l2_rate = ceilings.fp32_flops * f, ceilings.l2_bps * f
+    resource, fp32, basis = compute_rate(model.fmt, dev, ceilings, mhz)
+    l2_rate = ceilings.l2_bps * f
     # The busiest SM runs ceil(tiles / SMs) blocks; per-SM resources are bound by it.
     imbalance = 1.0 / q.balance_efficiency if q.tiles else 1.0
     if geo.tiled:
         fma_work = 2.0 * q.busiest_sm_blocks * geo.tile_m * geo.tile_n * model.k * S
     else:
         fma_work = float(model.flops)
-    bounds = [Bound("FMA", fma_work / fp32, fma_work, "FLOP", fp32,
+    bounds = [Bound(resource, fma_work / fp32, fma_work, "FLOP", fp32,
                     f"{q.busiest_sm_blocks} tile(s) of {geo.tile_m}x{geo.tile_n} on the busiest SM "
                     f"(tile efficiency {100 * q.tile_efficiency:.0f}%, SM balance {100 * q.balance_efficiency:.0f}%)")]
     c = model.cache
@@ -99,14 +136,17 @@ def predict(model: KernelModel, ceilings: Ceilings, sm_clock_mhz: float | None =
     l1 = model.l1
     pipe_rate = S * WAVEFRONTS_PER_CLK_PER_SM * mhz * 1e6
     pipe_s = l1.wavefronts / pipe_rate * imbalance
-    bounds.append(Bound("L1/shared", pipe_s, l1.wavefronts, "wavefronts", pipe_rate,
-                        f"{l1.global_load_wavefronts / 1e9:.2f} G global-load + "
-                        f"{(l1.smem_load_wavefronts + l1.smem_store_wavefronts) / 1e9:.2f} G shared wavefronts "
-                        f"({l1.smem_wavefront_source}), 1 per cycle per SM"))
-    span_s = q.full_waves * model.k * FMA_LATENCY_CYCLES / (mhz * 1e6)
-    bounds.append(Bound("latency", span_s, q.full_waves * model.k * FMA_LATENCY_CYCLES, "cycles", mhz * 1e6,
-                        f"{q.full_waves} wave(s) x K = {model.k} dependent FMAs x {FMA_LATENCY_CYCLES} cycles"))
-    return Prediction(bounds, model.flops, ceilings.source, mhz)
+    if model.l1_modelled:
+        bounds.append(Bound("L1/shared", pipe_s, l1.wavefronts, "wavefronts", pipe_rate,
+                            f"{l1.global_load_wavefronts / 1e9:.2f} G global-load + "
+                            f"{(l1.smem_load_wavefronts + l1.smem_store_wavefronts) / 1e9:.2f} G shared wavefronts "
+                            f"({l1.smem_wavefront_source}), 1 per cycle per SM"))
+    if resource == "FMA":
+        span_s = q.full_waves * model.k * FMA_LATENCY_CYCLES / (mhz * 1e6)
+        bounds.append(Bound("latency", span_s, q.full_waves * model.k * FMA_LATENCY_CYCLES, "cycles", mhz * 1e6,
+                            f"{q.full_waves} wave(s) x K = {model.k} dependent FMAs x {FMA_LATENCY_CYCLES} cycles"))
+    unit = model.fmt.unit if model.fmt is not None else "FP32 FMA"
+    return Prediction(bounds, model.flops, ceilings.source, mhz, unit, fp32, basis)
 
 
 def verdict(prediction: Prediction, measured_s: float | None, slack: float = 1.5) -> str:

@@ -150,29 +150,42 @@ def stage_paced(l1: L1Traffic, geo: Geometry, k: int, blocks_per_sm: int) -> boo
 
 def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geometry, l1: L1Traffic,
                   device: DeviceInfo, blocks_per_sm: int, l2_fraction: float = 1.0,
-                  replacement: str = "lru", stream: bool | None = None) -> CacheTraffic:
+                  replacement: str = "lru", stream: bool | None = None, elem: int = ELEM,
+                  out_elem: int | None = None, resident: int | None = None) -> CacheTraffic:
     """The model of the module docstring. `stream`: None decides from the pacing; True (a stream of
-    one-block-per-SM cohorts) or False (waves in step) forces one, to compare the two."""
+    one-block-per-SM cohorts) or False (waves in step) forces one, to compare the two. `elem`, `out_elem`:
+    bytes per element of A and B, and of C (the input's by default).
+
+    `resident`: for a persistent grid, the blocks that run at once (whole clusters). Block b of such a grid
+    takes tiles b, b + resident, ... of the tile order, so the tiles of round r are r x resident ..
+    (r + 1) x resident - 1 of that order: the rounds are the in-step groups, exactly as waves are for a grid
+    of one block per tile. The working set of a round (its distinct panels of A and B and its tiles of C)
+    against the L2 is then what decides reuse, and a grouped order (GROUP_M tile rows before the next
+    column) makes that set a compact patch of C. Not modelled: the rounds drifting apart (a block whose
+    tiles are all interior runs as fast as one at the edge; with the producer loading a tile ahead they
+    stay within a tile of each other), and TMA multicast, which is in the requested traffic (one L2 read of
+    a shared tile per cluster) and so caps the L1 -> L2 bytes, not the DRAM bytes."""
+    out_elem = elem if out_elem is None else out_elem
     if replacement not in REPLACEMENTS:
         raise ValueError(f"replacement must be one of {REPLACEMENTS}, got {replacement!r}")
     t = spec.traffic(m, n, k, params)
     requested = l1.global_load_sectors * SECTOR
     stores = l1.global_store_sectors * SECTOR
-    c_bytes = float(ELEM * m * n)
+    c_bytes = float(out_elem * m * n)
     cap = float(device.l2_bytes) * l2_fraction
     S = device.sm_count
     b = max(1, blocks_per_sm)
-    slots = S * b
+    slots = S * b if resident is None else max(1, resident)
     stage = stage_wavefronts_per_k(l1, geo, k, b)
     if not geo.tiled or m == 0 or n == 0 or k == 0:
-        loads = float(ELEM * (t.a_loads + t.b_loads))
-        return CacheTraffic(requested, min(requested, loads), stores, ELEM * (m * k + k * n), c_bytes,
-                            ELEM * (m * k + k * n), c_bytes, 1, loads + c_bytes, cap, 1.0, modelled=False,
+        loads = float(elem * (t.a_loads + t.b_loads))
+        return CacheTraffic(requested, min(requested, loads), stores, elem * (m * k + k * n), c_bytes,
+                            elem * (m * k + k * n), c_bytes, 1, loads + c_bytes, cap, 1.0, modelled=False,
                             stage_wavefronts_per_k=stage, in_step_blocks=slots, groups=1)
 
     if stream is None:
         stream = stage_paced(l1, geo, k, b)
-    group_size = S if stream else slots
+    group_size = min(S, slots) if stream else slots
     T = geo.grid_m * geo.grid_n
     ids = np.arange(T, dtype=np.int64)
     if "GROUP_M" in params:
@@ -189,8 +202,8 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
     rows_in = np.minimum(geo.tile_m, m - row * geo.tile_m).astype(np.float64)
     cols_in = np.minimum(geo.tile_n, n - col * geo.tile_n).astype(np.float64)
     # Bytes of one A row panel (its rows over all of K) and one B column panel (all of K, its columns).
-    a_panel_of_row = np.minimum(geo.tile_m, m - np.arange(geo.grid_m) * geo.tile_m) * float(_sector_round(np.array(k * ELEM)))
-    b_panel_of_col = k * _sector_round(np.minimum(geo.tile_n, n - np.arange(geo.grid_n) * geo.tile_n) * float(ELEM))
+    a_panel_of_row = np.minimum(geo.tile_m, m - np.arange(geo.grid_m) * geo.tile_m) * float(_sector_round(np.array(k * elem)))
+    b_panel_of_col = k * _sector_round(np.minimum(geo.tile_n, n - np.arange(geo.grid_n) * geo.tile_n) * float(elem))
     grp = ids // group_size
 
     # L1 -> L2: distinct panels per (wave, SM) when the wave is in step; per block in a stream, whose
@@ -199,7 +212,7 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
     if stream:
         shared = alone
     else:
-        key = grp * S + (ids % slots) % S
+        key = grp * S + (ids % slots) % S if resident is None else ids  # a persistent block: its own SM
 
         def distinct_bytes(keys: np.ndarray, panel: np.ndarray, sizes: int) -> float:
             uniq = np.unique(key * sizes + keys)
@@ -210,7 +223,7 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
 
     # L2 -> DRAM: panels per in-step group, LRU reuse distance in groups.
     groups = int(grp[-1]) + 1 if T else 0
-    c_of_group = np.bincount(grp, weights=rows_in * cols_in * ELEM, minlength=groups)
+    c_of_group = np.bincount(grp, weights=rows_in * cols_in * out_elem, minlength=groups)
     rows_of = [np.unique(row[w * group_size:(w + 1) * group_size]) for w in range(groups)]  # ids in order
     cols_of = [np.unique(col[w * group_size:(w + 1) * group_size]) for w in range(groups)]
     foot = [float(a_panel_of_row[rows_of[w]].sum() + b_panel_of_col[cols_of[w]].sum() + c_of_group[w])

@@ -1,7 +1,8 @@
 """Counting models: accesses per thread (seed 001), intensity and work / span (seed 000), L1 and
 shared-memory requests. Plain functions of (M, N, K, params, device facts); no GPU.
 
-Units: traffic from the spec is in fp32 elements; everything here is converted to bytes, sectors
+Units: traffic from the spec is in elements; everything here is converted to bytes (`elem` bytes per
+input element: 4 for fp32 and tf32, 2 for fp16 / bf16; `out_elem` per element of C, the input's by default), sectors
 (32 bytes, the unit L1 and L2 move) or wavefronts (what the L1 / shared-memory data stage processes per
 cycle: one 128-byte line of a global request, or one conflict-free 128-byte access of shared memory).
 """
@@ -16,7 +17,7 @@ from ..runtime.device import DeviceInfo, fp32_lanes_per_sm
 from .facts import FMA_LATENCY_CYCLES, L1_LINE, SECTOR
 from .geometry import Geometry
 
-ELEM = 4  # bytes per fp32 element
+ELEM = 4  # bytes per fp32 element (the default element size)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -38,9 +39,9 @@ def accesses_per_thread(spec: KernelSpec, m: int, n: int, k: int, params: dict, 
     return (t.a_loads + t.b_loads) / active_threads(spec, m, n, k, params, geo)
 
 
-def operand_intensity(flops: int, traffic: Traffic) -> float:
+def operand_intensity(flops: int, traffic: Traffic, elem: int = ELEM) -> float:
     """FLOPs per byte of A and B loaded (seed 000: 2N FLOPs over 8N bytes naive, BLOCK_DIM times more tiled)."""
-    b = ELEM * (traffic.a_loads + traffic.b_loads)
+    b = elem * (traffic.a_loads + traffic.b_loads)
     return flops / b if b else math.inf
 
 
@@ -82,7 +83,7 @@ class L1Traffic:
     global_store_sectors: float
     smem_load_wavefronts: float    # ncu l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum (no conflicts)
     smem_store_wavefronts: float
-    smem_load_bytes: float         # 4 x the spec's thread-level shared loads
+    smem_load_bytes: float         # element bytes x the spec's thread-level shared loads
     smem_wavefront_source: str     # "spec" (the rung's own count) or "bytes / 128"
     per_warp_request: str          # how one warp's loads fall on lines, in words
 
@@ -91,9 +92,11 @@ class L1Traffic:
         return self.global_load_wavefronts + self.smem_load_wavefronts + self.smem_store_wavefronts
 
 
-def l1_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geometry) -> L1Traffic:
+def l1_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geometry, elem: int = ELEM,
+               out_elem: int | None = None) -> L1Traffic:
     t = spec.traffic(m, n, k, params)
-    smem_bytes = float(ELEM * t.smem_loads)
+    out_elem = elem if out_elem is None else out_elem
+    smem_bytes = float(elem * t.smem_loads)
     hook = spec.smem_wavefronts
     if callable(hook):
         smem_ld, source = float(hook(m, n, k, dict(params))), "spec"
@@ -113,11 +116,11 @@ def l1_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geom
         words = (f"a warp covers {wr} row(s) x {wc} column(s) of C: per k its load of A touches {a_lines} "
                  f"line(s), its load of B {b_lines} line(s) ({b_sec} sector(s))")
         return L1Traffic(sectors, wavefronts, stores, 0.0, 0.0, 0.0, source, words)
-    loaded = ELEM * (t.a_loads + t.b_loads)
+    loaded = elem * (t.a_loads + t.b_loads)
     return L1Traffic(
         global_load_sectors=loaded / SECTOR,
         global_load_wavefronts=loaded / L1_LINE,
-        global_store_sectors=ELEM * t.c_stores / SECTOR,
+        global_store_sectors=out_elem * t.c_stores / SECTOR,
         smem_load_wavefronts=smem_ld,
         smem_store_wavefronts=loaded / L1_LINE,  # every staged element is written to shared memory once
         smem_load_bytes=smem_bytes,

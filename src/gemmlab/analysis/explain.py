@@ -82,9 +82,16 @@ def _limiter_reason(mdl: KernelModel, pred: Prediction) -> str:
             return (f"the L1 data stage: {l1.per_warp_request}, so the warps need "
                     f"{l1.global_load_wavefronts / warp_fma:.2g} wavefronts per warp-wide FMA while an SM serves one "
                     f"wavefront per cycle and could retire four warp-FMAs")
+        if mdl.fmt.tensor_cores:
+            return (f"the L1 / shared-memory data stage: {fmt_count(l1.wavefronts)} wavefronts (global loads, shared "
+                    f"stores and loads at 128 bytes each) at one per cycle per SM")
         return (f"shared-memory wavefronts: {fmt_count(l1.smem_load_wavefronts + l1.smem_store_wavefronts)} of them "
                 f"({(l1.smem_load_wavefronts + l1.smem_store_wavefronts) / warp_fma:.2g} per warp-wide FMA; an SM serves "
                 f"one per cycle and could retire four warp-FMAs)")
+    if lim.resource == "tensor":
+        return (f"the {mdl.fmt.unit} in {mdl.fmt.name}: {fmt_count(lim.amount)} FLOPs on the busiest SM's share at "
+                f"{lim.rate / 1e12:.0f} TFLOP/s (tile efficiency {pct(q.tile_efficiency)}, "
+                f"SM balance {pct(q.balance_efficiency)})")
     if lim.resource == "FMA":
         return (f"the FP32 units: {fmt_count(lim.amount)} FLOPs on the busiest SM's share at "
                 f"{lim.rate / 1e12:.1f} TFLOP/s (tile efficiency {pct(q.tile_efficiency)}, "
@@ -96,6 +103,19 @@ def _limiter_reason(mdl: KernelModel, pred: Prediction) -> str:
     if lim.resource == "L2":
         return f"L2 bandwidth: {fmt_bytes(c.l2_bytes)} between L1 and L2"
     return f"latency: {lim.note}"
+
+
+def clock_source(mdl: KernelModel, clock: float | None) -> str:
+    """Where the SM clock of the bounds comes from, in words."""
+    if clock:
+        return "measured during the timing"
+    if mdl.device_is_preset:
+        return "the preset's boost clock, no GPU to measure one"
+    return "the device's boost clock, not measured"
+
+
+POWER_NOTE = ("at the board's power limit (700 W on the H100) the clock of a sustained tensor-core GEMM drops "
+              "to about 1.3-1.5 GHz, and a compute bound lengthens in proportion")
 
 
 def _paragraph(e_model: KernelModel, pred: Prediction, measured_s: float | None, clock: float | None,
@@ -125,19 +145,29 @@ def _paragraph(e_model: KernelModel, pred: Prediction, measured_s: float | None,
                          f"({lim.resource}, {fmt_s(lim.seconds)}): no ceiling explains the time, so it is limited by "
                          f"latency: {occ.warps_per_sm} warps per SM resident (occupancy {pct(occ.fraction)}, limited by "
                          f"{occ.limited_by}) do not hide the waits of its loads and barriers.")
+    if lim.resource in ("FMA", "tensor"):
+        parts.append(f"The compute bound assumes the SM clock at {pred.sm_clock_mhz:.0f} MHz ({clock_source(mdl, clock)}), "
+                     f"where the {pred.compute_unit} peak is {pred.compute_peak / 1e12:.1f} TFLOP/s"
+                     + (f"; {POWER_NOTE}." if lim.resource == "tensor" and not clock else "."))
     if runner and runner.seconds > 0.5 * lim.seconds and measured_s is not None and measured_s >= 0.9 * lim.seconds:
         parts.append(f"{runner.resource} is close behind ({fmt_s(runner.seconds)}).")
     q = mdl.quant
     if q.tile_efficiency < 0.9 or q.balance_efficiency < 0.9:
-        parts.append(f"Quantization costs {100 * (1 - q.tile_efficiency * q.balance_efficiency):.0f}% here: "
-                     f"{q.tiles} tiles of {q.tile_m}x{q.tile_n} ({pct(q.tile_efficiency)} useful) on {q.sm_count} SMs, "
-                     f"{q.busiest_sm_blocks} on the busiest.")
+        # Padding of edge tiles is arithmetic on zeros (padded elements are not loaded): it costs time where the
+        # arithmetic is the limit, and only the SM balance otherwise.
+        what = (f"{q.tiles} tiles of {q.tile_m}x{q.tile_n} ({pct(q.tile_efficiency)} useful) on {q.sm_count} SMs, "
+                f"{q.busiest_sm_blocks} on the busiest")
+        if lim.resource in ("FMA", "tensor"):
+            parts.append(f"Quantization costs {100 * (1 - q.tile_efficiency * q.balance_efficiency):.0f}% here: {what}.")
+        else:
+            parts.append(f"Tile padding and SM balance waste {100 * (1 - q.tile_efficiency * q.balance_efficiency):.0f}% "
+                         f"of the arithmetic ({what}), which is not what limits it.")
     if nxt is None and mdl.spec.fits_shape is not None:
         parts.append("It is a rung for some shapes, beside the ladder (kernel=\"auto\" takes it where "
                      "spec.fits_shape says it is built for the shape).")
     elif nxt is None:
         parts.append("It is the top rung of the ladder.")
-    elif nmodel is not None and npred is not None:
+    elif nmodel is not None and npred is not None and lim.resource in {b.resource for b in npred.bounds}:
         same = npred.bound(lim.resource)
         parts.append(f"The next rung, {nxt.name}, changes this: {nxt.idea}. Its model at this size moves the "
                      f"{lim.resource} bound from {fmt_s(lim.seconds)} to {fmt_s(same.seconds)}; its own limiter is "
@@ -148,20 +178,23 @@ def _paragraph(e_model: KernelModel, pred: Prediction, measured_s: float | None,
 
 def explain(kernel: str | KernelSpec, m: int, n: int, k: int, params: dict | None = None, device=None,
             ceilings: Ceilings | None = None, measured_s: float | None = None,
-            measured_clock_mhz: float | None = None, counters=None) -> Explanation:
+            measured_clock_mhz: float | None = None, counters=None, *, dtype: str | None = None,
+            precision: str | None = None, out_dtype: str | None = None) -> Explanation:
+    """`dtype`, `precision`, `out_dtype`: the format (models.model_format; default: the rung's own)."""
     spec = registry.get(kernel) if isinstance(kernel, str) else kernel
     dev, _ = facts.resolve(device)
     if params is None and spec.heuristic is not None:
         params = spec.heuristic(m, n, k, dev.sm_count)  # what gemmlab.matmul runs when none are named
-    mdl = model_kernel(spec, m, n, k, params, dev)
+    mdl = model_kernel(spec, m, n, k, params, dev, dtype=dtype, precision=precision, out_dtype=out_dtype)
     ceil = ceilings or Ceilings.datasheet(mdl.device)
     pred = predict(mdl, ceil, measured_clock_mhz)
-    nxt = next_rung(spec)
+    nxt = next_rung(spec, mdl.fmt)
     nmodel = npred = None
     if nxt is not None:
         try:
             np_ = nxt.heuristic(m, n, k, mdl.device.sm_count) if nxt.heuristic else None
-            nmodel = model_kernel(nxt, m, n, k, np_, mdl.device)
+            nmodel = model_kernel(nxt, m, n, k, np_, mdl.device, dtype=mdl.fmt.dtype, precision=mdl.fmt.precision,
+                                  out_dtype=mdl.fmt.out_dtype)
             npred = predict(nmodel, ceil, measured_clock_mhz)
         except ValueError:
             nmodel = npred = None
@@ -180,17 +213,23 @@ def _rows(mdl: KernelModel, pred: Prediction, ceil: Ceilings, measured_s, clock,
     def cnt(key):
         return counters.get(key) if counters is not None else None
 
+    e = mdl.fmt.elem
     rows: list[Row] = [
+        ("format", f"{mdl.fmt.name} ({e}-byte A and B, {mdl.fmt.out_elem}-byte C), {mdl.fmt.unit}", ""),
+        (f"compute peak at {pred.sm_clock_mhz:.0f} MHz", f"{pred.compute_peak / 1e12:.1f} TFLOP/s "
+         f"({clock_source(mdl, clock)}; {pred.compute_basis})", ""),
         ("FLOPs (2MNK)", fmt_count(mdl.flops), fmt_count(2 * cnt("ffma_thread_inst")) if cnt("ffma_thread_inst") else "-"),
         ("work / span / parallelism (seed 000)",
          f"{fmt_count(w.work_fma)} FMA / {w.span_fma} / {fmt_count(w.parallelism)}", ""),
         ("  GPU needs in flight (SMs x lanes x latency)", fmt_count(w.machine_fmas_in_flight), ""),
-        ("global loads A / B requested", f"{fmt_bytes(4 * t.a_loads)} / {fmt_bytes(4 * t.b_loads)}", ""),
+        ("global loads A / B requested", f"{fmt_bytes(e * t.a_loads)} / {fmt_bytes(e * t.b_loads)}", ""),
         ("accesses per thread (seed 001)", f"{mdl.accesses_per_thread:.4g}", ""),
         ("intensity, operands (seed 000)", f"{mdl.operand_intensity:.3g} FLOP/B", ""),
         ("intensity, L2 / DRAM", f"{mdl.l2_intensity:.3g} / {mdl.dram_intensity:.3g} FLOP/B", ""),
         ("tile, grid", f"{mdl.geometry.tile_m}x{mdl.geometry.tile_n}, {mdl.geometry.blocks} blocks of "
-                       f"{mdl.geometry.threads_per_block}", ""),
+                       f"{mdl.geometry.threads_per_block}"
+                       + (f" (persistent: {mdl.resident} resident walk {q.tiles} tiles in {q.full_waves} rounds)"
+                          if mdl.resident else ""), ""),
         ("registers, shared memory", f"{mdl.resources.registers if mdl.resources else '?'} / thread, "
                                      f"{(mdl.resources.smem_static if mdl.resources else 0) + mdl.geometry.smem_dynamic} B / block", ""),
         ("blocks per SM (limit)", f"{occ.blocks_per_sm} ({occ.limited_by})", ""),
@@ -219,11 +258,12 @@ def _rows(mdl: KernelModel, pred: Prediction, ceil: Ceilings, measured_s, clock,
     if measured_s is not None or counters is not None:
         dur = measured_s if measured_s is not None else cnt("duration_s")
         clk = clock or (counters.sm_clock_mhz if counters is not None else None)
-        peak = ceil.fp32_flops * ((clk / ceil.sm_clock_mhz) if clk and ceil.sm_clock_mhz else 1.0)
+        peak = pred.compute_peak * ((clk / pred.sm_clock_mhz) if clk and pred.sm_clock_mhz else 1.0)
+        unit = "FP32" if mdl.fmt.name == "fp32" else mdl.fmt.unit
         rows += [
             ("time", fmt_s(pred.seconds) + " (bound)", fmt_s(dur)),
             ("TFLOP/s", f"{pred.attainable_flops / 1e12:.2f} (bound)", f"{mdl.flops / dur / 1e12:.2f}" if dur else "-"),
             ("SM clock", f"{pred.sm_clock_mhz:.0f} MHz" if pred.sm_clock_mhz else "-", f"{clk:.0f} MHz" if clk else "-"),
-            ("% of FP32 peak at that clock", "", f"{100 * mdl.flops / dur / peak:.1f}%" if dur else "-"),
+            (f"% of {unit} peak at that clock", "", f"{100 * mdl.flops / dur / peak:.1f}%" if dur else "-"),
         ]
     return rows

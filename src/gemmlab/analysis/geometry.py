@@ -13,8 +13,12 @@ those two functions by probing them at small sizes, so a new rung needs no entry
              threadIdx.x walks the same dimension as blockIdx.x (each rung's index map), so a warp spans
              min(32, block.x) elements along it and 32 / that along the other
 
-A grid that does not map blocks to C tiles (a persistent or split-K kernel) is reported as untiled;
-the cache model then falls back to the requested traffic.
+A grid that does not map blocks to C tiles (a persistent grid of a fixed block count, such as skinny's
+stream-K) is reported as untiled; the cache model then falls back to the requested traffic. A clustered
+launch (spec.cluster > 1) rounds the tiles along one side up to whole clusters, so probing it would find
+the cluster's extent rather than a tile's: the tile is probed with the same parameters at a cluster of
+one (the parameter spec.cluster reads set to 1). A persistent rung whose spec geometry lists one block per
+tile (rung 12: the launcher caps the grid at the resident blocks) is tiled here; the cap is the model's.
 """
 
 from __future__ import annotations
@@ -86,9 +90,24 @@ def outputs_per_thread(spec: KernelSpec, p: dict) -> int:
     return max(1, (tm * tn) // max(1, threads))
 
 
+def _one_cluster(spec: KernelSpec, p: dict) -> dict:
+    """`p` with a cluster of one block, for probing tiles (p itself where the launch is not clustered)."""
+    if spec.cluster is None or spec.cluster(p) <= 1:
+        return p
+    for name in p:
+        q = {**p, name: 1}
+        try:
+            if spec.cluster(q) == 1 and not spec.problems(q):
+                return q
+        except (KeyError, TypeError, ValueError):
+            continue
+    return p
+
+
 def infer(spec: KernelSpec, m: int, n: int, k: int, params: dict | None = None) -> Geometry:
-    p = spec.validate(params or {})
-    launch = spec.launch(m, n, k, p)
+    p0 = spec.validate(params or {})
+    launch = spec.launch(m, n, k, p0)
+    p = _one_cluster(spec, p0)
     tm = _largest_single_block(spec, p, "m")
     tn = _largest_single_block(spec, p, "n")
     opt = outputs_per_thread(spec, p)

@@ -5,6 +5,12 @@ of the tile pays for padding: useful work / work done = M N / (ceil(M/tile_m) ti
 Wave quantization: the SMs hold `slots` = SMs x blocks-per-SM tiles at once; T tiles take
 ceil(T / slots) waves, and the last one may be mostly empty: efficiency T / (ceil(T/slots) x slots).
 
+A persistent grid (rung 12) launches no more blocks than can be resident (`resident`, in whole clusters)
+and each block walks the tiles: block b takes tiles b, b + resident, ... So the waves are rounds, tiles /
+resident of them, the last one partly idle; a cluster's blocks take adjacent tiles together, so the tiles
+counted are those of the launch's whole clusters (`tiles_launched`: an odd tile row count is rounded up,
+the extra block computing padding). The busiest SM runs (its resident blocks) x (rounds) tiles.
+
 The classical wave model assumes a partly filled wave takes as long as a full one, which is right only
 when one resident block cannot use more of its SM than its share. A kernel whose single block keeps the
 SM busier than 1/blocks-per-SM finishes a thin last wave sooner. `single_block_speed` s1 (measured by
@@ -53,12 +59,29 @@ class Quantization:
 
 
 def quantize(m: int, n: int, k: int, tile_m: int, tile_n: int, sm_count: int, blocks_per_sm: int,
-             tile_k: int = 1) -> Quantization:
+             tile_k: int = 1, resident: int | None = None, tiles_launched: int | None = None) -> Quantization:
+    """Tile and wave quantization. `resident` (a persistent grid): the blocks running at once, which walk
+    `tiles_launched` tiles (the tiles, padded to whole clusters; default: the tiles) in rounds."""
     if min(tile_m, tile_n, tile_k, sm_count, blocks_per_sm) < 1:
         raise ValueError("tiles, SM count and blocks per SM must be positive")
     tm, tn = cdiv(m, tile_m), cdiv(n, tile_n)
     tiles = tm * tn
     k_pad = cdiv(k, tile_k) * tile_k
+    if resident is not None:
+        if resident < 1:
+            raise ValueError("a persistent grid needs at least one resident block")
+        walked = max(tiles, tiles_launched or tiles)
+        blocks = min(walked, resident)           # the launcher caps the grid at the tiles too
+        slots = resident
+        done = walked * tile_m * tile_n * k_pad
+        tile_eff = (m * n * k) / done if done else 1.0
+        full = cdiv(walked, blocks) if walked else 0
+        wave_eff = walked / (full * slots) if full else 1.0
+        per_sm = cdiv(blocks, sm_count) if walked else 0
+        busiest = per_sm * full
+        balance = walked / (busiest * sm_count) if busiest else 1.0
+        return Quantization(m, n, k, tile_m, tile_n, tile_k, tm, tn, walked, sm_count, blocks_per_sm, slots,
+                            tile_eff, walked / slots, full, wave_eff, busiest, balance)
     slots = sm_count * blocks_per_sm
     done = tiles * tile_m * tile_n * k_pad
     tile_eff = (m * n * k) / done if done else 1.0

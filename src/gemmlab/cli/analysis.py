@@ -131,24 +131,33 @@ def explain(
     ncu: bool = typer.Option(False, help="also read ncu's counters for one launch"),
     ceilings: Optional[Path] = typer.Option(None, help="ceilings JSON (default: measured ones cached for this GPU)"),
     preset: Optional[str] = typer.Option(None, "--device", help="model a preset device instead (h100)"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, tf32, float16 or bfloat16 (default: the "
+                                                              "rung's own)"),
+    out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help="C's dtype (default: the inputs')"),
 ) -> None:
     """What limits KERNEL at M x N x K: the numbers, the model against measurement, and a paragraph."""
     from ..analysis import facts
     from ..analysis.explain import explain as explain_kernel
+    from ..analysis.models import model_format, typed_params
 
-    spec = _spec_or_fail(kernel, fp32=True)
+    spec = _spec_or_fail(kernel)
     M, N, K = _shape(size, m, n, k)
     params = parse_params(param)
     try:
-        spec.validate(params)
+        fmt = model_format(spec, dtype, None, out_dtype)
+        typed_params(spec, params, fmt)
         dev, is_preset = facts.resolve(preset)
     except ValueError as exc:
         fail(str(exc))
+    if not is_preset and fmt.name != "fp32" and (measure or ncu):
+        console.print(f"[yellow]model only: timing and counters are taken for fp32 rungs; {fmt.name} bounds at the "
+                      f"device's boost clock[/yellow]", highlight=False)
+        measure = ncu = False
     measured_s = clock = counters = None
     if is_preset:
         why = "" if preset else f" (GPU unavailable: {device.gpu_unavailable_reason()})"
         console.print(f"[yellow]model only, on the {dev.name} facts{escape(why)}[/yellow]", highlight=False)
-    else:
+    elif fmt.name == "fp32":
         from ..analysis.measure import measure as time_kernel, resolve_params
 
         params = resolve_params(spec, M, N, K, params, dev)
@@ -161,8 +170,9 @@ def explain(
             counters = _ncu_or_note([(spec.name, M, N, K, params)])
             counters = counters[0] if counters else None
     ceil = _ceilings(dev, ceilings, measure and not is_preset)
-    e = explain_kernel(spec, M, N, K, params or None, dev, ceil, measured_s, clock, counters)
-    t = Table(title=f"{spec.name} {e.model.params}  {M}x{N}x{K}  ({ceil.source} ceilings)")
+    e = explain_kernel(spec, M, N, K, params or None, dev, ceil, measured_s, clock, counters, dtype=fmt.dtype,
+                       precision=fmt.precision, out_dtype=fmt.out_dtype)
+    t = Table(title=f"{spec.name} {fmt.name} {e.model.params}  {M}x{N}x{K}  ({ceil.source} ceilings)")
     for col in ("quantity", "model", "measured"):
         t.add_column(col)
     for row in e.rows:
@@ -280,8 +290,9 @@ def roofline(
     names = kernel or [s.name for s in fp32_specs()]
     specs = [_spec_or_fail(x) for x in names]
     for s in specs:
-        if not is_fp32(s):
-            fail(f"the roofline draws the fp32 rungs; {s.name} takes {', '.join(s.dtypes)}")
+        if not is_fp32(s) and not model_only:
+            fail(f"the measured roofline draws the fp32 rungs; {s.name} takes {', '.join(s.dtypes)} "
+                 "(--model-only models it in its own format)")
     if model_only:
         dev, _ = facts.resolve(None)
     else:
@@ -343,9 +354,11 @@ def sawtooth(
     from ..analysis.models import sawtooth_quants
     from ..analysis.quantization import fit_sawtooth, model_time_units
 
-    spec = _spec_or_fail(kernel, fp32=True) if kernel else api.choose_kernel("float32")
+    spec = _spec_or_fail(kernel, fp32=not model_only) if kernel else api.choose_kernel("float32")
     try:
-        params = spec.validate(parse_params(param))
+        from ..analysis.models import model_format, typed_params
+
+        params = typed_params(spec, parse_params(param), model_format(spec))
     except ValueError as exc:
         fail(str(exc))
     if n_from < 1 or n_to < n_from or step < 1:

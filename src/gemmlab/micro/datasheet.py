@@ -22,6 +22,12 @@ L1_BYTES_PER_CLK_PER_SM = 128
 # which is an upper bound the slices may not sustain.
 L2_BYTES_PER_CLK = {(8, 0): 5120}
 L2_BYTES_PER_CLK_PER_SM_NOMINAL = 64
+# Tensor-core instructions. Where wgmma exists (sm_90) the dense rate per clock is wgmma's; the warp-level
+# mma.sync reaches only a share of it. That share is measured, not published: on the reference H100 the
+# mma.sync peak microbenchmark ran at 659 TFLOP/s (BF16) against wgmma's 987 at 1980 MHz, 0.67
+# (docs/journal.md, rung 12). Elsewhere mma.sync is the tensor cores' own instruction and runs at the rate.
+TENSOR_INSTRUCTIONS = ("wgmma", "mma.sync")
+MMA_SYNC_SHARE = {(9, 0): 0.67}
 
 
 @dataclass(frozen=True)
@@ -51,14 +57,36 @@ def fp32_fma(dev: DeviceInfo, clock_mhz: float | None = None) -> Datasheet:
     return Datasheet("fp32 FMA", value, "FLOP/s", f"{dev.sm_count} SMs x {lanes} lanes x 2 x {mhz:.0f} MHz", mhz)
 
 
-def tensor(dev: DeviceInfo, dtype: str, clock_mhz: float | None = None) -> Datasheet | None:
-    """Dense tensor-core rate for fp16 / bf16 inputs with fp32 accumulation; None where unknown or absent."""
-    per = tensor_flop_per_clk_per_sm(dev.compute_capability, dtype)
+def tensor_flop_per_clk(dev: DeviceInfo, dtype: str, precision: str | None = None,
+                        instruction: str = "wgmma") -> tuple[float, bool] | None:
+    """(dense FLOPs per clock and SM, published) for `dtype` inputs at `precision` (float32 only at "tf32":
+    half the 16-bit rate) through `instruction` ("wgmma" or "mma.sync"), fp32 accumulation; None where the
+    architecture has no such path. mma.sync on sm_90 is the measured share MMA_SYNC_SHARE of the rate, so
+    that figure is not a published one."""
+    if instruction not in TENSOR_INSTRUCTIONS:
+        raise ValueError(f"instruction must be one of {TENSOR_INSTRUCTIONS}, got {instruction!r}")
+    per = tensor_flop_per_clk_per_sm(dev.compute_capability, dtype, precision)
     if per is None:
         return None
+    share = MMA_SYNC_SHARE.get(tuple(dev.compute_capability)) if instruction == "mma.sync" else None
+    return (per * share, False) if share else (float(per), True)
+
+
+def tensor(dev: DeviceInfo, dtype: str, clock_mhz: float | None = None, precision: str | None = None,
+           instruction: str = "wgmma") -> Datasheet | None:
+    """Dense tensor-core rate for fp16 / bf16 inputs (float32 at precision "tf32") with fp32 accumulation,
+    through `instruction` (tensor_flop_per_clk), at the SM clock: SMs x FLOP per clock x clock, so never
+    above what the units can do at that clock. None where unknown or absent."""
+    rate = tensor_flop_per_clk(dev, dtype, precision, instruction)
+    if rate is None:
+        return None
+    per, published = rate
     mhz = _clock(dev, clock_mhz)
     value = dev.sm_count * per * mhz * 1e6
-    return Datasheet(f"tensor {dtype}", value, "FLOP/s", f"{dev.sm_count} SMs x {per} FLOP/clk x {mhz:.0f} MHz", mhz)
+    label = precision if precision and dtype == "float32" else dtype
+    note = f" ({instruction}: {MMA_SYNC_SHARE[tuple(dev.compute_capability)]:.2f} of wgmma's, measured)" if not published else ""
+    return Datasheet(f"tensor {label}" + ("" if instruction == "wgmma" else f" {instruction}"), value, "FLOP/s",
+                     f"{dev.sm_count} SMs x {per:.0f} FLOP/clk x {mhz:.0f} MHz{note}", mhz, published)
 
 
 def dram(dev: DeviceInfo) -> Datasheet:

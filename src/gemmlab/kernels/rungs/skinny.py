@@ -133,10 +133,13 @@ def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
 
 
 def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
-    # B once per tile of MT rows; A once per warp of a column of blocks (every warp reads its rows of A over
-    # K), whichever schedule deals the work out.
-    warps = cdiv(n, p["WARPS"] * warp_columns(p)) * p["WARPS"]
-    return Traffic(a_loads=m * k * warps, b_loads=k * n * cdiv(m, p["MT"]), c_loads=0, c_stores=m * n)
+    """Elements read from and written to global memory, whichever schedule deals the work out: B once per
+    tile of MT rows; A (its M rows over all of K) once per column of blocks, into the block's shared panel
+    (COPY 0-2), or once per warp of that column with COPY 3, where each warp copies A's rows into its own
+    slots; C stored once. Padding (rows past M, k past K) is zero-filled, not read. Not counted: the split's
+    fp32 partial sums (SPLIT > 1), written and read once through L2."""
+    readers = cdiv(n, p["WARPS"] * warp_columns(p)) * (p["WARPS"] if p.get("COPY", 0) == 3 else 1)
+    return Traffic(a_loads=m * k * readers, b_loads=k * n * cdiv(m, p["MT"]), c_loads=0, c_stores=m * n)
 
 
 def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspace:

@@ -105,18 +105,24 @@ def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
 
 
 def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
+    """Elements TMA reads from global memory (L2) and the kernel stores, for one product: the wgmma's A
+    operand (BM rows over K) once per tile, its B operand (BN columns over K) once per cluster of CLUSTER
+    vertically adjacent tiles (each block copies 1 / CLUSTER of it and multicasts it to all), C once.
+    Boxes past the matrix are zero-filled by the copy engine, not read. With B_LAYOUT 3 the tiles are of
+    C^T, so A is the multicast operand. The persistent grid and the tile order change when a tile is read,
+    not how often. smem_loads: the tiles' elements the tensor cores read from shared memory per k step,
+    once per consumer warpgroup that works on the tile (cooperative: each its half of A and all of B;
+    ping-pong: one consumer per tile)."""
     bm, bn = p["BM"], p["BN"]
     swapped = p["B_LAYOUT"] == B_SWAPPED  # tiles of C^T: the wgmma's A operand is B, its B operand A
     rows, cols = (n, m) if swapped else (m, n)
-    # The tensor cores read each stage's A and B tiles from shared memory once per consumer warpgroup
-    # (each reads its half of A and all of B).
-    # With clusters, one L2 read of a B tile feeds the CLUSTER blocks of a cluster (TMA multicast).
     kp = cdiv(k, BK) * BK
     tiles = cdiv(rows, bm) * cdiv(cols, bn)
     first = rows * k * cdiv(cols, bn)                              # the wgmma's A operand
     second = k * cols * cdiv(cdiv(rows, bm), p["CLUSTER"])        # its B operand
     a_loads, b_loads = (second, first) if swapped else (first, second)
-    return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * (bm + 2 * bn))
+    per_tile = bm + (2 * bn if p["SCHEDULE"] == COOPERATIVE else bn)
+    return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile)
 
 
 SK_MIN_K_STEPS = 8      # stream-K only where a tile has at least this many k steps (BK each),

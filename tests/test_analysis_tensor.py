@@ -1,0 +1,150 @@
+"""The analysis on the tensor-core rungs and their formats (no GPU): element sizes, compute peaks per
+format and instruction, the specs' traffic in bytes against hand counts, the persistent grid's
+quantization, and explain for every rung in every format it takes."""
+
+import pytest
+from typer.testing import CliRunner
+
+from gemmlab.analysis import explain, model_kernel, predict
+from gemmlab.analysis.bounds import compute_rate
+from gemmlab.analysis.facts import H100_SXM as H100
+from gemmlab.analysis.models import model_format
+from gemmlab.cli import app
+from gemmlab.formats import REDUCED_PRECISIONS
+from gemmlab.kernels import all_specs
+from gemmlab.micro.ceilings import Ceilings
+
+SHEET = Ceilings.datasheet(H100)
+
+
+@pytest.fixture
+def no_nvrtc(monkeypatch):
+    """Occupancy from threads and shared memory alone: no compile (seconds per instantiation)."""
+    from gemmlab.runtime import compiler
+
+    monkeypatch.setattr(compiler, "nvrtc_available", lambda: False)
+
+
+def formats_of(spec):
+    return [(d, None) for d in spec.dtypes] + [(REDUCED_PRECISIONS[p], p) for p in spec.precisions]
+
+
+def model(name, m, n, k, params=None, dtype=None, precision=None, out_dtype=None):
+    return model_kernel(name, m, n, k, params, H100, compile=False, dtype=dtype, precision=precision,
+                        out_dtype=out_dtype)
+
+
+@pytest.mark.parametrize("name, dtype, precision, elem, out_elem, unit", [
+    ("wgmma", "bfloat16", None, 2, 2, "tensor cores (wgmma)"),
+    ("wgmma", "float32", "tf32", 4, 4, "tensor cores (wgmma)"),
+    ("mma_sync", "float16", None, 2, 2, "tensor cores (mma.sync)"),
+    ("mma_sync", "float32", "tf32", 4, 4, "tensor cores (mma.sync)"),
+    ("skinny", "bfloat16", None, 2, 2, "tensor cores (mma.sync)"),
+    ("skinny", "float32", None, 4, 4, "FP32 FMA"),
+    ("naive", "float32", None, 4, 4, "FP32 FMA"),
+])
+def test_element_sizes_and_unit_per_format(name, dtype, precision, elem, out_elem, unit):
+    from gemmlab.kernels import get
+
+    f = model_format(get(name), dtype, precision)
+    assert (f.elem, f.out_elem, f.unit) == (elem, out_elem, unit)
+    assert model_format(get("wgmma"), "bfloat16", None, "float32").out_elem == 4
+
+
+def test_peaks_per_format_at_a_clock():
+    mhz = 1755.0
+    limit = H100.sm_count * 4096 * mhz * 1e6  # dense fp16 / bf16 FLOPs per clock per SM on sm_90, at 1755 MHz
+    bf16 = compute_rate(model_format(_spec("wgmma"), "bfloat16"), H100, SHEET, mhz)
+    tf32 = compute_rate(model_format(_spec("wgmma"), "tf32"), H100, SHEET, mhz)
+    mma = compute_rate(model_format(_spec("mma_sync"), "bfloat16"), H100, SHEET, mhz)
+    fp32 = compute_rate(model_format(_spec("skinny"), "float32"), H100, SHEET, mhz)
+    assert bf16[0] == "tensor" and bf16[1] <= limit and bf16[1] == pytest.approx(limit)
+    assert tf32[1] == pytest.approx(bf16[1] / 2)
+    assert mma[1] == pytest.approx(0.67 * bf16[1])
+    assert fp32[0] == "FMA" and fp32[1] == pytest.approx(H100.sm_count * 128 * 2 * mhz * 1e6)
+    # A bound at a lower clock is longer in proportion.
+    m = model("wgmma", 4096, 4096, 4096)
+    at = {c: predict(m, SHEET, c).bound("tensor").seconds for c in (1980.0, 1320.0)}
+    assert at[1320.0] == pytest.approx(at[1980.0] * 1980 / 1320)
+
+
+def _spec(name):
+    from gemmlab.kernels import get
+
+    return get(name)
+
+
+def test_mma_sync_traffic_in_bytes_by_hand():
+    # 1000 x 700 x 300, 128 x 128 tiles: 8 tile rows, 6 tile columns.
+    m = model("mma_sync", 1000, 700, 300, {"BM": 128, "BN": 128}, dtype="bfloat16")
+    a, b, c = 2 * 1000 * 300 * 6, 2 * 300 * 700 * 8, 2 * 1000 * 700
+    assert (2 * m.traffic.a_loads, 2 * m.traffic.b_loads) == (a, b)
+    assert m.requested_bytes == a + b + c
+    t = model("mma_sync", 1000, 700, 300, {"BM": 128, "BN": 128}, dtype="float32", precision="tf32")
+    assert t.params["BK"] == 16 and t.requested_bytes == 2 * (a + b + c)
+
+
+def test_wgmma_traffic_in_bytes_by_hand():
+    # 1000 x 700 x 300, 128 x 256 tiles: 8 tile rows, 3 tile columns; clusters of two tile rows share B.
+    p = {"BM": 128, "BN": 256, "CLUSTER": 2}
+    m = model("wgmma", 1000, 700, 300, p, dtype="float16")
+    a, b, c = 2 * 1000 * 300 * 3, 2 * 300 * 700 * 4, 2 * 1000 * 700
+    assert m.requested_bytes == a + b + c
+    assert model("wgmma", 1000, 700, 300, {**p, "CLUSTER": 1}).requested_bytes == a + 2 * b + c
+    # Multicast: the L1 -> L2 loads are the requested ones, B once per cluster.
+    assert m.cache.l2_load_bytes == pytest.approx(a + b, rel=0.02)
+    assert (m.geometry.tile_m, m.geometry.tile_n) == (128, 256)
+
+
+def test_skinny_traffic_in_bytes_by_hand():
+    # 8 x 4096 x 1024, 8 warps of 16 columns: 32 column blocks, one tile of MT = 8 rows.
+    p = {"MT": 8, "NT": 1, "WARPS": 8, "UNROLL": 4, "STAGES": 4, "COPY": 0, "SCHED": 0, "SPLIT": 1}
+    m = model("skinny", 8, 4096, 1024, p, dtype="bfloat16")
+    a, b, c = 2 * 8 * 1024 * 32, 2 * 1024 * 4096, 2 * 8 * 4096
+    assert m.requested_bytes == a + b + c
+    assert model("skinny", 8, 4096, 1024, {**p, "COPY": 3, "STAGES": 2}, dtype="bfloat16").requested_bytes == 8 * a + b + c
+    assert model("skinny", 8, 4096, 1024, p, dtype="float32").requested_bytes == 2 * (a + b + c)
+
+
+def test_wgmma_persistent_grid_quantization_by_hand():
+    p = {"BM": 128, "BN": 256, "CLUSTER": 2}
+    m = model("wgmma", 4096, 4096, 4096, p)
+    q = m.quant
+    assert m.resident == 132 and m.occupancy.blocks_per_sm == 1
+    assert (q.tiles, q.full_waves, q.busiest_sm_blocks) == (512, 4, 4)      # 32 x 16 tiles, 132 at once
+    assert q.wave_efficiency == pytest.approx(512 / (4 * 132))
+    # 33 tile rows: the clusters round them up to 34 (the extra block computes padding), 544 tiles, 5 rounds.
+    q = model("wgmma", 33 * 128, 4096, 4096, p).quant
+    assert (q.tiles, q.full_waves) == (544, 5) and q.tile_efficiency == pytest.approx(528 / 544)
+    # Fewer tiles than resident blocks: one round.
+    q = model("wgmma", 1024, 1024, 1024, p).quant
+    assert (q.tiles, q.full_waves, q.busiest_sm_blocks) == (32, 1, 1)
+
+
+def test_grouped_persistent_order_reads_less_from_dram_than_row_major():
+    grouped = model("wgmma", 8192, 16384, 4096, {"GROUP_M": 16})
+    row_major = model("wgmma", 8192, 16384, 4096, {"GROUP_M": 1})
+    assert grouped.cache.dram_read_bytes < row_major.cache.dram_read_bytes
+    assert grouped.cache.dram_read_bytes >= grouped.cache.compulsory_read_bytes
+
+
+@pytest.mark.parametrize("spec", [s for s in all_specs() if s.dtypes != ("float32",)], ids=lambda s: s.name)
+def test_explain_every_tensor_rung_in_every_format(spec, no_nvrtc):
+    m = 8 if spec.fits_shape else 512
+    for dtype, precision in formats_of(spec):
+        e = explain(spec, m, 1024, 1024, device=H100, dtype=dtype, precision=precision)
+        assert e.model.fmt.dtype == dtype and e.prediction.seconds > 0
+        assert e.prediction.limiter.seconds == max(b.seconds for b in e.prediction.bounds)
+        assert e.paragraph.startswith(f"Model only: {spec.name}")
+        assert any(r[0].startswith("compute peak at 1980 MHz") for r in e.rows)
+
+
+def test_explain_wgmma_on_the_preset_states_its_clock(no_nvrtc):
+    r = CliRunner().invoke(app, ["explain", "wgmma", "--device", "h100"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "tensor" in r.output and "1980 MHz" in r.output and "preset's boost clock" in r.output
+    r = CliRunner().invoke(app, ["explain", "mma_sync", "--dtype", "tf32", "--size", "1024", "--device", "h100"],
+                           terminal_width=200)
+    assert r.exit_code == 0 and "tf32" in r.output, r.output
+    r = CliRunner().invoke(app, ["explain", "mma_sync", "--dtype", "float32", "--device", "h100"])
+    assert r.exit_code != 0 and "tf32" in r.output
