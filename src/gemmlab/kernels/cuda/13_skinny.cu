@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
     auto col32 = [&](int q) { return own + q * (32 / LPR); };
 
     // Shared memory: the panel of A (MT x XP elements), then each warp's ring of STAGES slots, then (COPY
-    // 1, 2) each warp's STAGES mbarriers, one per slot, on which its bulk copies complete.
+    // 1-3) each warp's STAGES mbarriers, one per slot, on which its bulk copies complete.
     extern __shared__ __align__(16) unsigned char smem[];
     E* xs = reinterpret_cast<E*>(smem);
     unsigned char* ring = smem + MT * XP * EB + warp * STAGES * S::BYTES;
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
         }
     };
 
-    // The copy engine's version (COPY 1, 2): lane r copies rows r, r + 32, ... of the slot, each one run of
+    // The copy engine's version (COPY 1-3): lane r copies rows r, r + 32, ... of the slot, each one run of
     // bytes (B^T given: a row's kn k; row-major: a k-row's columns inside N), and lane 0 arrives on the slot's
     // mbarrier with the bytes to wait for (the copies may land before it: the phase needs its arrival too).
     // A group cut short by the end of the split (kn < G) leaves the rest of the slot as the previous group

@@ -70,7 +70,7 @@ def slot_bytes(p: dict[str, int]) -> int:
 
 def smem_bytes(p: dict[str, int]) -> int:
     """The panel of A (MT rows x panel_k + padding: 4 elements for fp32, else 32 or 16), every warp's ring and,
-    where the copy engine fills the slots (COPY 1, 2), an 8-byte mbarrier per slot."""
+    where the copy engine fills the slots (COPY 1-3), an 8-byte mbarrier per slot."""
     eb = element_bytes(p)
     pad = 4 if eb == 4 else 32 if p["B_LAYOUT"] == B_KMAJOR else 16
     bars = 8 * p["WARPS"] * p["STAGES"] if p.get("COPY", 0) else 0
