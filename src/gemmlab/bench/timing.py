@@ -267,6 +267,8 @@ class L2Flusher:
     _kernels: dict[int, object] = {}
 
     def __init__(self):
+        import numpy as np
+
         cp = require_cupy()
         dev = cp.cuda.Device().id
         buf = self._buffers.get(dev)
@@ -280,11 +282,10 @@ class L2Flusher:
         self.kernel = self._kernels[dev]
         self.nbytes = self.buf.nbytes
         self.blocks = 8 * device_info(dev).sm_count
+        self.args = (self.buf, np.int64(self.nbytes // 16), self.sink)
 
     def __call__(self) -> None:  # on the current stream
-        import numpy as np
-
-        self.kernel((self.blocks,), (256,), (self.buf, np.int64(self.nbytes // 16), self.sink))
+        self.kernel((self.blocks,), (256,), self.args)
 
 
 def rotation_count(working_set_bytes: int, l2_bytes: int, limit: int = 1024) -> int:

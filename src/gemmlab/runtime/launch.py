@@ -61,11 +61,16 @@ class LoadedKernel:
         key = ("blocks", tuple(block), smem)
         if key not in self._clusters:
             self.ensure_dynamic_smem(smem)
-            f = self.function
-            handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
+            handle = self._handle()
             threads = int(block[0]) * int(block[1]) * int(block[2])
-            self._clusters[key] = _max_active_blocks(int(handle), threads, smem) if handle else None
+            self._clusters[key] = _max_active_blocks(handle, threads, smem) if handle else None
         return self._clusters[key]
+
+    def _handle(self) -> int | None:
+        """The driver's handle of the function (a CuPy Function's .ptr or a RawKernel's .kernel.ptr), if any."""
+        f = self.function
+        handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
+        return int(handle) if handle else None
 
     def max_active_clusters(self, cluster: int, block: tuple[int, int, int], smem: int) -> int | None:
         """How many clusters of `cluster` blocks of this kernel the GPU can hold at once (the driver's
@@ -73,9 +78,8 @@ class LoadedKernel:
         key = (cluster, tuple(block), smem)
         if key not in self._clusters:
             self.ensure_dynamic_smem(smem)
-            f = self.function  # a CuPy RawKernel (the driver handle on its .kernel) or a Function
-            handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
-            self._clusters[key] = _max_active_clusters(int(handle), cluster, block, smem) if handle else None
+            handle = self._handle()
+            self._clusters[key] = _max_active_clusters(handle, cluster, block, smem) if handle else None
         return self._clusters[key]
 
     def __call__(self, grid: tuple[int, int, int], block: tuple[int, int, int], args: Sequence[Any],
@@ -122,11 +126,10 @@ def driver_launch():
 
 
 def function_handle(kernel: LoadedKernel) -> int:
-    f = kernel.function  # a CuPy Function (its .ptr) or RawKernel (.kernel.ptr)
-    handle = getattr(f, "ptr", None) or getattr(getattr(f, "kernel", None), "ptr", None)
+    handle = kernel._handle()
     if not handle:
         raise TypeError("this kernel object exposes no driver handle to launch directly")
-    return int(handle)
+    return handle
 
 
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
