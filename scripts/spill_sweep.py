@@ -31,7 +31,7 @@ for c in sgemm.SHAPE_CLASSES:
         for b_copy in (16, 4):
             p = spec.validate(dict(c.cfg, SPLIT_K=split, WAVE=wave, REDUCE=reduce, B_COPY=b_copy))
             exprs.append(spec.name_expression(p))
-exprs.append(spec.second_kernel.name)
+exprs.append(spec.second_kernel.name_for(spec.defaults))
 found = 0
 for arch in args.archs.split(","):
     resources = compiler.compile_file(spec.source_path, exprs, arch, need_report=True).resources

@@ -64,10 +64,10 @@ def test_auto_takes_it_by_shape_only():
         choice = api.explain_choice("bfloat16", shape=shape, cc=cc)
         assert choice.spec.name == "wgmma"
         assert any(c.name == "skinny" and not c.fits for c in choice.candidates)
-    for shape in ((64, 64, 131072), (256, 256, 65536), (512, 64, skinny.LONG_K)):  # long K on a tiny C
-        assert api.explain_choice("bfloat16", shape=shape, cc=cc).spec.name == "skinny"
-    for shape in ((512, 512, 16384), (128, 1024, 65536), (1024, 256, 65536)):
-        assert api.explain_choice("bfloat16", shape=shape, cc=cc).spec.name == "wgmma"
+    # long K on a tiny C above MAX_M rows: rung 12, which splits K there
+    for shape in ((64, 64, 131072), (256, 256, 65536), (512, 64, 32768), (512, 512, 16384), (128, 1024, 65536)):
+        choice = api.explain_choice("bfloat16", shape=shape, cc=cc, sm_count=132)
+        assert choice.spec.name == "wgmma" and choice.params["SPLIT_K"] > 1, shape
     assert api.choose_kernel("bfloat16", cc).name == "wgmma"  # no shape: a rung built for some shapes is passed over
     assert api.explain_choice("float32", shape=(1, 8192, 8192), cc=cc).spec.name == "skinny"
     assert api.explain_choice("float32", shape=(1, 28672, 8192), cc=cc).spec.name == "skinny"

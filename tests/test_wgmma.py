@@ -321,3 +321,87 @@ def test_group_height_minimises_the_wave_footprint():
         p = w._heuristic(*shape, 132)
         assert p["GROUP_M"] in w.GROUP_CHOICES
         assert p["GROUP_M"] == w.best_group(p.get("BM", 128), p.get("BN", 256), 132, -(-shape[0] // p.get("BM", 128)))
+
+
+# ------------------------------------------------------------------------------------------ split-K
+
+def _split_begin(s, split, k_tiles):
+    """The kernel's split_begin: slice s's first k step."""
+    return s * (k_tiles // split) + min(s, k_tiles % split)
+
+
+@pytest.mark.parametrize("tiles_one,split,clusters,k_tiles", [(1, 128, 132, 2048), (4, 32, 132, 1024), (16, 8, 132, 256),
+                                                             (3, 7, 5, 40), (2, 64, 66, 4), (5, 3, 2, 1)])
+def test_split_units_cover_every_k_step_of_every_tile_once(tiles_one, split, clusters, k_tiles):
+    """A model of split_unit: unit u = c + i P is slice u // tiles_one of tile u % tiles_one; the slices of a
+    tile partition its k steps (empty where there are fewer steps than slices); a cluster's ring position
+    is the k steps of its earlier units."""
+    covered = {}
+    for c in range(clusters):
+        ring = 0
+        i = 0
+        while c + i * clusters < tiles_one * split:
+            u = c + i * clusters
+            s, tile = divmod(u, tiles_one)
+            kb, ke = _split_begin(s, split, k_tiles), _split_begin(s + 1, split, k_tiles)
+            assert 0 <= kb <= ke <= k_tiles and ke - kb in (k_tiles // split, k_tiles // split + 1)
+            covered.setdefault(tile, []).append((kb, ke))
+            ring += ke - kb
+            i += 1
+    for tile in range(tiles_one):
+        parts = sorted(covered[tile])
+        assert len(parts) == split and parts[0][0] == 0 and parts[-1][1] == k_tiles
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+
+
+def test_split_heuristic_and_rules():
+    # long K on a C of a few 128 x 128 tiles: split so that one wave of units fills the SMs
+    p = SPEC.heuristic(64, 64, 131072, 132)
+    assert p["SPLIT_K"] == 64 and (p["BM"], p["SCHEDULE"], p["CLUSTER"]) == (64, wgmma.PINGPONG, 1)
+    assert SPEC.heuristic(256, 256, 65536, 132)["SPLIT_K"] == 32
+    assert SPEC.heuristic(512, 512, 16384, 132)["SPLIT_K"] == 8
+    assert SPEC.heuristic(64, 64, 8192, 132)["SPLIT_K"] == 4  # 128 k steps: slices of SPLIT_MIN_STEPS
+    # not split: slices would be under SPLIT_MIN_STEPS, or the tiles occupy enough SMs unsplit
+    for m, n, k in ((1024, 1024, 1024), (4096, 4096, 4096), (2048, 2048, 2048), (1000, 1000, 1000), (64, 64, 4000),
+                    (8192, 8192, 8192), (128, 11008, 4096), (128, 4096, 16384), (64, 5120, 13824)):
+        assert wgmma.split_for(m, n, k, 132) == 1, (m, n, k)
+    # every pick is valid, and a batch never splits
+    for m, n, k in ((64, 64, 131072), (256, 256, 65536), (129, 264, 4104), (1, 8, 1 << 20)):
+        p = SPEC.validate({**SPEC.heuristic(m, n, k, 132), "C_TYPE": 3})
+        assert p["SPLIT_K"] in wgmma.SPLIT_CHOICES
+        geo = SPEC.launch(m, n, k, p)
+        assert geo.grid[0] == wgmma.cluster_tiles(m, n, p) * p["CLUSTER"] * p["SPLIT_K"]
+        ws = SPEC.workspace(m, n, k, p, 132)
+        assert ws.floats == p["SPLIT_K"] * m * ((n + 3) // 4 * 4) and ws.ints == 0
+        after = SPEC.second_kernel.geometry(m, n, k, p)
+        assert after.blocks * after.threads_per_block >= m * ((n + 3) // 4) * wgmma.SPLIT_LANES
+        assert SPEC.second_kernel.name_for(p) == "wgmma_split_reduce<3>"
+    assert SPEC.batch_params["SPLIT_K"] == 1
+    assert SPEC.second_kernel.geometry(4096, 4096, 4096, SPEC.defaults) is None
+    assert SPEC.workspace(4096, 4096, 4096, SPEC.defaults, 132).floats == 0
+    for bad in (dict(SPLIT_K=4, STREAM_K=1), dict(SPLIT_K=4, A_TYPE=3, B_LAYOUT=3), dict(SPLIT_K=4, BATCHED=1)):
+        with pytest.raises(ValueError, match="SPLIT_K = 4 goes without"):
+            SPEC.validate(bad)
+    # the traffic model counts the slabs (fp32, written and read back)
+    t = SPEC.traffic(64, 64, 131072, SPEC.validate(dict(SPLIT_K=128, BN=128, CLUSTER=1)))
+    assert t.scratch == 128 * 64 * 64
+
+
+def test_split_reduce_launch_constants_match_the_header():
+    text = (Path(compiler.__file__).parents[1] / "kernels" / "cuda" / "epilogue.cuh").read_text()
+    for name in ("SPLIT_LANES", "SPLIT_REDUCE_THREADS"):
+        m = re.search(rf"#define {name} (\d+)", text)
+        assert m and int(m.group(1)) == getattr(wgmma, name), name
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("params", [dict(SPLIT_K=8, BN=128, CLUSTER=1, C_TYPE=3),
+                                    dict(SPLIT_K=128, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, C_TYPE=2),
+                                    dict(SPLIT_K=2, C_TYPE=1), dict(SPLIT_K=32, BN=128, CLUSTER=1, B_LAYOUT=2, C_TYPE=3)],
+                         ids=str)
+def test_split_builds_without_local_memory(params):
+    p = SPEC.validate(params)
+    mod = compile_spec(SPEC, p, "sm_90")
+    for expr in (SPEC.name_expression(p), SPEC.second_kernel.name_for(p)):
+        r = mod.resources[expr]
+        assert r.registers > 0 and not r.uses_local_memory, (expr, r)

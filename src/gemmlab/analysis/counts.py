@@ -120,7 +120,7 @@ def l1_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geom
     return L1Traffic(
         global_load_sectors=loaded / SECTOR,
         global_load_wavefronts=loaded / L1_LINE,
-        global_store_sectors=out_elem * t.c_stores / SECTOR,
+        global_store_sectors=(out_elem * t.c_stores + 4 * t.scratch) / SECTOR,
         smem_load_wavefronts=smem_ld,
         smem_store_wavefronts=loaded / L1_LINE,  # every staged element is written to shared memory once
         smem_load_bytes=smem_bytes,

@@ -216,7 +216,7 @@ def model_kernel(spec: KernelSpec | str, m: int, n: int, k: int, params: dict | 
     l1 = l1_traffic(spec, m, n, k, p, geo, e, eo)
     cache = cache_traffic(spec, m, n, k, p, geo, l1, dev, blocks_per_sm, l2_fraction, replacement, stream,
                           elem=e, out_elem=eo, resident=resident)
-    requested = e * t.global_loads + (eo - e) * t.c_loads + eo * t.c_stores
+    requested = e * t.global_loads + (eo - e) * t.c_loads + eo * t.c_stores + 2 * 4 * t.scratch
     return KernelModel(
         spec=spec, params=p, m=m, n=n, k=k, device=dev, device_is_preset=preset, resources=resources,
         geometry=geo, occupancy=occ, quant=q, flops=flops, traffic=t,

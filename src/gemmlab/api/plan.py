@@ -66,7 +66,7 @@ def prepare(spec: KernelSpec, params: Mapping[str, Any] | None = None) -> Prepar
     module = compiler.compile_file(spec.source_path, registry.module_names(spec, p), spec.require_target(info.arch))
     after = spec.second_kernel
     prepared = Prepared(spec, p, launch.load(module, spec.name_expression(p)), module.compile_seconds,
-                        launch.load(module, after.name) if after else None, module)
+                        launch.load(module, after.name_for(p)) if after else None, module)
     _prepared[raw_key] = prepared
     return prepared
 

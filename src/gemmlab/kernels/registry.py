@@ -115,4 +115,4 @@ def compile_spec(spec: KernelSpec, params: Mapping[str, int], arch: str) -> comp
 def module_names(spec: KernelSpec, params: Mapping[str, int]) -> list[str]:
     """The kernels one instantiation's module holds: the rung's, then its second kernel (if any)."""
     after = spec.second_kernel
-    return [spec.name_expression(params)] + ([after.name] if after else [])
+    return [spec.name_expression(params)] + ([after.name_for(params)] if after else [])

@@ -64,6 +64,7 @@ class Traffic:
     c_loads: int
     c_stores: int
     smem_loads: int = 0
+    scratch: int = 0  # fp32 partial sums written to a workspace and read back once (split-K's slabs)
 
     @property
     def global_loads(self) -> int:
@@ -71,7 +72,7 @@ class Traffic:
 
     @property
     def global_elements(self) -> int:
-        return self.global_loads + self.c_stores
+        return self.global_loads + self.c_stores + 2 * self.scratch
 
 
 # The launch limits of every CUDA device of compute capability 3.0 and later, and the kernels' own: block ids and
@@ -142,11 +143,16 @@ def rows_16_byte_aligned(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes:
 @dataclass(frozen=True)
 class SecondKernel:
     """A kernel of the same module launched after the rung's own, on the same stream (split-K's reduction):
-    its name and its geometry for (M, N, K, params), None where this instantiation needs no second launch.
-    It takes (M, N, SPLIT_K, alpha, beta, C, ldc, the float workspace, the epilogue arguments)."""
+    its name (or C++ name expression; a function of the parameters where it is a template, e.g. of the
+    output type) and its geometry for (M, N, K, params), None where this instantiation needs no second
+    launch. It takes (M, N, SPLIT_K, alpha, beta, C, ldc, the float workspace, the epilogue arguments)."""
 
-    name: str
+    name: str | Callable[[dict[str, int]], str]
     geometry: Callable[[int, int, int, dict[str, int]], Launch | None]
+
+    def name_for(self, params: Mapping[str, int]) -> str:
+        """The name expression to compile and load for these parameters."""
+        return self.name(dict(params)) if callable(self.name) else self.name
 
 
 @dataclass(frozen=True)
@@ -374,7 +380,7 @@ class KernelSpec:
     def traffic(self, m: int, n: int, k: int, params: Params, beta_nonzero: bool = False) -> Traffic:
         t = self.traffic_model(m, n, k, dict(params))
         if beta_nonzero:
-            t = Traffic(t.a_loads, t.b_loads, m * n, t.c_stores, t.smem_loads)
+            t = Traffic(t.a_loads, t.b_loads, m * n, t.c_stores, t.smem_loads, t.scratch)
         return t
 
     def global_bytes(self, m: int, n: int, k: int, params: Params, beta_nonzero: bool = False) -> int:

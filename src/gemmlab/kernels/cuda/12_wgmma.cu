@@ -704,6 +704,40 @@ __device__ __forceinline__ bool work_unit(int i, int c, int clusters, int tiles,
     return true;
 }
 
+// ------------------------------------------------------------------------------------------ split-K
+
+// SPLIT_K > 1, for a C of too few tiles to occupy the GPU over a long K: every tile's k steps are cut into
+// SPLIT_K slices as even as they go (slice s starts at step s (k_tiles / SPLIT_K) + min(s, k_tiles % SPLIT_K)),
+// and the walk is over (slice, tile) units, slice-major: unit u is slice u / tiles_one of tile u % tiles_one
+// (w.tile = u, so the product index of the walk is the slice), cluster c taking c, c + P, ... as whole
+// tiles are taken. The clusters at work at one time are on the same slice, so they read the same k range
+// of A and B, which L2 then serves to the tiles that share it. Each unit stores its fp32 sums to its
+// slice's slab of the workspace, and a second launch (wgmma_split_reduce) adds the slabs in slice order
+// and applies the epilogue.
+template <int SPLIT_K>
+__device__ __forceinline__ int split_begin(int slice, int k_tiles) {
+    return slice * (k_tiles / SPLIT_K) + min(slice, k_tiles % SPLIT_K);
+}
+
+// Unit i of cluster c; the ring position is the k steps of its earlier units (slices differ by one step
+// at most, so they are summed, not multiplied out).
+template <int SPLIT_K>
+__device__ __forceinline__ bool split_unit(int i, int c, int clusters, int tiles_one, int k_tiles, WorkUnit& w) {
+    const int u = c + i * clusters;
+    if (u >= tiles_one * SPLIT_K) return false;
+    const int slice = u / tiles_one;
+    w.tile = u;
+    w.kb = split_begin<SPLIT_K>(slice, k_tiles);
+    w.ke = split_begin<SPLIT_K>(slice + 1, k_tiles);
+    long long ring = 0;
+    for (int j = 0; j < i; ++j) {
+        const int sj = (c + j * clusters) / tiles_one;
+        ring += split_begin<SPLIT_K>(sj + 1, k_tiles) - split_begin<SPLIT_K>(sj, k_tiles);
+    }
+    w.ring = ring;
+    return true;
+}
+
 __device__ __forceinline__ void st_release_gpu(int* p, int v) {
     asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
@@ -770,7 +804,7 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
 // BN / CLUSTER rows x BK. A and B pointers are unused by the main loop (the maps carry them) and kept for
 // the common argument list.
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K, int DEFER, int BATCHED>
+          int STREAM_K, int DEFER, int BATCHED, int SPLIT_K>
 __device__ __forceinline__ void
 wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
            int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
@@ -800,6 +834,11 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K: 0 or 1");
     static_assert(DEFER == 0 || DEFER == 1, "DEFER: 0 or 1");
     static_assert(BATCHED == 0 || BATCHED == 1, "BATCHED: 0 or 1");
+    // SPLIT_K > 1: split-K (split_unit); its sums go to the slabs in sk_ws, never to C (no stream-K, batch or
+    // transposed tf32 path with it: the host keeps those apart).
+    static_assert(SPLIT_K >= 1, "SPLIT_K: 1 (no split) or the number of slices");
+    static_assert(SPLIT_K == 1 || (STREAM_K == 0 && BATCHED == 0 && B_LAYOUT != 3),
+                  "SPLIT_K > 1 goes without stream-K, a batch and B_LAYOUT 3");
     // BATCHED 1: `batch` products, the tiles of one after another's in the walk; the maps are 3-D (the matrix
     // is the third coordinate; an operand every product shares, stride 0, is always matrix 0), C and R are
     // offset by their strides. No stream-K (the host passes no stream-K tiles with a batch).
@@ -852,7 +891,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     const int tiles_m = (opaque(SWAP ? N : M) + BM - 1) / BM;                                     \
     const int tiles_n = (opaque(SWAP ? M : N) + BN - 1) / BN;                                     \
     const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles_one = ctiles_m * tiles_n;       \
-    const int tiles = BATCHED ? tiles_one * opaque(batch) : tiles_one;                            \
+    const int tiles = tiles_one * (BATCHED ? opaque(batch) : SPLIT_K);                            \
     const int group = GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1;                              \
     const int k_tiles = (opaque(K) + BK - 1) / BK;                                                \
     const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;                                       \
@@ -893,9 +932,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             int s = 0;
             unsigned phase = 0;
             WorkUnit w;
-            for (int i = 0; work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w); ++i) {
+            for (int i = 0; SPLIT_K > 1 ? split_unit<SPLIT_K>(i, cluster_id, clusters, tiles_one, k_tiles, w)
+                                        : work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w);
+                 ++i) {
                 int tile_row, tile_col;
-                const int bz = BATCHED ? w.tile / tiles_one : 0;  // the product (0 without a batch)
+                // the product, or with split-K the slice (0 with neither)
+                const int bz = BATCHED || SPLIT_K > 1 ? w.tile / tiles_one : 0;
                 grouped_tile_of(w.tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
                 tile_row = min(tile_row * CLUSTER + rank, tiles_m - 1);  // a block below the matrix repeats A
                 const int m0 = tile_row * BM, n0 = tile_col * BN;
@@ -983,7 +1025,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
 #endif
             WGMMA_TILE_WALK  // per tile: nothing of it stays live across the epilogue
             WorkUnit w;  // (ping-pong: the block's i-th tile, whichever consumer takes it)
-            if (!work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w)) {
+            if (!(SPLIT_K > 1 ? split_unit<SPLIT_K>(i, cluster_id, clusters, tiles_one, k_tiles, w)
+                              : work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w))) {
                 if constexpr (DEFERRED) {
                     while (held_boxes > 0) store_next();  // the consumer's last tile
                 }
@@ -1000,7 +1043,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
 #endif
             int tile_row, tile_col;
-            const int bz = BATCHED ? tile / tiles_one : 0;  // the product (0 without a batch)
+            const int bz = BATCHED || SPLIT_K > 1 ? tile / tiles_one : 0;  // the product or slice (0: neither)
             grouped_tile_of(tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
             tile_row = tile_row * CLUSTER + rank;  // may be tiles_m (below the matrix): nothing is stored
             // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
@@ -1155,6 +1198,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 const int cl = cluster_id + 1;  // whose range starts inside this tile
                 const int slot = (cl * CLUSTER + rank) * CONSUMERS + cw;
                 sk_add_partial<MT, ACC>(sk_ws + (size_t)slot * WG_M * BN, sk_flags + slot, tile, acc, tid_wg, 1 + cw);
+            }
+
+            // Split-K: the unit's sums, as they are, to its slice's slab (M rows of N rounded up to 4 floats; a
+            // pair of columns at an odd N's edge lands in the padding). The second launch does the rest.
+            if constexpr (SPLIT_K > 1) {
+                const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M), col0 = tile_col * BN;
+                const int ldw = (N + 3) & ~3;
+                store_direct<1, MT, ACC>(sk_ws + (size_t)bz * M * ldw, ldw, row_first, col0, M - row_first, N - col0,
+                                         acc, 1.0f, 0.0f, warp, g, t);
+                continue;
             }
 
             // Epilogue (the producer is already filling slots for the next tile). Plain, or a linear layer's:
@@ -1344,19 +1397,29 @@ struct EnableIf<true> {
         const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
         int* __restrict__ sk_flags, int sk_tiles, int batch, long long sa, long long sb, long long sc, long long sr
 #define WGMMA_BODY                                                                                                 \
-    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER, BATCHED>(                 \
+    wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER, BATCHED, SPLIT_K>(        \
         M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles,  \
         batch, sa, sb, sc, sr)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K, int DEFER, int BATCHED>
+          int STREAM_K, int DEFER, int BATCHED, int SPLIT_K>
 __global__ typename EnableIf<CLUSTER == 1>::type __launch_bounds__(384, 1) wgmma_gemm(WGMMA_PARAMS) {
     WGMMA_BODY;
 }
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
-          int STREAM_K, int DEFER, int BATCHED>
+          int STREAM_K, int DEFER, int BATCHED, int SPLIT_K>
 __global__ typename EnableIf<CLUSTER != 1>::type __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(384, 1)
     wgmma_gemm(WGMMA_PARAMS) {
     WGMMA_BODY;
+}
+
+// Split-K's second launch (SPLIT_K > 1): the slabs' sums in slice order, then the epilogue, over all of C
+// (split_sum_epilogue, epilogue.cuh).
+template <int C_TYPE>
+__global__ void __launch_bounds__(SPLIT_REDUCE_THREADS)
+    wgmma_split_reduce(int M, int N, int slices, float alpha, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc,
+                       const float* __restrict__ ws, const float* __restrict__ bias,
+                       const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
+    split_sum_epilogue<C_TYPE>(M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
 }

@@ -19,7 +19,6 @@ KC = 32                 # k per chunk (two m16n8k16 steps)
 SMEM_LIMIT = 227 * 1024
 MAX_M = 16              # kernel="auto" takes the rung up to this many rows of A (fits_shape)
 WIDE_N = 16384          # ... and below this many columns of C (fits_shape)
-LONG_K = 32768          # ... and from this K on a C of at most four tiles (fits_shape)
 MAX_M_FP32 = 32         # fp32: up to this many rows of A (fits_shape)
 B_ROW_MAJOR, B_KMAJOR = 1, 2
 
@@ -173,9 +172,8 @@ def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
     - fp16 / bf16 decoding, M <= MAX_M and N < WIDE_N. At M = 32 and N = 8192 rung 12 ran at 0.78 x cuBLAS,
       this rung at 0.69; at M = 64, rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already
       give every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93);
-    - fp16 / bf16 with long K on a tiny C: K >= LONG_K, N <= 512 and at most 4 of rung 12's 128 x 256 tiles,
-      where rung 12 (no split over K) keeps 4 SMs or fewer busy: 64 x 64 x 131072 0.04 x cuBLAS against
-      this rung's 0.22, 256 x 256 x 65536 0.30; still far from cuBLAS, which splits K on every SM;
+    - not fp16 / bf16 with long K on a tiny C above MAX_M rows: rung 12 splits K there (wgmma.split_for;
+      64 x 64 x 131072 0.98 x cuBLAS against this rung's 0.22, 256 x 256 x 65536 0.86 against 0.30);
     - fp32, M <= 16, or M <= MAX_M_FP32 with N >= 256: rung 10 (32-row tiles at the least; a transposed B, a
       linear layer's weight, copied first) ran at 0.12-0.30 x cuBLAS at M = 1-16, this rung at 0.89-1.28;
       at M = 32 0.28-0.51 against 0.79-0.89, except N = 64 with K = 131072 (0.61 against 0.36); at M = 64
@@ -189,10 +187,7 @@ def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
         if n >= WIDE_N:
             return f"built for N < {WIDE_N} at small M; at N = {n} a tiled rung's tiles already cover every SM"
         return None
-    if k >= LONG_K and n <= 512 and cdiv(m, 128) * cdiv(n, 256) <= 4:
-        return None
-    return (f"built for M <= {MAX_M} (decoding) or K >= {LONG_K} on a C of at most 4 tiles of 128 x 256 and "
-            f"N <= 512; at {m} x {n} x {k} a tiled rung is faster")
+    return f"built for M <= {MAX_M} (decoding); at {m} x {n} x {k} a tiled rung is faster"
 
 
 def blocks_per_sm(p: dict[str, int], regs_per_sm: int = 65536, smem_per_sm: int = 228 * 1024,

@@ -10,7 +10,7 @@ products (BATCHED 1) is one launch: the grid walks the tiles of every product, t
 
 from __future__ import annotations
 
-from ..spec import (KernelSpec, Launch, Param, Staging, TensorMapBox, Trace, Traffic, Workspace, cdiv,
+from ..spec import (KernelSpec, Launch, Param, SecondKernel, Staging, TensorMapBox, Trace, Traffic, Workspace, cdiv,
                     rows_16_byte_aligned)
 from . import mma_sync
 
@@ -72,6 +72,9 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append("A_TYPE = 3 (tf32) reads B K-major only: B_LAYOUT must be 2 (B^T given) or 3 (computed transposed)")
     elif p["A_TYPE"] != mma_sync.TF32 and p["B_LAYOUT"] == B_SWAPPED:
         errs.append("B_LAYOUT = 3 (computed transposed) is the tf32 path; 16-bit types read a row-major B as it is (1)")
+    if p["SPLIT_K"] > 1 and (p.get("STREAM_K") or p["B_LAYOUT"] == B_SWAPPED or p.get("BATCHED")):
+        errs.append(f"SPLIT_K = {p['SPLIT_K']} goes without stream-K (STREAM_K = 0), a batch (BATCHED = 0) and the "
+                    "transposed tf32 path (B_LAYOUT 1 or 2)")
     if p["SCHEDULE"] not in (COOPERATIVE, PINGPONG):
         errs.append(f"SCHEDULE = {p['SCHEDULE']}: 1 (consumers split each tile) or 2 (ping-pong: they alternate tiles)")
     elif not errs and (consumer_rows(p) // 64) * (bn // 2) > 128:
@@ -98,10 +101,12 @@ def _geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch:
     # up: the extra block stores nothing); the launcher caps the grid at the blocks that can be resident at
     # once (the spec's `persistent`, whole clusters) and each cluster then walks the cluster tiles. With
     # B_LAYOUT 3 the tiles are of C^T (N x M).
+    # With SPLIT_K > 1 there are SPLIT_K units per tile.
     cl = p["CLUSTER"]
     if p["B_LAYOUT"] == B_SWAPPED:
         m, n = n, m
-    return Launch((cl * cdiv(cdiv(m, p["BM"]), cl) * cdiv(n, p["BN"]), 1, 1), (THREADS, 1, 1), smem=smem_bytes(p))
+    units = cl * cdiv(cdiv(m, p["BM"]), cl) * cdiv(n, p["BN"]) * p["SPLIT_K"]
+    return Launch((units, 1, 1), (THREADS, 1, 1), smem=smem_bytes(p))
 
 
 def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
@@ -122,6 +127,9 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     second = k * cols * cdiv(cdiv(rows, bm), p["CLUSTER"])        # its B operand
     a_loads, b_loads = (second, first) if swapped else (first, second)
     per_tile = bm + (2 * bn if p["SCHEDULE"] == COOPERATIVE else bn)
+    if p["SPLIT_K"] > 1:  # a slab of fp32 sums per slice (of whole k steps), written and read back by the second launch
+        return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile,
+                       scratch=p["SPLIT_K"] * m * cdiv(n, 4) * 4)
     return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile)
 
 
@@ -187,11 +195,47 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     """Stream-K's scratch on a persistent grid of `blocks` blocks: one slot of partial sums per consumer of
     each block (BM x BN fp32 per block: 17 MB for 132 blocks of 128 x 256), two flags per block (zero at
     launch; each flag a block sets is cleared by the block that reads it, so every launch leaves them
-    zero), and the count of stream-K tiles as the kernel's last argument. Nothing when stream-K is off."""
+    zero), and the count of stream-K tiles as the kernel's last argument. Nothing when stream-K is off.
+    Split-K's instead: a slab of fp32 sums per slice, M rows of N rounded up to 4 floats."""
+    if p["SPLIT_K"] > 1:
+        return Workspace(p["SPLIT_K"] * m * cdiv(n, 4) * 4, 0, (0,))
     sk = stream_k_tiles(m, n, k, p, blocks)
     if not sk:
         return Workspace(scalars=(0,))
     return Workspace(blocks * p["BM"] * p["BN"], blocks * 2, (sk,))
+
+
+# Split-K's second launch (wgmma_split_reduce, epilogue.cuh's split_sum_epilogue): SPLIT_LANES threads per
+# 4 columns of a row of C, blocks of SPLIT_REDUCE_THREADS (the #defines of epilogue.cuh, which a test holds
+# equal to these).
+SPLIT_LANES = 8
+SPLIT_REDUCE_THREADS = 256
+
+
+def _split_reduce_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch | None:
+    if p["SPLIT_K"] == 1:
+        return None
+    return Launch((max(1, cdiv(m * cdiv(n, 4) * SPLIT_LANES, SPLIT_REDUCE_THREADS)), 1, 1), (SPLIT_REDUCE_THREADS, 1, 1))
+
+
+SPLIT_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
+SPLIT_MIN_STEPS = 32    # k steps (of 64) per slice at least
+SPLIT_MAX_SHARE = 0.25  # split only where the unsplit 64 x 128 tiles would keep at most this share of the SMs busy
+
+
+def split_for(m: int, n: int, k: int, sms: int) -> int:
+    """The slices of K per 128 x 128 tile, or 1 for none: the largest power of two (a compiled kernel per
+    value) that keeps the units to one wave and the slices to SPLIT_MIN_STEPS k steps or more, for a C so
+    small that even 64 x 128 tiles would keep at most SPLIT_MAX_SHARE of the SMs busy. Measured, BF16 x
+    cuBLAS, L2 flushed (docs/journal.md, "split-K on rung 12"): 64 x 64 x 131072 0.22 (rung 13) -> 0.98 with
+    64 slices (0.95 with 128: slices of 16 steps), 256 x 256 x 65536 0.30 -> 0.86 (32; 0.82 with 16), 512 x
+    512 x 16384 0.44 -> 0.74 (8; 0.63 with 4 or 16). Where the 64 x 128 tiles already occupy half the SMs
+    the product streams B and a split only adds its slabs: 128 x 4096 x 16384 0.98 unsplit, 0.94 with 4
+    slices; 128 x 4096 x 11008 (B^T) 0.91, 0.85."""
+    if m == 0 or n == 0 or cdiv(m, 64) * cdiv(n, 128) > SPLIT_MAX_SHARE * sms:
+        return 1
+    most = min(sms // (cdiv(m, 128) * cdiv(n, 128)), cdiv(k, BK) // SPLIT_MIN_STEPS, SPLIT_CHOICES[-1])
+    return max(s for s in SPLIT_CHOICES if s <= max(most, 1))
 
 
 GROUP_CHOICES = (1, 4, 8, 16)
@@ -216,7 +260,15 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     """The tiling (_tiling) and, for it, the tile order's group height (best_group). (For tf32 on a row-major
     B the kernel's tile rows are columns of C, so the cap at M's tile rows is then N's; it matters only
     below 16 tile rows.)"""
-    p = _tiling(m, n, k, sms)
+    split = split_for(m, n, k, sms)
+    if split > 1:
+        # Ping-pong 64 x 128 tiles where M fits one (less of the tensor cores' work on rows past M), else
+        # 128 x 128; no clusters (few tiles per slice share B).
+        p = ({"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1} if m <= 64 else
+             {"BN": 128, "CLUSTER": 1})
+        p["SPLIT_K"] = split
+    else:
+        p = _tiling(m, n, k, sms)
     bm, bn = p.get("BM", 128), p.get("BN", 256)
     p["GROUP_M"] = best_group(bm, bn, sms, cdiv(m, bm))
     return p
@@ -333,6 +385,9 @@ SPEC = KernelSpec(
                                   "begins"),
         Param("BATCHED", 0, (0, 1), "1: a batch of products in one launch (3-D tensor maps, the persistent grid "
                                     "walking every product's tiles); set from the call", searched=False),
+        Param("SPLIT_K", 1, SPLIT_CHOICES, "slices of K per tile (1: none): each (slice, tile) unit stores fp32 sums "
+                                           "to a slab, a second launch adds the slabs and applies the epilogue "
+                                           "(the heuristic: split_for)", searched=False),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -345,11 +400,12 @@ SPEC = KernelSpec(
     precisions=("tf32",),
     arguments=("epilogue", "tensor_maps", "workspace", "batch"),
     type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT", "BATCHED"),
-    batch_params={"STREAM_K": 0},
+    batch_params={"STREAM_K": 0, "SPLIT_K": 1},
     persistent=True,
     cluster=lambda p: p["CLUSTER"],
     tensor_maps=tensor_maps,
     workspace=workspace,
+    second_kernel=SecondKernel(lambda p: f"wgmma_split_reduce<{p['C_TYPE']}>", _split_reduce_geometry),
     operand_rules=operand_problems,
     staging=Staging("AB"),
     # GELU with erf does not take the deferred stores (its temporaries beside the 64 held registers spill), so

@@ -1,0 +1,26 @@
+"""Rung 12's split over K under compute-sanitizer, bf16 and fp16: a tile's edges in M, N and K, empty slices,
+both schedules, clusters, B given transposed, the full epilogue (beta, bias, SiLU, residual) in the second
+launch, and fp32 / 16-bit outputs.
+
+    for t in memcheck racecheck synccheck; do compute-sanitizer --tool $t python3 scripts/sanitize_split.py; done
+"""
+
+import torch
+
+import gemmlab
+
+TILINGS = (dict(BN=128, CLUSTER=1), dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1), dict(BN=256))
+for dt in (torch.bfloat16, torch.float16):
+    for m, n, k in ((1, 8, 4096), (130, 136, 3000), (64, 64, 256)):
+        a = torch.randn(m, k, device="cuda").to(dt)
+        bias = torch.randn(n, device="cuda")
+        r = torch.randn(m, n, device="cuda").to(dt)
+        for b in (torch.randn(k, n, device="cuda").to(dt), torch.randn(n, k, device="cuda").to(dt).t()):
+            for p in TILINGS:
+                for split in (2, 16, 64):
+                    c = torch.randn(m, n, device="cuda").to(dt)
+                    gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="silu", residual=r,
+                                   kernel="wgmma", SPLIT_K=split, **p)
+                    gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", SPLIT_K=split, **p)
+torch.cuda.synchronize()
+print("split sanitize run done")

@@ -1,0 +1,62 @@
+"""Split-K on rung 12 against the other ways to run a long K on a small C: kernel="auto", rung 12 with several
+slice counts, rung 13 (skinny), each checked against torch first, then timed interleaved with torch.matmul
+(cuBLAS), L2 flushed; one line of ratios to torch per shape (x > 1: faster than torch).
+
+    PYTHONPATH=src python3 scripts/split_probe.py [--budget-ms 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+# (M, N, K, B given as a weight's transpose, [(kernel, params), ...])
+PP = dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)
+CASES = [
+    (64, 64, 131072, False, [("wgmma", dict(PP, SPLIT_K=64)), ("wgmma", dict(PP, SPLIT_K=128)),
+                             ("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=128)), ("skinny", {})]),
+    (256, 256, 65536, False, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (16, 32)] + [("skinny", {})]),
+    (512, 512, 16384, False, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (1, 4, 8, 16)]),
+    (128, 4096, 16384, False, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (1, 2, 4)] + [("skinny", {})]),
+    (128, 4096, 11008, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (1, 2, 4)]),
+    (64, 5120, 13824, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (1, 2)]),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--budget-ms", type=float, default=40.0)
+    args = ap.parse_args()
+    import torch
+
+    import gemmlab
+    from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
+
+    for m, n, k, wt, configs in CASES:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t() if wt
+             else torch.randn(k, n, device="cuda", dtype=torch.bfloat16))
+        ref = (a.double() @ b.double()).float()
+        scale = ref.abs().max().item()
+        calls = {"torch": TimedCall(lambda: torch.matmul(a, b), graph=False),
+                 "auto": TimedCall(lambda: gemmlab.matmul(a, b), graph=False)}
+        names = {"auto": "auto"}
+        for i, (kernel, cfg) in enumerate(configs):
+            try:
+                got = gemmlab.matmul(a, b, kernel=kernel, **cfg).float()
+            except Exception as exc:  # noqa: BLE001  (a set this shape cannot take: said, not timed)
+                print(f"  {kernel} {cfg}: {type(exc).__name__}: {str(exc)[:100]}")
+                continue
+            err = (got - ref).abs().max().item() / scale
+            assert err < 1e-2, (kernel, cfg, err)
+            calls[f"v{i}"] = TimedCall(lambda kernel=kernel, cfg=cfg: gemmlab.matmul(a, b, kernel=kernel, **cfg),
+                                       graph=False)
+            names[f"v{i}"] = f"{kernel} {cfg.get('SPLIT_K', '')}{' pp' if cfg.get('SCHEDULE') == 2 else ''}"
+        t = time_interleaved(calls, TimingOptions(budget_ms=args.budget_ms))
+        base = t["torch"].median_ms
+        print(f"{m}x{n}x{k}{' W.t()' if wt else ''}: torch {base * 1e3:.1f} us; " + "; ".join(
+            f"{names[name]} {v.median_ms * 1e3:.1f} us x{base / v.median_ms:.3f}" for name, v in t.items()
+            if name != "torch"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
