@@ -267,3 +267,20 @@ def test_an_epilogue_may_bring_the_rungs_preferred_parameters_unless_the_caller_
     assert named.params["DEFER"] == 1
     assert api.epilogue_params(registry.get("wgmma"), "gelu_erf", {"DEFER": 1}) == {}
     assert api.epilogue_params(registry.get("mma_sync"), "gelu_erf", None) == {}
+
+
+def test_computes_transposed_only_where_the_swap_saves_a_copy_of_b():
+    from gemmlab.api import dispatch
+    from gemmlab.kernels import get
+
+    sgemm, wgmma, skinny = get("sgemm"), get("wgmma"), get("skinny")
+    tr = dispatch.computes_transposed
+    assert tr(sgemm, 128, 11008, 4096, True, False)                   # A and C far smaller than B
+    assert tr(sgemm, 64, 5120, 13824, True, False)
+    assert not tr(sgemm, 128, 11008, 4096, False, False)              # B row-major: read as it is
+    assert not tr(sgemm, 4096, 4096, 4096, True, False)               # swapping copies as much as it saves
+    assert not tr(sgemm, 2048, 5504, 2048, True, False)
+    assert not tr(wgmma, 128, 11008, 4096, True, False)               # reads B^T in place (B_LAYOUT)
+    assert not tr(skinny, 1, 11008, 4096, True, False)
+    assert not tr(sgemm, 128, 11008, 4096, True, True)                # a batch
+    assert not tr(sgemm, 0, 11008, 4096, True, False)

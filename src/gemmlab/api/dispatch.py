@@ -161,6 +161,18 @@ def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, pre
     return spec
 
 
+def computes_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: bool, batched: bool) -> bool:
+    """Whether kernel="auto" computes C = A B as C^T = B^T A^T (the operands' roles swapped, C written through
+    its transpose): where B is given transposed (a linear layer's weight, W.t()), the rung chosen for the
+    call cannot read it so (no B_LAYOUT: it would copy all K x N of B first) and the copies the swapped
+    product makes instead (A^T, M x K, as its B, and C, M x N, written back) are smaller than B. Then B^T is
+    the swapped product's A, read in place. One product only. Measured on strict fp32 (rung 10) at 64-128
+    tokens: docs/journal.md, "a transposed weight at 64-128 tokens"."""
+    if batched or b_transposed is False or "B_LAYOUT" in spec.type_params or m * n * k == 0:
+        return False
+    return m * (k + n) < k * n
+
+
 def explain_choice(dtype: str = "float32", precision: str | None = None, *, shape: tuple[int, int, int] | None = None,
                    cc: tuple[int, int] | None = None, info: device.DeviceInfo | None = None,
                    sm_count: int | None = None, epilogue: bool = False, kernel: str = AUTO,

@@ -179,7 +179,17 @@ def _span(ptr: int, lay: OperandLayout) -> tuple[int, int]:
 # ----------------------------------------------------------------------------------------- the launch
 
 def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int):
-    """C = act(alpha A B + beta C + bias) + R on `stream`, as the plan says; returns C, or the new output."""
+    """C = act(alpha A B + beta C + bias) + R on `stream`, as the plan says; returns C, or the new output.
+    A transposed plan computes C^T = B^T A^T: it is given the transposes (views), and a new output comes back
+    as C, row-major (the swapped product's C^T transposed once more, a copy of M x N)."""
+    if plan.transposed:
+        out = _run(plan, home, b.T, a.T, None if c is None else c.T, bias, None if residual is None else residual.T,
+                   alpha, beta, stream)
+        return home.contiguous(out.T) if c is None else c
+    return _run(plan, home, a, b, c, bias, residual, alpha, beta, stream)
+
+
+def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int):
     req = plan.request
     dev = plan.device
     ka, pa = _operand(home, a, plan.a, dev, stream)

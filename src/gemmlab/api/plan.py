@@ -196,6 +196,9 @@ class Plan:
     slots: dict[str, int]             # argument name -> its index in the pack
     second_pack: launch.ArgPack | None = None
     scratch: bool = False             # the workspace asks for memory
+    # The call runs as C^T = B^T A^T (dispatch.computes_transposed): this plan is the swapped product's (its
+    # request has M and N exchanged), and launch.run passes it B^T, A^T, C^T and R^T.
+    transposed: bool = False
     loaded_maps: tuple | None = None  # the tensor maps now in the pack
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
@@ -214,7 +217,7 @@ def _bias_direct(home: arrays.Home, bias) -> bool:
     return type(bias).__module__.startswith("cupy") and bias.dtype == np.float32 and bias.flags.c_contiguous
 
 
-def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual) -> Plan:
+def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual, *, may_swap: bool = True) -> Plan:
     """Decide everything about a call on these device arrays (on device `dev`, the current one)."""
     info = device.device_info(dev)
     item_in = formats.element_bytes(req.element)
@@ -232,6 +235,12 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
                                       operands=ops, shape=(req.m, req.n, req.k), batched=req.batch > 1)
     else:
         spec = registry.get(req.kernel)
+    if req.kernel == AUTO and may_swap and dispatch.computes_transposed(spec, req.m, req.n, req.k, lb_t.transposed,
+                                                                        req.batch > 1):
+        swapped = replace(req, m=req.n, n=req.m, bias={"row": "col", "col": "row"}.get(req.bias))
+        p = make_plan(swapped, home, dev, b.T, a.T, None if c is None else c.T, bias,
+                      None if residual is None else residual.T, may_swap=False)
+        return replace(p, transposed=True)
     b_kmajor = lb_t.transposed and "B_LAYOUT" in spec.type_params
     lb = lb_t if b_kmajor else lb
 
