@@ -1,8 +1,9 @@
-"""Split-K on rung 12 against the other ways to run a long K on a small C: kernel="auto", rung 12 with several
-slice counts, rung 13 (skinny), each checked against torch first, then timed interleaved with torch.matmul
-(cuBLAS), L2 flushed; one line of ratios to torch per shape (x > 1: faster than torch).
+"""Parameter sets of the GPU rungs against kernel="auto" and torch.matmul (cuBLAS) on chosen BF16 shapes, each
+checked against a float64 product first, then timed interleaved with the L2 flushed; one line of ratios to torch
+per shape (x > 1: faster than torch). Groups: "split" (long K on a small C: rung 12's split over K, rung 13),
+"tiles" (rung 12's tiles on odd, square and wide shapes).
 
-    PYTHONPATH=src python3 scripts/split_probe.py [--budget-ms 40]
+    PYTHONPATH=src python3 scripts/split_probe.py [--groups split,tiles] [--budget-ms 40]
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 
 # (M, N, K, B given as a weight's transpose, [(kernel, params), ...])
 PP = dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)
-CASES = [
+CASES = {"split": [
     (64, 64, 131072, False, [("wgmma", dict(PP, SPLIT_K=64)), ("wgmma", dict(PP, SPLIT_K=128)),
                              ("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=128)), ("skinny", {})]),
     (256, 256, 65536, False, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (16, 32)] + [("skinny", {})]),
@@ -19,19 +20,39 @@ CASES = [
     (128, 4096, 16384, False, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (1, 2, 4)] + [("skinny", {})]),
     (128, 4096, 11008, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (1, 2, 4)]),
     (64, 5120, 13824, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=s)) for s in (1, 2)]),
-]
+    (512, 512, 16384, False, [("wgmma", dict(PP, SPLIT_K=s)) for s in (2, 4)]),
+], "tiles": [
+    (3000, 3000, 3000, False, [("wgmma", d) for d in (dict(BN=192, CLUSTER=1), dict(BN=128), dict(
+        BN=128, SCHEDULE=2, STAGES=5, HELD=2), dict(BM=256, BN=128, STAGES=3))]),
+    (6000, 6000, 6000, False, [("wgmma", d) for d in (dict(BN=192, CLUSTER=1), dict(BN=128))]),
+    (2048, 2048, 2048, False, [("wgmma", d) for d in (dict(BN=192, CLUSTER=1), dict(BN=256, CLUSTER=1), dict(
+        BM=64, BN=256, SCHEDULE=2, STAGES=4, HELD=2, CLUSTER=1), dict(BM=64, BN=192, SCHEDULE=2, STAGES=5, HELD=2,
+                                                                        CLUSTER=1))]),
+    (1000, 1000, 1000, False, [("wgmma", d) for d in (dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1),
+                                                      dict(BN=192, CLUSTER=1), dict(BM=64, BN=192, SCHEDULE=2,
+                                                                                    STAGES=5, HELD=2, CLUSTER=1))]),
+    (16384, 16384, 256, False, [("wgmma", d) for d in (dict(BM=64, BN=256, SCHEDULE=2, STAGES=4, HELD=2, CLUSTER=1),
+                                                       dict(BN=256, CLUSTER=1), dict(BN=128, SCHEDULE=2, STAGES=3,
+                                                                                     HELD=2, CLUSTER=1))]),
+    (512, 512, 512, False, [("wgmma", d) for d in (dict(BM=64, BN=128, SCHEDULE=2, STAGES=4, HELD=2, CLUSTER=1),
+                                                   dict(BN=128, CLUSTER=1, STAGES=4))]),
+    (128, 11008, 4096, True, [("wgmma", d) for d in (dict(BN=128, CLUSTER=1), dict(BM=64, BN=128, SCHEDULE=2, STAGES=6,
+                                                                                    HELD=2, CLUSTER=1),
+                                                     dict(BM=64, BN=256, SCHEDULE=2, STAGES=4, HELD=2, CLUSTER=1))]),
+]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget-ms", type=float, default=40.0)
+    ap.add_argument("--groups", default=",".join(CASES))
     args = ap.parse_args()
     import torch
 
     import gemmlab
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
 
-    for m, n, k, wt, configs in CASES:
+    for m, n, k, wt, configs in [c for g in args.groups.split(",") for c in CASES[g]]:
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t() if wt
              else torch.randn(k, n, device="cuda", dtype=torch.bfloat16))
@@ -50,7 +71,7 @@ def main() -> None:
             assert err < 1e-2, (kernel, cfg, err)
             calls[f"v{i}"] = TimedCall(lambda kernel=kernel, cfg=cfg: gemmlab.matmul(a, b, kernel=kernel, **cfg),
                                        graph=False)
-            names[f"v{i}"] = f"{kernel} {cfg.get('SPLIT_K', '')}{' pp' if cfg.get('SCHEDULE') == 2 else ''}"
+            names[f"v{i}"] = f"{kernel} " + ",".join(f"{key}={v}" for key, v in cfg.items())
         t = time_interleaved(calls, TimingOptions(budget_ms=args.budget_ms))
         base = t["torch"].median_ms
         print(f"{m}x{n}x{k}{' W.t()' if wt else ''}: torch {base * 1e3:.1f} us; " + "; ".join(
