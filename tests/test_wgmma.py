@@ -187,8 +187,14 @@ def test_shape_heuristic():
     assert (ragged["BM"], ragged["BN"], ragged["CLUSTER"], ragged["SCHEDULE"]) == (128, 128, 1, wgmma.COOPERATIVE)
     short = params(8192, 4096, 1024)
     assert short["SCHEDULE"] == wgmma.PINGPONG and short["BN"] == 128
-    one_wave = params(2048, 2048, 2048)  # 128 default tiles: 128 x 128 ping-pong, two waves
-    assert (one_wave["BM"], one_wave["BN"], one_wave["CLUSTER"], one_wave["SCHEDULE"]) == (128, 128, 1, wgmma.PINGPONG)
+    one_wave = params(2048, 2048, 2048)  # 128 default tiles: the defaults without clusters
+    assert (one_wave["BM"], one_wave["BN"], one_wave["CLUSTER"], one_wave["SCHEDULE"]) == (128, 256, 1, wgmma.COOPERATIVE)
+    wide_c = params(16384, 16384, 256)  # four k steps: the defaults (deferred stores) without clusters
+    assert (wide_c["BM"], wide_c["BN"], wide_c["CLUSTER"], wide_c["SCHEDULE"]) == (128, 256, 1, wgmma.COOPERATIVE)
+    few = params(128, 11008, 4096)  # 86 tiles of 128 x 128 fill more than half the SMs: those, cooperative
+    assert (few["BM"], few["BN"], few["SCHEDULE"]) == (128, 128, wgmma.COOPERATIVE)
+    fewer = params(128, 4096, 16384)  # 32 of them would not: 64 x 128 ping-pong tiles
+    assert (fewer["BM"], fewer["BN"], fewer["SCHEDULE"]) == (64, 128, wgmma.PINGPONG)
     assert params(4096, 1024, 4096)["BN"] == 256  # one wave but a long K: the defaults
     for m, n, k in ((1024, 1024, 1024), (1000, 1000, 1000), (2048, 2048, 2048), (8192, 4096, 1024)):  # tf32 too
         for layout in (2, 3):

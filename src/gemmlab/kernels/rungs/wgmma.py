@@ -279,16 +279,22 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     side-by-side timings against cuBLAS (docs/journal.md):
     - fewer default tiles than half the SMs (1024^3: 32 tiles on 132 SMs): 128 x 128 tiles without
       clusters, twice the blocks at work (1024^3: 0.43 -> 0.67 of cuBLAS; 1000^3: 0.41 -> 0.63, later
-      0.81); when M and N are whole 64 x 128 tiles, 64 x 128 ping-pong tiles instead, four times the
-      blocks, six slots held two at a time (1024^3: 0.69 -> 0.82-0.84 in three runs; the same tiles on
-      1000^3 measured 0.73 against 0.81, twice, for a reason not established);
-    - at most one wave of default tiles and K <= 2048 (2048^3: 128 tiles): 128 x 128 ping-pong tiles
-      without clusters, two waves (2048^3: 0.78 -> 0.82);
+      0.81); when M and N are whole 64 x 128 tiles and 128 x 128 ones would still leave half the SMs idle
+      (or M <= 64), 64 x 128 ping-pong tiles instead, four times the blocks, six slots held two at a time
+      (1024^3: 0.69 -> 0.82-0.84 in three runs; 128 x 4096 x 16384: 0.98 against 0.66; the same tiles on
+      1000^3 measured 0.73 against 0.81, for a reason not established; 128 x 11008 x 4096, 86 tiles of 128 x
+      128: 0.87 against 0.99);
+    - at most one wave of default tiles and K <= 2048 (2048^3: 128 tiles): the default tiles without
+      clusters (2048^3: 0.97; 128 x 128 ping-pong tiles, two waves, measured 0.82 against 0.78 under the
+      first flush and 0.88 against 0.97 under the reading flush);
     - N <= 128 (a 256-wide tile would compute half zeros): 128 x 128 tiles without clusters (a batch of 16
       x 4096 x 128 x 4096: 0.91 -> 1.08 of torch.bmm, then bound by reading A once at 2.6 TB/s);
     - K <= 128 (one or two k steps: a tile is mostly its epilogue) with many tiles: 64 x 256 ping-pong tiles
       without clusters, one consumer's stores under the other's loads (batches of torch.bmm: 64 x 512 x 512
       x 64 0.93 -> 1.02, 32 x 1024 x 1024 x 128 0.97 -> 1.02, 96 x 2048 x 2048 x 128 0.86 -> 0.97);
+    - K <= 256 (four k steps) with many tiles: the default tiles without clusters, whose deferred stores
+      run under the next tile's k steps (16384 x 16384 x 256: 1.04, against 0.83 for the ping-pong tiles
+      below and 0.86 for 64 x 256 ping-pong);
     - short K (K <= 1024) with many tiles: the ping-pong schedule, whose epilogue of one tile overlaps the
       other consumer's main loop, a large share when a tile has 16 k steps or fewer (4096 x 4096 x 1024:
       0.70 -> 0.80; 8192 x 4096 x 1024: 0.72 -> 0.79);
@@ -301,15 +307,15 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
       sectors of every copy of B, not checked with counters)."""
     wide = cdiv(m, 128) * cdiv(n, 256)
     if 2 * wide <= sms:
-        if m % 64 == 0 and n % 128 == 0:
+        if m % 64 == 0 and n % 128 == 0 and (m <= 64 or 2 * cdiv(m, 128) * cdiv(n, 128) <= sms):
             return {"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1}
         return {"BN": 128, "CLUSTER": 1}
     if n <= 128:
         return {"BN": 128, "CLUSTER": 1}
     if k <= 128:
         return {"BM": 64, "SCHEDULE": PINGPONG, "STAGES": 4, "HELD": 2, "CLUSTER": 1}
-    if wide <= sms and k <= 2048:
-        return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2, "CLUSTER": 1}
+    if k <= 256 or (wide <= sms and k <= 2048):
+        return {"CLUSTER": 1}
     if k <= 1024:
         return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2}
     if wide <= 4 * sms and n % 64 == 0 and k % 64 == 0:
