@@ -373,6 +373,8 @@ def test_split_heuristic_and_rules():
         assert wgmma.split_for(m, n, k, 132) == 1, (m, n, k)
     # every pick is valid, and a batch never splits
     for m, n, k in ((64, 64, 131072), (256, 256, 65536), (129, 264, 4104), (1, 8, 1 << 20)):
+        for a_type, layout in ((3, 2), (3, 3), (1, 2)):  # every element type and layout takes the pick
+            SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": a_type, "B_LAYOUT": layout})
         p = SPEC.validate({**SPEC.heuristic(m, n, k, 132), "C_TYPE": 3})
         assert p["SPLIT_K"] in wgmma.SPLIT_CHOICES
         geo = SPEC.launch(m, n, k, p)
@@ -385,7 +387,7 @@ def test_split_heuristic_and_rules():
     assert SPEC.batch_params["SPLIT_K"] == 1
     assert SPEC.second_kernel.geometry(4096, 4096, 4096, SPEC.defaults) is None
     assert SPEC.workspace(4096, 4096, 4096, SPEC.defaults, 132).floats == 0
-    for bad in (dict(SPLIT_K=4, STREAM_K=1), dict(SPLIT_K=4, A_TYPE=3, B_LAYOUT=3), dict(SPLIT_K=4, BATCHED=1)):
+    for bad in (dict(SPLIT_K=4, STREAM_K=1), dict(SPLIT_K=4, BATCHED=1)):
         with pytest.raises(ValueError, match="SPLIT_K = 4 goes without"):
             SPEC.validate(bad)
     # the traffic model counts the slabs (fp32, written and read back)
@@ -403,7 +405,9 @@ def test_split_reduce_launch_constants_match_the_header():
 @needs_nvrtc
 @pytest.mark.parametrize("params", [dict(SPLIT_K=8, BN=128, CLUSTER=1, C_TYPE=3),
                                     dict(SPLIT_K=128, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, C_TYPE=2),
-                                    dict(SPLIT_K=2, C_TYPE=1), dict(SPLIT_K=32, BN=128, CLUSTER=1, B_LAYOUT=2, C_TYPE=3)],
+                                    dict(SPLIT_K=2, C_TYPE=1), dict(SPLIT_K=32, BN=128, CLUSTER=1, B_LAYOUT=2, C_TYPE=3),
+                                    dict(SPLIT_K=8, A_TYPE=3, B_LAYOUT=3, BN=128, CLUSTER=1),
+                                    dict(SPLIT_K=8, A_TYPE=3, B_LAYOUT=2, C_TYPE=3)],
                          ids=str)
 def test_split_builds_without_local_memory(params):
     p = SPEC.validate(params)

@@ -135,3 +135,20 @@ def test_auto_splits_long_k_on_a_small_c(rng):
     assert plan.spec.name == "wgmma" and plan.params["SPLIT_K"] > 1, (plan.spec.name, plan.params)
     ref = (a.double() @ b.double()).cpu().numpy()
     _elementwise(out.double().cpu().numpy(), ref, 2e-7 * np.sqrt(k), "auto")
+
+
+@pytest.mark.parametrize("b_transposed", [False, True])
+@pytest.mark.parametrize("mnk", [(300, 8, 4104), (129, 264, 6000), (64, 64, 32768)], ids=lambda t: "x".join(map(str, t)))
+def test_split_tf32_both_layouts(mnk, b_transposed):
+    """tf32 splits too: B row-major (computed as C^T = B^T A^T, B_LAYOUT 3) and B^T given (B_LAYOUT 2), by
+    the heuristic and with a slice count named, every element against float64 of the tf32-rounded inputs'
+    tolerance (1e-3 of the largest, as the other tf32 tests)."""
+    torch = pytest.importorskip("torch")
+    m, n, k = mnk
+    a = torch.rand(m, k, device="cuda") * 2 - 1
+    b = (torch.rand(n, k, device="cuda") * 2 - 1).t() if b_transposed else torch.rand(k, n, device="cuda") * 2 - 1
+    ref = (a.double() @ b.double()).cpu().numpy()
+    for kw in ({}, dict(kernel="wgmma", SPLIT_K=16, BN=128, CLUSTER=1)):
+        c = _poisoned(torch, m, n, torch.float32)
+        gemmlab.matmul(a, b, c, precision="tf32", **kw)
+        _elementwise(c.double().cpu().numpy(), ref, 1e-3, f"tf32 {mnk} {kw} B^T={b_transposed}")

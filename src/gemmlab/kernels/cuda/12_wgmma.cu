@@ -834,11 +834,10 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K: 0 or 1");
     static_assert(DEFER == 0 || DEFER == 1, "DEFER: 0 or 1");
     static_assert(BATCHED == 0 || BATCHED == 1, "BATCHED: 0 or 1");
-    // SPLIT_K > 1: split-K (split_unit); its sums go to the slabs in sk_ws, never to C (no stream-K, batch or
-    // transposed tf32 path with it: the host keeps those apart).
+    // SPLIT_K > 1: split-K (split_unit); its sums go to the slabs in sk_ws, never to C (no stream-K or batch
+    // with it: the host keeps those apart).
     static_assert(SPLIT_K >= 1, "SPLIT_K: 1 (no split) or the number of slices");
-    static_assert(SPLIT_K == 1 || (STREAM_K == 0 && BATCHED == 0 && B_LAYOUT != 3),
-                  "SPLIT_K > 1 goes without stream-K, a batch and B_LAYOUT 3");
+    static_assert(SPLIT_K == 1 || (STREAM_K == 0 && BATCHED == 0), "SPLIT_K > 1 goes without stream-K and a batch");
     // BATCHED 1: `batch` products, the tiles of one after another's in the walk; the maps are 3-D (the matrix
     // is the third coordinate; an operand every product shares, stride 0, is always matrix 0), C and R are
     // offset by their strides. No stream-K (the host passes no stream-K tiles with a batch).
@@ -1200,13 +1199,18 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 sk_add_partial<MT, ACC>(sk_ws + (size_t)slot * WG_M * BN, sk_flags + slot, tile, acc, tid_wg, 1 + cw);
             }
 
-            // Split-K: the unit's sums, as they are, to its slice's slab (M rows of N rounded up to 4 floats; a
-            // pair of columns at an odd N's edge lands in the padding). The second launch does the rest.
+            // Split-K: the unit's sums, as they are, to its slice's slab of C (M rows of N rounded up to 4 floats;
+            // a pair of columns at an odd N's edge lands in the padding). The second launch does the rest.
             if constexpr (SPLIT_K > 1) {
                 const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M), col0 = tile_col * BN;
                 const int ldw = (N + 3) & ~3;
-                store_direct<1, MT, ACC>(sk_ws + (size_t)bz * M * ldw, ldw, row_first, col0, M - row_first, N - col0,
-                                         acc, 1.0f, 0.0f, warp, g, t);
+                float* const slab = sk_ws + (size_t)bz * M * ldw;
+                if constexpr (SWAP)  // a tile of C^T: its rows are columns of C
+                    store_transposed<1, MT, ACC>(slab, ldw, row_first, col0, N - row_first, M - col0, acc, 1.0f, 0.0f,
+                                                 nullptr, nullptr, 0, 0, warp, g, t);
+                else
+                    store_direct<1, MT, ACC>(slab, ldw, row_first, col0, M - row_first, N - col0, acc, 1.0f, 0.0f, warp,
+                                             g, t);
                 continue;
             }
 
