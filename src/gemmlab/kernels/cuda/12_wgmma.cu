@@ -47,6 +47,8 @@
 //   low word); the warpgroup index is made warp-uniform (a shuffle), so all of it stays in uniform registers.
 // - Stream-K (STREAM_K 1, off by default): the last rounds of tiles cut into equal runs of k steps, one per
 //   cluster, partial sums handed over through global memory (work_unit); no gain measured on the H100.
+// - Split-K (SPLIT_K > 1, for long K on a C of few tiles): (slice, tile) units, fp32 slabs, and a second
+//   launch (wgmma_split_reduce) that sums them in slice order and applies the epilogue (split_unit).
 // Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
 // consumer warpgroups, persistent grouped tile order, clusters.
 // Traffic: per tile BM x K of A and K x BN of B, B read from L2 once per cluster.

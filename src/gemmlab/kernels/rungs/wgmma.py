@@ -5,7 +5,8 @@ follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launc
 argument list are described here and made by the launch layer: the tensor maps of A, B and C (`tensor_maps`),
 the persistent grid (as many blocks as can be resident at once, in whole clusters: `persistent`, `cluster`),
 and stream-K's workspace for the last round of tiles (`workspace`, once the grid is known). A batch of
-products (BATCHED 1) is one launch: the grid walks the tiles of every product, the maps are 3-D.
+products (BATCHED 1) is one launch: the grid walks the tiles of every product, the maps are 3-D. A long K on
+a C of few tiles is split (SPLIT_K, `split_for`): fp32 slabs per slice and a second launch that sums them.
 """
 
 from __future__ import annotations
