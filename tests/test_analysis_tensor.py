@@ -121,6 +121,23 @@ def test_wgmma_persistent_grid_quantization_by_hand():
     assert (q.tiles, q.full_waves, q.busiest_sm_blocks) == (32, 1, 1)
 
 
+def test_split_over_k_counts_each_unit_over_its_slice(no_nvrtc):
+    """Rung 12's split: 64 units of one 64 x 128 tile over 1/64 of K each; the busiest SM's tensor work is one
+    slice, so the bound is DRAM (the operands' 33.6 MB), and the slabs are counted as scratch traffic."""
+    p = {"BM": 64, "BN": 128, "SCHEDULE": 2, "STAGES": 6, "HELD": 2, "CLUSTER": 1, "SPLIT_K": 64}
+    m = model("wgmma", 64, 64, 131072, p, dtype="bfloat16")
+    q = m.quant
+    assert (q.splits, q.tiles, q.full_waves, q.busiest_sm_blocks) == (64, 64, 1, 1)
+    assert q.tile_efficiency == pytest.approx(0.5) and q.k_per_block == 131072 / 64
+    assert m.traffic.scratch == 64 * 64 * 64
+    pred = predict(m, SHEET)
+    assert pred.limiter.resource == "DRAM"
+    tensor = pred.bound("tensor")
+    assert tensor.amount == pytest.approx(2 * 64 * 128 * 131072 / 64 * 132)  # one slice on the busiest SM
+    unsplit = predict(model("wgmma", 64, 64, 131072, {**p, "SPLIT_K": 1}, dtype="bfloat16"), SHEET)
+    assert unsplit.limiter.resource == "tensor" and unsplit.bound("tensor").seconds > 30 * tensor.seconds
+
+
 def test_grouped_persistent_order_reads_less_from_dram_than_row_major():
     grouped = model("wgmma", 8192, 16384, 4096, {"GROUP_M": 16})
     row_major = model("wgmma", 8192, 16384, 4096, {"GROUP_M": 1})

@@ -119,7 +119,7 @@ def predict(model: KernelModel, ceilings: Ceilings, sm_clock_mhz: float | None =
     # The busiest SM runs ceil(tiles / SMs) blocks; per-SM resources are bound by it.
     imbalance = 1.0 / q.balance_efficiency if q.tiles else 1.0
     if geo.tiled:
-        fma_work = 2.0 * q.busiest_sm_blocks * geo.tile_m * geo.tile_n * model.k * S
+        fma_work = 2.0 * q.busiest_sm_blocks * geo.tile_m * geo.tile_n * q.k_per_block * S
     else:
         fma_work = float(model.flops)
     bounds = [Bound(resource, fma_work / fp32, fma_work, "FLOP", fp32,
@@ -142,9 +142,10 @@ def predict(model: KernelModel, ceilings: Ceilings, sm_clock_mhz: float | None =
                             f"{(l1.smem_load_wavefronts + l1.smem_store_wavefronts) / 1e9:.2f} G shared wavefronts "
                             f"({l1.smem_wavefront_source}), 1 per cycle per SM"))
     if resource == "FMA":
-        span_s = q.full_waves * model.k * FMA_LATENCY_CYCLES / (mhz * 1e6)
-        bounds.append(Bound("latency", span_s, q.full_waves * model.k * FMA_LATENCY_CYCLES, "cycles", mhz * 1e6,
-                            f"{q.full_waves} wave(s) x K = {model.k} dependent FMAs x {FMA_LATENCY_CYCLES} cycles"))
+        kb = q.k_per_block  # a split block's chain is its slice of K
+        span_s = q.full_waves * kb * FMA_LATENCY_CYCLES / (mhz * 1e6)
+        bounds.append(Bound("latency", span_s, q.full_waves * kb * FMA_LATENCY_CYCLES, "cycles", mhz * 1e6,
+                            f"{q.full_waves} wave(s) x {kb:.0f} dependent FMAs (K per block) x {FMA_LATENCY_CYCLES} cycles"))
     unit = model.fmt.unit if model.fmt is not None else "FP32 FMA"
     return Prediction(bounds, model.flops, ceilings.source, mhz, unit, fp32, basis)
 

@@ -209,7 +209,7 @@ def model_kernel(spec: KernelSpec | str, m: int, n: int, k: int, params: dict | 
     blocks_per_sm = max(1, occ.blocks_per_sm)
     resident = resident_blocks(spec, p, blocks_per_sm, dev.sm_count) if geo.tiled else None
     q = quantize(m, n, k, geo.tile_m, geo.tile_n, dev.sm_count, blocks_per_sm, resident=resident,
-                 tiles_launched=spec.launch(m, n, k, p).blocks if resident else None)
+                 tiles_launched=spec.launch(m, n, k, p).blocks if resident else None, splits=spec.slices_of_k(p))
     t = spec.traffic(m, n, k, p)
     flops = spec.flops(m, n, k)
     e, eo = fmt.elem, fmt.out_elem
@@ -278,10 +278,11 @@ def sawtooth_quants(spec: KernelSpec | str, params: dict | None, shapes: list[tu
     spec = base.spec
 
     def one(m: int, n: int, k: int) -> Quantization:
+        splits = spec.slices_of_k(base.params)
         if base.resident is None:
-            return quantize(m, n, k, geo.tile_m, geo.tile_n, base.device.sm_count, b)
+            return quantize(m, n, k, geo.tile_m, geo.tile_n, base.device.sm_count, b, splits=splits)
         return quantize(m, n, k, geo.tile_m, geo.tile_n, base.device.sm_count, b, resident=base.resident,
-                        tiles_launched=spec.launch(m, n, k, base.params).blocks)
+                        tiles_launched=spec.launch(m, n, k, base.params).blocks, splits=splits)
 
     quants = [one(m, n, k) for m, n, k in shapes]
     return quants, geo, b

@@ -51,6 +51,12 @@ class Quantization:
     wave_efficiency: float       # tiles / (full_waves x slots): the classical wave model
     busiest_sm_blocks: int       # ceil(tiles / SMs): the blocks the busiest SM runs in total
     balance_efficiency: float    # tiles / (busiest_sm_blocks x SMs)
+    splits: int = 1              # blocks sharing a tile along K (a split over K): `tiles` counts those blocks
+
+    @property
+    def k_per_block(self) -> float:
+        """The k one block (unit) runs: K, or its slice of K with a split."""
+        return self.k / self.splits
 
     @property
     def useful_fraction(self) -> float:
@@ -59,14 +65,17 @@ class Quantization:
 
 
 def quantize(m: int, n: int, k: int, tile_m: int, tile_n: int, sm_count: int, blocks_per_sm: int,
-             tile_k: int = 1, resident: int | None = None, tiles_launched: int | None = None) -> Quantization:
+             tile_k: int = 1, resident: int | None = None, tiles_launched: int | None = None,
+             splits: int = 1) -> Quantization:
     """Tile and wave quantization. `resident` (a persistent grid): the blocks running at once, which walk
-    `tiles_launched` tiles (the tiles, padded to whole clusters; default: the tiles) in rounds."""
-    if min(tile_m, tile_n, tile_k, sm_count, blocks_per_sm) < 1:
-        raise ValueError("tiles, SM count and blocks per SM must be positive")
+    `tiles_launched` tiles (the tiles, padded to whole clusters; default: the tiles) in rounds. `splits`:
+    blocks sharing each tile along K (a split over K), each over 1 / splits of it: the tiles counted are those
+    blocks (units), and the padded work is theirs."""
+    if min(tile_m, tile_n, tile_k, sm_count, blocks_per_sm, splits) < 1:
+        raise ValueError("tiles, SM count, blocks per SM and splits must be positive")
     tm, tn = cdiv(m, tile_m), cdiv(n, tile_n)
-    tiles = tm * tn
-    k_pad = cdiv(k, tile_k) * tile_k
+    tiles = tm * tn * splits
+    k_pad = cdiv(k, tile_k) * tile_k / splits  # the k of one unit (whole steps shared evenly)
     if resident is not None:
         if resident < 1:
             raise ValueError("a persistent grid needs at least one resident block")
@@ -81,7 +90,7 @@ def quantize(m: int, n: int, k: int, tile_m: int, tile_n: int, sm_count: int, bl
         busiest = per_sm * full
         balance = walked / (busiest * sm_count) if busiest else 1.0
         return Quantization(m, n, k, tile_m, tile_n, tile_k, tm, tn, walked, sm_count, blocks_per_sm, slots,
-                            tile_eff, walked / slots, full, wave_eff, busiest, balance)
+                            tile_eff, walked / slots, full, wave_eff, busiest, balance, splits)
     slots = sm_count * blocks_per_sm
     done = tiles * tile_m * tile_n * k_pad
     tile_eff = (m * n * k) / done if done else 1.0
@@ -90,7 +99,7 @@ def quantize(m: int, n: int, k: int, tile_m: int, tile_n: int, sm_count: int, bl
     busiest = cdiv(tiles, sm_count) if tiles else 0
     balance = tiles / (busiest * sm_count) if busiest else 1.0
     return Quantization(m, n, k, tile_m, tile_n, tile_k, tm, tn, tiles, sm_count, blocks_per_sm, slots,
-                        tile_eff, tiles / slots, full, wave_eff, busiest, balance)
+                        tile_eff, tiles / slots, full, wave_eff, busiest, balance, splits)
 
 
 def sm_time_units(blocks: int, single_block_speed: float) -> float:
@@ -129,7 +138,7 @@ def predicted_efficiency(q: Quantization, single_block_speed: float | None = Non
 def model_time_units(q: Quantization, single_block_speed: float | None = None) -> float:
     """Predicted time up to one constant (block-time per unit of tile work): units x padded tile work."""
     s1 = 1.0 / q.blocks_per_sm if single_block_speed is None else single_block_speed
-    k_pad = cdiv(q.k, q.tile_k) * q.tile_k
+    k_pad = cdiv(q.k, q.tile_k) * q.tile_k / q.splits
     return schedule_time_units(q.tiles, q.sm_count, q.blocks_per_sm, s1) * q.tile_m * q.tile_n * k_pad
 
 

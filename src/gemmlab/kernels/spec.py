@@ -259,6 +259,9 @@ class KernelSpec:
     # For analysis: a traced build, and shared-memory wavefronts where they are not the traffic model's.
     trace: Trace | None = None
     smem_wavefronts: Callable[[int, int, int, dict[str, int]], int] | None = None
+    # Blocks (or persistent units) that share one tile of C along K, for (params): each runs 1 / that of the
+    # tile's k steps (a split over K). The analysis counts work per unit with it. None: 1.
+    k_slices: Callable[[dict[str, int]], int] | None = None
     # The shapes kernel="auto" takes the rung for: (M, N, K, dtype) -> None where it is built for the shape,
     # else why not. None: every shape. (A named rung runs any shape: this says where it is the right choice.)
     fits_shape: Callable[[int, int, int, str], str | None] | None = None
@@ -277,6 +280,10 @@ class KernelSpec:
     def epilogue(self) -> bool:
         """Whether the rung takes the fused epilogue (bias, activation, residual)."""
         return "epilogue" in self.arguments
+
+    def slices_of_k(self, params: Params) -> int:
+        """How many blocks share a tile of C along K with these parameters (`k_slices`; 1 without a split)."""
+        return max(1, int(self.k_slices(dict(params)))) if self.k_slices else 1
 
     def walks(self, params: Params) -> bool:
         """Whether these parameters launch a persistent grid whose blocks walk the work (`persistent`)."""

@@ -280,4 +280,6 @@ SPEC = KernelSpec(
     batch_params={"SPLIT_K": 1, "WAVE": 1, "REDUCE": 1},
     staging=Staging(lambda p: "B" if p["B_COPY"] == 16 else "", min_macs=STAGE_MIN_MACS),
     second_kernel=SecondKernel("sgemm_split_reduce", _after_geometry),
+    # every tile split (WAVE 1); a split tail (WAVE > 1) splits only the last wave's tiles, counted unsplit
+    k_slices=lambda p: p["SPLIT_K"] if p["WAVE"] == 1 else 1,
 )

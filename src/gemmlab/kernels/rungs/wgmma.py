@@ -412,6 +412,7 @@ SPEC = KernelSpec(
     tensor_maps=tensor_maps,
     workspace=workspace,
     second_kernel=SecondKernel(lambda p: f"wgmma_split_reduce<{p['C_TYPE']}>", _split_reduce_geometry),
+    k_slices=lambda p: p["SPLIT_K"],
     operand_rules=operand_problems,
     staging=Staging("AB"),
     # GELU with erf does not take the deferred stores (its temporaries beside the 64 held registers spill), so
