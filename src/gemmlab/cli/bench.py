@@ -20,14 +20,16 @@ def bench(
     kernel: Optional[list[str]] = typer.Option(None, "--kernel", "-k",
                                                help="rungs, peers (cublas, torch, triton) or CPU baselines; default: all"),
     neighbours: bool = typer.Option(False, help="add 2^k-1 and 2^k+1 beside every power of two in --sizes"),
-    budget_ms: Optional[float] = typer.Option(None, help="time budget per kernel and size, ms (default 150)"),
+    budget_ms: Optional[float] = typer.Option(None, help="time budget per kernel and size, ms (default 150; "
+                                                                    "with --suite 80)"),
     pinned: bool = typer.Option(False, help="pinned host memory for the end-to-end timings"),
     no_peers: bool = typer.Option(False, "--no-peers", help="leave out cuBLAS, torch and Triton"),
     no_cpu: bool = typer.Option(False, "--no-cpu", help="leave out the CPU baselines"),
     cpu_scale: Optional[float] = typer.Option(None, help="CPU baselines run up to max_cube x this (default 0.25)"),
-    dtype: str = typer.Option("float32", "--dtype", help="operands and output: float32 (the whole ladder), float16 or "
-                                                        "bfloat16 (the tensor-core rungs, fp32 accumulation; bfloat16 "
-                                                        "needs torch)"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="operands and output: float32 (the default: the whole "
+                                                              "ladder), float16 or bfloat16 (the tensor-core rungs, "
+                                                              "fp32 accumulation; bfloat16 needs torch); with --suite: "
+                                                              "bfloat16, float32 or both (the default)"),
     precision: Optional[str] = typer.Option(None, "--precision", help="tf32: float32 operands on the tensor cores "
                                                                       "(the rungs and peers that offer it)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="results and report directory "
@@ -39,10 +41,25 @@ def bench(
                                                                "against torch.bmm, torch.matmul and a loop of torch.mm"),
     shared: str = typer.Option("none", "--shared", help="with --batch: none, a (one A for every product) or b "
                                                         "(one B: x @ W)"),
+    suite: bool = typer.Option(False, "--suite", help="instead of the ladder: the shape suite, kernel=\"auto\" "
+                                                      "against torch.matmul (cuBLAS) on 45 shapes in five groups"),
+    only: Optional[str] = typer.Option(None, "--only", help="with --suite: groups, comma-separated (square, odd, "
+                                                            "llm, long_k, wide)"),
+    quick: bool = typer.Option(False, "--quick", help="with --suite: every third shape"),
 ) -> None:
     """Benchmark the ladder (compute only and end to end) against cuBLAS, torch, Triton and the CPU;
     write results (JSON, CSV) and the report (Markdown, HTML). Without a GPU: the CPU ladder only.
-    With --batch: batched products against torch (GPU and torch needed)."""
+    With --batch: batched products against torch; with --suite: the shape suite against torch
+    (GPU and torch needed for both)."""
+    if suite:
+        _reject_with_suite(sizes=sizes, shape=shape, kernel=kernel, batch=batch, precision=precision)
+        _bench_suite(dtype, only, quick, budget_ms, out)
+        return
+    if only is not None or quick:
+        from ._app import fail
+
+        fail(f"{'--only' if only is not None else '--quick'} goes with --suite")
+    dtype = dtype or "float32"
     if batch is not None:
         _bench_batch(batch, shared, sizes, shape, dtype, budget_ms, out)
         return
@@ -119,6 +136,68 @@ def _bench_batch(batch: int, shared: str, sizes, shapes, dtype: str, budget_ms, 
     console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+def _reject_with_suite(**given) -> None:
+    """--suite runs its own shapes and dtypes against torch: the ladder's and the batch's options do not apply."""
+    from ._app import fail
+
+    wrong = [name for name, value in given.items() if value is not None and value != []]
+    if wrong:
+        fail(f"--suite runs its own shapes against torch.matmul; --{wrong[0]} does not go with it")
+
+
+def _bench_suite(dtype: Optional[str], only: Optional[str], quick: bool, budget_ms, out) -> None:
+    from rich.markup import escape
+
+    from ..bench import suite as st
+    from ._app import fail
+
+    try:
+        dtypes = st.parse_dtypes(dtype)
+        groups = st.parse_groups(only)
+        if budget_ms is not None and not budget_ms > 0:
+            raise ValueError(f"--budget-ms must be positive, got {budget_ms}")
+    except ValueError as exc:
+        fail(str(exc))
+    _require_gpu_and_torch("gemmlab bench --suite")
+    with console.status("starting") as status:
+        res = st.measure(dtypes, groups, quick, budget_ms or st.DEFAULT_BUDGET_MS,
+                         on_progress=lambda t: status.update(escape(t)),
+                         command=" ".join(["gemmlab", *sys.argv[1:]]))
+    summaries = st.summarize(res)
+    for dt, rows in st.pairs(res).items():
+        console.print(_suite_table(dt, rows))
+    for s in summaries.values():
+        console.print(escape(s.line()), style="red" if s.failures else None, highlight=False, soft_wrap=True)
+    for r in res.records:
+        if not r.ok and r.family == "gpu":
+            console.print(f"[red]{escape(f'{r.dtype} {r.m}x{r.n}x{r.k}: {r.status}: {r.note}')}[/red]",
+                          highlight=False, soft_wrap=True)
+    target = out or Path("gemmlab-results") / res.runs[0]["run_id"]
+    paths = _measure.write_outputs(res, target, report=False, at=None)
+    console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
+    if any(s.failures for s in summaries.values()):
+        raise typer.Exit(1)
+
+
+def _suite_table(dtype: str, rows):
+    """One row per shape: its group, M, N, K, B's layout, both times, gemmlab's TFLOP/s, x cuBLAS, the error."""
+    from rich.table import Table
+
+    from ..bench import suite as st
+
+    t = Table(title=f"shape suite, {dtype} (medians, cold L2; x cuBLAS: torch.matmul time / gemmlab time)")
+    for col in ("group", "M", "N", "K", "B layout", "torch ms", "gemmlab ms", "TFLOP/s", "x cuBLAS", "rel. error"):
+        t.add_column(col, justify="left" if col in ("group", "B layout") else "right", no_wrap=True)
+    for p in rows:
+        g = st.group_of(p.shape)
+        timed = p.ratio is not None
+        t.add_row(g, *map(str, p.shape), st.b_layout(g),
+                  f"{p.torch.median_ms:.4f}" if timed else "", f"{p.gemmlab.median_ms:.4f}" if timed else "",
+                  f"{p.gemmlab.tflops:.1f}" if timed else "", f"{p.ratio:.3f}" if timed else "[red]FAILED[/red]",
+                  f"{p.gemmlab.rel_error:.1e}" if p.gemmlab.rel_error is not None else "-")
+    return t
 
 
 @app.command()
