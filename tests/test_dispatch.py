@@ -284,3 +284,16 @@ def test_computes_transposed_only_where_the_swap_saves_a_copy_of_b():
     assert not tr(skinny, 1, 11008, 4096, True, False)
     assert not tr(sgemm, 128, 11008, 4096, True, True)                # a batch
     assert not tr(sgemm, 0, 11008, 4096, True, False)
+
+
+def test_explain_choice_says_when_the_product_is_computed_transposed():
+    from gemmlab import api
+
+    c = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
+    assert c.transposed and c.spec.name == "sgemm"
+    assert "computed as C^T = B^T A^T" in c.describe() and "M x N x K = 11008 x 128 x 4096" in c.describe()
+    from gemmlab.kernels import get
+
+    assert c.params == get("sgemm").validate(get("sgemm").heuristic(11008, 128, 4096, 132) | {"BATCHED": 0})
+    plain = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132)
+    assert not plain.transposed and "computed as" not in plain.describe()

@@ -52,6 +52,7 @@ class KernelChoice:
     params: dict[str, int] | None = None  # the full parameter set it runs (validated)
     params_source: str | None = None      # "given", "tuned", "heuristic" or "defaults"
     params_detail: str = ""
+    transposed: bool = False              # computed as C^T = B^T A^T (computes_transposed): params for N x M x K
 
     def describe(self) -> str:
         where = f"compute capability {self.cc[0]}.{self.cc[1]}" if self.cc else "an unknown compute capability"
@@ -63,6 +64,10 @@ class KernelChoice:
             lines.append(f"  {c.rung:02d}    {c.name:14s}  {c.min_cc[0]}.{c.min_cc[1]:<4d}  {c.reason}")
         if self.params is not None:
             m, n, k = self.shape
+            if self.transposed:
+                lines.append(f"computed as C^T = B^T A^T (B given transposed, which {self.spec.name} would copy; A "
+                             f"is the smaller operand): the product of {n} x {m} x {k}")
+                m, n = n, m
             lines.append(f"parameters for M x N x K = {m} x {n} x {k}: {self.params_source} ({self.params_detail})")
             lines.append("  " + " ".join(f"{key}={v}" for key, v in self.params.items()))
         return "\n".join(lines)
@@ -204,9 +209,12 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     m, n, k = shape
     element = formats.element_type(dtype, precision)
     out = formats.dtype_label(out_dtype) if out_dtype is not None else dtype
-    full, source, detail = full_params(spec, m, n, k, info, element, out, params, activation, b_kmajor,
+    swap = kernel == AUTO and computes_transposed(spec, m, n, k, b_kmajor, False)
+    pm, pn, kmajor = (n, m, False) if swap else (m, n, b_kmajor)  # (the swapped product's B, A^T, is copied)
+    full, source, detail = full_params(spec, pm, pn, k, info, element, out, params, activation, kmajor,
                                        sm_count=sm_count if info is None else None, residual=residual)
-    return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail)
+    return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail,
+                   transposed=swap)
 
 
 def full_params(spec: KernelSpec, m: int, n: int, k: int, info, element: str, out: str,
