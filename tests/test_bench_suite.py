@@ -80,8 +80,11 @@ def test_dtypes_both_means_bfloat16_then_float32():
         suite.parse_dtypes("float16")
 
 
-def test_tolerances_are_the_suites():
-    assert suite.TOLERANCE == {"bfloat16": 1e-2, "float32": 1e-5}
+def test_tolerances_are_the_formats_tables():
+    from gemmlab import formats
+
+    assert suite.TOLERANCE == {"bfloat16": formats.tolerance("bfloat16"), "float32": formats.tolerance("float32")}
+    assert suite.TOLERANCE["bfloat16"] == 1e-2 and suite.TOLERANCE["float32"] == 1e-4
 
 
 # ------------------------------------------------------------------------------------------ summary
