@@ -92,7 +92,10 @@ def test_not_transposed_where_b_is_not_larger_or_the_rung_reads_it():
         assert not _plan_of_last_call().transposed, (dt, m, n, k, kernel)
         ref = x.double() @ w.double().t()
         assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < 1e-2
-    xb = torch.randn(3, 64, 256, device="cuda")
-    wb = torch.randn(3, 2048, 256, device="cuda")
-    gemmlab.matmul(xb, wb.transpose(1, 2))
-    assert not _plan_of_last_call().transposed
+    for batch in (3, 1):  # a batch of one keeps its batch dimension: never swapped either
+        xb = torch.randn(batch, 64, 256, device="cuda")
+        wb = torch.randn(batch, 2048, 256, device="cuda")
+        out = gemmlab.matmul(xb, wb.transpose(1, 2))
+        assert not _plan_of_last_call().transposed and out.shape == (batch, 64, 2048)
+        ref = xb.double() @ wb.double().transpose(1, 2)
+        assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < 1e-5

@@ -172,7 +172,8 @@ def computes_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: 
     call cannot read it so (no B_LAYOUT: it would copy all K x N of B first) and the copies the swapped
     product makes instead (A^T, M x K, as its B, and C, M x N, written back) are smaller than B. Then B^T is
     the swapped product's A, read in place. One product only. Measured on strict fp32 (rung 10) at 64-128
-    tokens: docs/journal.md, "a transposed weight at 64-128 tokens"."""
+    tokens: docs/journal.md, "2026-11-27: long K on a small C, transposed weights in fp32". `batched`: the call
+    has batch dimensions (a batch of one included): never swapped."""
     if batched or b_transposed is False or "B_LAYOUT" in spec.type_params or m * n * k == 0:
         return False
     return m * (k + n) < k * n
