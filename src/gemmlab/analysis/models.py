@@ -277,8 +277,9 @@ def sawtooth_quants(spec: KernelSpec | str, params: dict | None, shapes: list[tu
     geo = base.geometry
     spec = base.spec
 
+    splits = spec.slices_of_k(base.params)
+
     def one(m: int, n: int, k: int) -> Quantization:
-        splits = spec.slices_of_k(base.params)
         if base.resident is None:
             return quantize(m, n, k, geo.tile_m, geo.tile_n, base.device.sm_count, b, splits=splits)
         return quantize(m, n, k, geo.tile_m, geo.tile_n, base.device.sm_count, b, resident=base.resident,

@@ -129,7 +129,7 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     per_tile = bm + (2 * bn if p["SCHEDULE"] == COOPERATIVE else bn)
     if p["SPLIT_K"] > 1:  # a slab of fp32 sums per slice (of whole k steps), written and read back by the second launch
         return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile,
-                       scratch=p["SPLIT_K"] * m * cdiv(n, 4) * 4)
+                       scratch=slab_floats(m, n, p))
     return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile)
 
 
@@ -198,7 +198,7 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     zero), and the count of stream-K tiles as the kernel's last argument. Nothing when stream-K is off.
     Split-K's instead: a slab of fp32 sums per slice, M rows of N rounded up to 4 floats."""
     if p["SPLIT_K"] > 1:
-        return Workspace(p["SPLIT_K"] * m * cdiv(n, 4) * 4, 0, (0,))
+        return Workspace(slab_floats(m, n, p), 0, (0,))
     sk = stream_k_tiles(m, n, k, p, blocks)
     if not sk:
         return Workspace(scalars=(0,))
@@ -212,12 +212,19 @@ SPLIT_LANES = 8
 SPLIT_REDUCE_THREADS = 256
 
 
+def slab_floats(m: int, n: int, p: dict[str, int]) -> int:
+    """Split-K's slabs: SPLIT_K of M rows of N rounded up to 4 floats (the kernel's and the sum's layout)."""
+    return p["SPLIT_K"] * m * cdiv(n, 4) * 4
+
+
 def _split_reduce_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch | None:
     if p["SPLIT_K"] == 1:
         return None
     return Launch((max(1, cdiv(m * cdiv(n, 4) * SPLIT_LANES, SPLIT_REDUCE_THREADS)), 1, 1), (SPLIT_REDUCE_THREADS, 1, 1))
 
 
+# 64 x 128 ping-pong tiles, six slots held two at a time, no clusters: small C (_tiling) and split units (split_for)
+PINGPONG_64x128 = {"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1}
 SPLIT_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
 SPLIT_MIN_STEPS = 32    # k steps (of 64) per slice at least
 SPLIT_MAX_SHARE = 0.25  # split only where the unsplit 64 x 128 tiles would keep at most this share of the SMs busy
@@ -227,7 +234,7 @@ def split_for(m: int, n: int, k: int, sms: int) -> int:
     """The slices of K per 128 x 128 tile, or 1 for none: the largest power of two (a compiled kernel per
     value) that keeps the units to one wave and the slices to SPLIT_MIN_STEPS k steps or more, for a C so
     small that even 64 x 128 tiles would keep at most SPLIT_MAX_SHARE of the SMs busy. Measured, BF16 x
-    cuBLAS, L2 flushed (docs/journal.md, "split-K on rung 12"): 64 x 64 x 131072 0.22 (rung 13) -> 0.98 with
+    cuBLAS, L2 flushed (docs/journal.md, "2026-11-27: long K on a small C"): 64 x 64 x 131072 0.22 (rung 13) -> 0.98 with
     64 slices (0.95 with 128: slices of 16 steps), 256 x 256 x 65536 0.30 -> 0.86 (32; 0.82 with 16), 512 x
     512 x 16384 0.44 -> 0.74 (8; 0.63 with 4 or 16). Where the 64 x 128 tiles already occupy half the SMs
     the product streams B and a split only adds its slabs: 128 x 4096 x 16384 0.98 unsplit, 0.94 with 4
@@ -264,7 +271,7 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     if split > 1:
         # Ping-pong 64 x 128 tiles where M fits one (less of the tensor cores' work on rows past M), else
         # 128 x 128; no clusters (few tiles per slice share B).
-        p = ({"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1} if m <= 64 else
+        p = (dict(PINGPONG_64x128) if m <= 64 else
              {"BN": 128, "CLUSTER": 1})
         p["SPLIT_K"] = split
     else:
@@ -308,7 +315,7 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     wide = cdiv(m, 128) * cdiv(n, 256)
     if 2 * wide <= sms:
         if m % 64 == 0 and n % 128 == 0 and (m <= 64 or 2 * cdiv(m, 128) * cdiv(n, 128) <= sms):
-            return {"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1}
+            return dict(PINGPONG_64x128)
         return {"BN": 128, "CLUSTER": 1}
     if n <= 128:
         return {"BN": 128, "CLUSTER": 1}
