@@ -12,6 +12,7 @@ share of the datasheet's DRAM bandwidth (the bound of rung 13's model, skinny.st
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import math
 
@@ -54,22 +55,27 @@ def main() -> None:
     ap.add_argument("--ms", default="1,4,8,16,32,64,128")
     ap.add_argument("--nk", default="4096x4096,8192x8192,14336x4096,28672x8192,8192x28672")
     ap.add_argument("--also", nargs="*", default=[])
-    ap.add_argument("--variants", nargs="*", default=[], help='rung 13 parameter sets over its heuristic, "NT=2,WARPS=8"')
+    ap.add_argument("--variants", nargs="*", default=[], help='parameter sets over a rung\'s heuristic, '
+                    '"[kernel:]NT=2,WARPS=8" (rung 13, skinny, where no kernel is named; gemv takes them too)')
     ap.add_argument("--row-major", action="store_true")
     ap.add_argument("--fp32", action="store_true")
     ap.add_argument("--budget-ms", type=float, default=60.0)
     ap.add_argument("--warm", action="store_true")
     args = ap.parse_args()
-    variants = {v: {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split(",") if kv} for v in args.variants}
+    def parse(v: str) -> tuple[str, dict[str, int]]:  # "[kernel:]NAME=V,..." (skinny where none is named)
+        kern, _, rest = v.rpartition(":")
+        return kern or "skinny", {kv.split("=")[0]: int(kv.split("=")[1]) for kv in rest.split(",") if kv}
+
+    variants = {v: parse(v) for v in args.variants}
     if args.warm:
-        warm(list(variants.values()))
+        warm([given for kern, given in variants.values() if kern == "skinny"])
         return
 
     import torch
 
     import gemmlab
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
-    from gemmlab.kernels.rungs import skinny
+    from gemmlab.kernels import registry
 
     torch.backends.cuda.matmul.allow_tf32 = False
     dtype = torch.float32 if args.fp32 else torch.bfloat16
@@ -95,17 +101,20 @@ def main() -> None:
             for kern in args.also:
                 gemmlab.matmul(x, b, kernel=kern)
                 calls[kern] = TimedCall(lambda kern=kern: gemmlab.matmul(x, b, kernel=kern))
-            for v, given in variants.items():
-                base = {key: val for key, val in skinny.SPEC.heuristic(m, n, k, sms).items() if key != "SPLIT"}
-                p = skinny.params_for(m, n, k, sms, **{**base, **given})
+            for v, (kern, given) in variants.items():
+                spec = registry.get(kern)
+                base = {key: val for key, val in spec.heuristic(m, n, k, sms).items() if key != "SPLIT"}
+                rung = importlib.import_module(spec.heuristic.__module__)
+                p = (rung.params_for(m, n, k, sms, **{**base, **given}) if kern == "skinny" else
+                     {**base, **given, "SPLIT": given.get("SPLIT") or rung.split_for(m, n, k, sms, {**base, **given})})
                 try:
-                    got_v = gemmlab.matmul(x, b, kernel="skinny", **p)
+                    got_v = gemmlab.matmul(x, b, kernel=kern, **p)
                 except ValueError as exc:  # a set this shape cannot take: said, not timed
                     print(f"  {v}: {exc}")
                     continue
                 err_v = ((got_v.double() - ref).norm() / ref.norm()).item()
                 assert err_v < (1e-5 if args.fp32 else 1e-2), f"{v} {m}x{n}x{k}: rel. error {err_v:.2e}"
-                calls[v] = TimedCall(lambda p=p: gemmlab.matmul(x, b, kernel="skinny", **p))
+                calls[v] = TimedCall(lambda p=p, kern=kern: gemmlab.matmul(x, b, kernel=kern, **p))
             res = time_interleaved(calls, TimingOptions(budget_ms=args.budget_ms * len(calls), rounds=5))
             t_torch, t_ours = res["torch"].median_ms, res["gemmlab"].median_ms
             tbs = eb * n * k / (t_ours * 1e-3) / 1e12

@@ -5,10 +5,10 @@ A warp takes R rows at a time and walks K in runs of RUN bytes per row (R = 16, 
 13's ring); a matrix is split into (R rows) x (K / KSPLIT) pieces handed to warps in turn. Two ways to fetch:
 `ld` (16-byte loads into registers, every lane, all of a step's loads in flight) and `bulk` (one
 cp.async.bulk per row into a per-warp ring of STAGES slots in shared memory, completed on mbarriers, as
-rung 13 with COPY=1). L2 flushed before every call (--clean: by a read, as the harness does; else by a
+rung 13 with COPY=1), and `blk` (the block's 256 threads together read R rows x RUN bytes per step). L2 flushed before every call (--clean: by a read, as the harness does; else by a
 memset, which leaves dirty lines for the timed kernel to write back); medians of 9 calls.
 
-    PYTHONPATH=src python3 scripts/stream_pattern_probe.py [--clean] [--shapes 8192x8192,28672x8192,8192x28672]
+    PYTHONPATH=src python3 scripts/stream_pattern_probe.py [--clean] [--shapes 8192x8192,28672x8192,8192x28672] [--only ld,blk,bulk]
 """
 
 from __future__ import annotations
@@ -37,6 +37,33 @@ __global__ void __launch_bounds__(256) ld_rows(const uint4* __restrict__ B, int 
 #pragma unroll
             for (int i = 0; i < PER; ++i) {
                 const int e = lane + 32 * i, row = e / RU, col = e % RU;
+                v[i] = __ldcs(base + (long long)row * k_u4 + s + col);
+            }
+#pragma unroll
+            for (int i = 0; i < PER; ++i) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+        }
+    }
+    if (acc == 0x12345678u) sink[0] = acc;
+}
+
+// The block's threads together read R rows x RUN bytes per step (a warp's lanes cover 512 contiguous bytes of
+// one row per load); a matrix is split into (R rows) x (K / KSPLIT) pieces handed to blocks in turn.
+template <int R, int RUN>
+__global__ void __launch_bounds__(256) blk_rows(const uint4* __restrict__ B, int n, int k_u4, int ksplit,
+                                               unsigned* __restrict__ sink) {
+    constexpr int RU = RUN / 16, PER = R * RU / 256;
+    static_assert(R * RU % 256 == 0, "whole blocks");
+    const long long items = (long long)(n / R) * ksplit;
+    const int slice = k_u4 / ksplit;
+    unsigned acc = 0;
+    for (long long it = blockIdx.x; it < items; it += gridDim.x) {
+        const int rg = it % (n / R), ks = it / (n / R);
+        const uint4* base = B + (long long)rg * R * k_u4 + (long long)ks * slice;
+        for (int s = 0; s < slice; s += RU) {
+            uint4 v[PER];
+#pragma unroll
+            for (int i = 0; i < PER; ++i) {
+                const int e = threadIdx.x + 256 * i, row = e / RU, col = e % RU;
                 v[i] = __ldcs(base + (long long)row * k_u4 + s + col);
             }
 #pragma unroll
@@ -96,6 +123,7 @@ __global__ void __launch_bounds__(256) bulk_rows(const uint4* __restrict__ B, in
 """
 
 LD = [(16, 256), (16, 512), (16, 1024), (16, 2048), (2, 2048), (1, 512), (1, 4096)]
+BLK = [(16, 512), (16, 1024), (16, 2048), (16, 4096), (8, 4096), (32, 1024), (32, 2048)]
 BULK = [(16, 512, 4, 4), (16, 512, 3, 8), (16, 1024, 3, 4), (16, 2048, 2, 3), (8, 2048, 3, 4), (4, 4096, 3, 4),
         (1, 4096, 4, 8)]
 
@@ -105,11 +133,14 @@ def main() -> None:
     ap.add_argument("--shapes", default="8192x8192,28672x8192,8192x28672")
     ap.add_argument("--clean", action="store_true", help="flush L2 by reading a buffer, as the harness does (no dirty "
                                                         "lines left); without it, by a memset of 256 MB")
-    args = ap.parse_args()
     import cupy as cp
 
+    ap.add_argument("--only", default="ld,blk,bulk", help="which fetch patterns to run (comma separated)")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
     names = [f"ld_rows<{r},{run}>" for r, run in LD] + [f"bulk_rows<{r},{run},{s}>" for r, run, s, _ in BULK]
-    mod = cp.RawModule(code=SRC, options=("-std=c++17", "-arch=sm_90"), name_expressions=names)
+    blk_names = [f"blk_rows<{r},{run}>" for r, run in BLK]
+    mod = cp.RawModule(code=SRC, options=("-std=c++17", "-arch=sm_90"), name_expressions=names + blk_names)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     from gemmlab.bench.timing import L2Flusher
 
@@ -138,7 +169,18 @@ def main() -> None:
                 ts.append(cp.cuda.get_elapsed_time(e0, e1) * 1e-3)
             return sorted(ts)[len(ts) // 2]
 
+        for (r, run), name in zip(BLK, blk_names):
+            for ksplit in (1, 4):
+                for per_sm in (1, 2, 4):
+                    if "blk" not in only or (k_u4 // ksplit) % (run // 16):
+                        continue
+                    f = mod.get_function(name)
+                    t = timed(lambda: f((sms * per_sm,), (256,), (w, cp.int32(n), cp.int32(k_u4), cp.int32(ksplit), sink)))
+                    print(f"| {n} x {k} | blk R={r} RUN={run} x{per_sm}/SM ksplit={ksplit} | {n * k * 2 / t / 1e12:.2f} |",
+                          flush=True)
         for (r, run), name in zip(LD, names):
+            if "ld" not in only:
+                continue
             for ksplit in (1, 4):
                 if (k_u4 // ksplit) % (run // 16):
                     continue
@@ -146,6 +188,8 @@ def main() -> None:
                 t = timed(lambda: f((sms * 8,), (256,), (w, cp.int32(n), cp.int32(k_u4), cp.int32(ksplit), sink)))
                 print(f"| {n} x {k} | ld R={r} RUN={run} ksplit={ksplit} | {n * k * 2 / t / 1e12:.2f} |", flush=True)
         for (r, run, st, warps), name in zip(BULK, names[len(LD):]):
+            if "bulk" not in only:
+                continue
             smem = warps * st * r * run + 8 * warps * st
             if smem > 227 * 1024:
                 continue

@@ -239,6 +239,8 @@ def check_named(req: Request) -> None:
     # B's layout is known only with the arrays (the plan checks the set again for it): here the parameters
     # must suit one of the layouts the rung reads.
     layouts = (False, True) if "B_LAYOUT" in spec.type_params else (False,)
+    if "B_LAYOUT" in spec.type_params and spec.defaults["B_LAYOUT"] == 2:
+        layouts = (True, False)  # a rung that reads B transposed by default: its problems there first
     problems = [spec.problems({**spec.type_defaults.get(req.element, {}), **given,
                                **type_params(spec, req.element, req.out, kmajor, batched=req.batch > 1)})
                 for kmajor in layouts]

@@ -104,9 +104,23 @@ def operand_problems(spec: KernelSpec, operands, element_bytes: int) -> list[str
     return list(spec.operand_rules(*operands, element_bytes))
 
 
-def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape=None, batched: bool = False):
+def layout_problem(spec: KernelSpec, element: str, b_kmajor: bool) -> str | None:
+    """Why the rung cannot read B as it is laid out (its B_LAYOUT choices lack the one the call sets), or None."""
+    if "B_LAYOUT" not in spec.type_params:
+        return None
+    layout = type_params(spec, element, "float32", b_kmajor)["B_LAYOUT"]
+    choices = next(p.choices for p in spec.params if p.name == "B_LAYOUT")
+    if layout in choices:
+        return None
+    return ("reads B only given transposed (N x K, K contiguous: a linear layer's weight W as W.t())"
+            if choices == (2,) else f"cannot read B as laid out here (B_LAYOUT {layout})")
+
+
+def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape=None, batched: bool = False,
+            b_kmajor: bool = False):
     ranked = _ranked(dtype, precision, cc, epilogue)
-    element_bytes = formats.element_bytes(formats.element_type(dtype, precision))
+    element = formats.element_type(dtype, precision)
+    element_bytes = formats.element_bytes(element)
     verdicts: list[tuple[KernelSpec, str | None]] = list(ranked)
     chosen = None
     for i in range(len(verdicts) - 1, -1, -1):  # from the top rung down: the first that fits is taken
@@ -115,6 +129,10 @@ def _decide(dtype: str, precision: str, cc, epilogue: bool, operands=None, shape
             continue
         if batched and not s.batched:
             verdicts[i] = (s, "runs one product per launch, not a batch")
+            continue
+        layout = layout_problem(s, element, b_kmajor)
+        if layout:
+            verdicts[i] = (s, layout)
             continue
         off_shape = None
         if s.fits_shape is not None:  # a rung built for some shapes: taken only where a shape says so
@@ -150,15 +168,17 @@ def _no_kernel(dtype: str, precision: str, cc, epilogue: bool) -> TypeError:
 
 def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, precision: str | None = None, *,
                   epilogue: bool = False, operands: tuple | None = None,
-                  shape: tuple[int, int, int] | None = None, batched: bool = False) -> KernelSpec:
+                  shape: tuple[int, int, int] | None = None, batched: bool = False,
+                  b_kmajor: bool = False) -> KernelSpec:
     """The kernel `kernel="auto"` runs: the highest rung that runs `dtype` at `precision` (None: the dtype's
     own) on compute capability `cc` (None: any), with a fused epilogue when `epilogue`, built for `shape`
     (M, N, K; `spec.fits_shape`) when it is given, and whose operand rules (a_ptr, lda, b_ptr, ldb) the
     arrays meet, or which stages operands that do not, when `operands` are given; with `batched`, among the
-    rungs that run a batch of products in one launch (`spec.batched`). TypeError if none does."""
+    rungs that run a batch of products in one launch (`spec.batched`); `b_kmajor`: B is given transposed (N x
+    K, K contiguous), which some rungs need (B_LAYOUT's choices). TypeError if none does."""
     precision = precision or NATIVE_PRECISION.get(dtype, "fp32")
     spec, _ = _decide(dtype, precision, tuple(cc) if cc is not None else None, epilogue, operands,
-                      tuple(shape) if shape is not None else None, batched)
+                      tuple(shape) if shape is not None else None, batched, b_kmajor)
     if spec is None:
         if batched:
             raise TypeError(f"no rung runs a batch of {dtype} products at {precision} in one launch on this device")
@@ -197,7 +217,8 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     if info is not None and cc != tuple(info.compute_capability):
         info = None  # a what-if for another device: this one's tuned entries do not apply
     if kernel == AUTO:
-        spec, cands = _decide(dtype, precision, cc, epilogue, shape=tuple(shape) if shape is not None else None)
+        spec, cands = _decide(dtype, precision, cc, epilogue, shape=tuple(shape) if shape is not None else None,
+                              b_kmajor=b_kmajor)
         if spec is None:
             raise _no_kernel(dtype, precision, cc, epilogue)
     else:

@@ -158,6 +158,28 @@ def layout_of(shape, strides, item: int, *, allow_transposed: bool = False) -> O
     return OperandLayout(rows, cols, ld, item)
 
 
+def _reads_b_kmajor_only(spec: KernelSpec, element: str) -> bool:
+    """Whether the rung reads B only given transposed (B_LAYOUT's choices, e.g. gemv)."""
+    return (dispatch.layout_problem(spec, element, False) is not None
+            and dispatch.layout_problem(spec, element, True) is None)
+
+
+def _as_kmajor(shape, strides, item: int) -> OperandLayout | None:
+    """B (K x N) read as the transpose of an N x K matrix where its columns allow it, also where it reads as
+    row-major too (one column, one row, nothing to read); None where they do not."""
+    if len(shape) == 3:
+        return _as_kmajor(shape[1:], strides[1:], item) if shape[0] <= 1 else None
+    rows, cols = int(shape[0]), int(shape[1])
+    if rows == 0 or cols == 0:
+        return OperandLayout(cols, rows, max(rows, 1), item, transposed=True)
+    if cols == 1:  # one column: the transpose is one row, K contiguous where B's own column is
+        return OperandLayout(1, rows, rows, item, transposed=True) if strides[0] == 1 or rows == 1 else None
+    if rows == 1:  # one row: N rows of one element, B's columns apart
+        return OperandLayout(cols, 1, strides[1], item, transposed=True) if strides[1] >= 1 else None
+    ld = arrays.column_pitch((rows, cols), strides)
+    return None if ld is None else OperandLayout(cols, rows, ld, item, transposed=True)
+
+
 def _unaligned(ptr: int, lay: OperandLayout) -> bool:
     """Whether the operand as read (a row-major copy starts aligned, its rows `cols` apart) has a base or a row
     pitch that is not a multiple of 16 bytes."""
@@ -232,7 +254,8 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     if req.kernel == AUTO:
         ops = None if la.copy or lb.copy or req.m * req.n * req.k == 0 else (pa, la.ld, pb, lb.ld)
         spec = dispatch.choose_kernel(req.dtype, info.compute_capability, req.precision, epilogue=req.epilogue,
-                                      operands=ops, shape=(req.m, req.n, req.k), batched=req.batch > 1)
+                                      operands=ops, shape=(req.m, req.n, req.k), batched=req.batch > 1,
+                                      b_kmajor=lb_t.transposed)
     else:
         spec = registry.get(req.kernel)
     # (any call with batch dimensions, a batch of one included, runs as asked: the swap takes 2-D operands)
@@ -242,6 +265,8 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
         p = make_plan(swapped, home, dev, b.T, a.T, None if c is None else c.T, bias,
                       None if residual is None else residual.T, may_swap=False)
         return replace(p, transposed=True)
+    if not lb_t.transposed and _reads_b_kmajor_only(spec, req.element):
+        lb_t = _as_kmajor(b.shape, sb, item_in) or lb_t  # (one column, or K = 0: either reading fits)
     b_kmajor = lb_t.transposed and "B_LAYOUT" in spec.type_params
     lb = lb_t if b_kmajor else lb
 

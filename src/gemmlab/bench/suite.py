@@ -201,13 +201,13 @@ def _one_shape(torch, dt: str, group: str, shape: Shape, context: dict) -> list:
             _record(TORCH, dt, group, shape, context, t=timings[TORCH])]
 
 
-def _auto_rung(dt: str, info, shape: Shape) -> tuple[str, int | None]:
+def _auto_rung(dt: str, info, shape: Shape, group: str) -> tuple[str, int | None]:
     """The rung kernel="auto" picks for the shape (by shape, as `bench.batched` names it); ("auto", None)
     where none runs the dtype here (the call's own error is then in the record's note)."""
     from ..api import choose_kernel
 
     try:
-        spec = choose_kernel(dt, info.compute_capability, None, shape=shape)
+        spec = choose_kernel(dt, info.compute_capability, None, shape=shape, b_kmajor=group in WEIGHT_GROUPS)
     except (TypeError, ValueError):
         return "auto", None
     return spec.name, spec.rung
@@ -221,7 +221,7 @@ def _record(kernel: str, dt: str, group: str, shape: Shape, context: dict, *, st
     td = t.as_dict() if t is not None else {}
     layout = f"B {b_layout(group)}"
     if kernel == GEMMLAB:
-        name, rung = _auto_rung(dt, info, shape)
+        name, rung = _auto_rung(dt, info, shape, group)
         label, family = f"gemmlab auto ({name})", GPU
         idea = f'gemmlab.matmul(a, b), kernel="auto", a new output each call; {group}, {layout}'
     else:

@@ -54,23 +54,7 @@
 #include "common.cuh"
 #include "epilogue.cuh"
 #include "hopper.cuh"
-
-// D += A (16x16, row) * B (16x8, col), fp32 accumulators; A_TYPE 1: fp16, 2: bf16.
-template <int A_TYPE>
-__device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                         unsigned b1) {
-    if constexpr (A_TYPE == 1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    } else {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                     "{%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    }
-}
+#include "mma.cuh"
 
 // W consecutive 32-bit words of A (W = 1, 2, 4: 4, 8 or 16 bytes, aligned to their size), which every warp
 // of a column of blocks reads again: kept in L1.
@@ -476,7 +460,8 @@ __global__ void __launch_bounds__(WARPS * 32) skinny_gemm(
                             a0 = __byte_perm(r0, r1, 0x5410), a1 = __byte_perm(r0, r1, 0x7632);
                             a2 = __byte_perm(r2, r3, 0x5410), a3 = __byte_perm(r2, r3, 0x7632);
                         }
-                        mma16816<A_TYPE>(acc[i][j], a0, a1, a2, a3, x[2 * s], x[2 * s + 1]);
+                        const unsigned a[4] = {a0, a1, a2, a3};
+                        mma_16816<A_TYPE>(acc[i][j], a, x[2 * s], x[2 * s + 1]);
                     }
             }
         }
