@@ -107,3 +107,30 @@ def test_explain_choice_of_a_rung_that_does_not_take_the_dtype():
 def test_kernels_for_an_architecture_nothing_compiles_for_fails():
     r = CliRunner().invoke(app, ["kernels", "--arch", "sm_999"], terminal_width=200)
     assert r.exit_code == 1 and "no rung compiles for sm_999" in r.output, r.output
+
+
+def test_tables_are_not_cut_to_80_columns_in_a_pipe(monkeypatch):
+    """Rich takes 80 columns where stdout is no terminal; the CLI gives its tables 160 there, and leaves a
+    terminal's width (or COLUMNS) alone."""
+    import io
+
+    from gemmlab.cli import _app
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(_app.sys, "stdout", io.StringIO())
+    assert _app._width() == 160
+    monkeypatch.setenv("COLUMNS", "100")
+    assert _app._width() is None
+
+
+def test_explain_with_a_weight_takes_the_rung_that_reads_it_in_place():
+    """--weight: B is W.t(); at M = 1 in bf16 the decision is rung 14 (gemv), with a row-major B rung 13."""
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    base = ["run", "--cc", "9.0", "--sms", "132", "--dtype", "bfloat16", "--m", "1", "--n", "8192", "--k", "8192"]
+    with_weight = CliRunner().invoke(app, base + ["--weight"])
+    assert with_weight.exit_code == 0 and "gemv (rung 14)" in with_weight.output
+    row_major = CliRunner().invoke(app, base)
+    assert row_major.exit_code == 0 and "skinny (rung 13)" in row_major.output

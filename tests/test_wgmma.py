@@ -364,12 +364,16 @@ def test_split_heuristic_and_rules():
     # long K on a C of a few 128 x 128 tiles: split so that one wave of units fills the SMs
     p = SPEC.heuristic(64, 64, 131072, 132)
     assert p["SPLIT_K"] == 64 and (p["BM"], p["SCHEDULE"], p["CLUSTER"]) == (64, wgmma.PINGPONG, 1)
-    assert SPEC.heuristic(256, 256, 65536, 132)["SPLIT_K"] == 32
-    assert SPEC.heuristic(512, 512, 16384, 132)["SPLIT_K"] == 8
+    for m, n, k, split in ((256, 256, 65536, 16), (512, 512, 16384, 4), (128, 4096, 16384, 2), (128, 4096, 11008, 2),
+                           (64, 5120, 13824, 2)):  # one wave of 64 x 128 ping-pong units
+        p = SPEC.heuristic(m, n, k, 132)
+        assert p["SPLIT_K"] == split and (p["BM"], p["BN"], p["SCHEDULE"]) == (64, 128, wgmma.PINGPONG), (m, n, k)
+    ragged = SPEC.heuristic(100, 4000, 11008, 132)  # not whole 64 x 128 tiles: 128 x 128, one wave of units
+    assert (ragged["SPLIT_K"], ragged.get("BM", 128), ragged["BN"]) == (4, 128, 128)
     assert SPEC.heuristic(64, 64, 8192, 132)["SPLIT_K"] == 4  # 128 k steps: slices of SPLIT_MIN_STEPS
     # not split: slices would be under SPLIT_MIN_STEPS, or the tiles occupy enough SMs unsplit
     for m, n, k in ((1024, 1024, 1024), (4096, 4096, 4096), (2048, 2048, 2048), (1000, 1000, 1000), (64, 64, 4000),
-                    (8192, 8192, 8192), (128, 11008, 4096), (128, 4096, 16384), (64, 5120, 13824)):
+                    (8192, 8192, 8192), (128, 11008, 4096), (512, 512, 512), (128, 8192, 8192)):
         assert wgmma.split_for(m, n, k, 132) == 1, (m, n, k)
     # every pick is valid, and a batch never splits
     for m, n, k in ((64, 64, 131072), (256, 256, 65536), (129, 264, 4104), (1, 8, 1 << 20)):
@@ -382,8 +386,9 @@ def test_split_heuristic_and_rules():
         ws = SPEC.workspace(m, n, k, p, 132)
         assert ws.floats == p["SPLIT_K"] * m * ((n + 3) // 4 * 4) and ws.ints == 0
         after = SPEC.second_kernel.geometry(m, n, k, p)
-        assert after.blocks * after.threads_per_block >= m * ((n + 3) // 4) * wgmma.SPLIT_LANES
-        assert SPEC.second_kernel.name_for(p) == "wgmma_split_reduce<3>"
+        lanes = wgmma.SPLIT_LANES if p["SPLIT_K"] >= wgmma.SPLIT_MANY else 1
+        assert after.blocks * after.threads_per_block >= m * ((n + 3) // 4) * lanes
+        assert SPEC.second_kernel.name_for(p) == f"wgmma_split_reduce<3, {lanes}>"
     assert SPEC.batch_params["SPLIT_K"] == 1
     assert SPEC.second_kernel.geometry(4096, 4096, 4096, SPEC.defaults) is None
     assert SPEC.workspace(4096, 4096, 4096, SPEC.defaults, 132).floats == 0
@@ -397,7 +402,7 @@ def test_split_heuristic_and_rules():
 
 def test_split_reduce_launch_constants_match_the_header():
     text = (Path(compiler.__file__).parents[1] / "kernels" / "cuda" / "epilogue.cuh").read_text()
-    for name in ("SPLIT_LANES", "SPLIT_REDUCE_THREADS"):
+    for name in ("SPLIT_REDUCE_THREADS",):
         m = re.search(rf"#define {name} (\d+)", text)
         assert m and int(m.group(1)) == getattr(wgmma, name), name
 

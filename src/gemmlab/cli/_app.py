@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import sys
 from typing import NoReturn
 
 import typer
@@ -13,7 +15,17 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+
+
+def _width() -> int | None:
+    """Rich's own width on a terminal or where COLUMNS says one; 160 columns for a file or a pipe, where rich
+    would take 80 and cut the tables' columns to a few letters."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return None
+    return 160
+
+
+console = Console(width=_width())
 err_console = Console(stderr=True)
 
 

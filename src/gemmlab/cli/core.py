@@ -171,6 +171,8 @@ def run(
     dtype: str = typer.Option("float32", "--dtype", help="input dtype: float32, float16 or bfloat16 (bfloat16 needs torch)"),
     precision: Optional[str] = typer.Option(None, "--precision",
                                             help="fp32 (float32's default), tf32 (float32 on the tensor cores), fp16, bf16"),
+    weight: bool = typer.Option(False, "--weight", help="B as a linear layer's weight: the transpose of an N x K "
+                                                       "matrix (x @ W.t()), which some rungs read in place"),
     explain: bool = typer.Option(False, "--explain", help="print which kernel and parameters run, and why"),
     cc: Optional[str] = typer.Option(None, "--cc", help="decide for this compute capability (e.g. 9.0) instead of the "
                                                         "GPU's; prints the decision only (no GPU needed)"),
@@ -242,7 +244,7 @@ def run(
              "decision without one")
     try:
         choice = api.explain_choice(dt, precision, shape=(M, N, K), cc=what_if, info=info, sm_count=sms,
-                                    kernel=kernel, params=params or None) if (info or what_if) else None
+                                    kernel=kernel, params=params or None, b_kmajor=weight) if (info or what_if) else None
     except (ValueError, TypeError) as exc:
         fail(str(exc))
     if explain or what_if:
@@ -260,7 +262,11 @@ def run(
     resolved = choice.precision
     g = cp.random.default_rng(seed)
     a, a64 = _operand(g.uniform(-1, 1, (M, K), dtype=cp.float32), dt)
-    b, b64 = _operand(g.uniform(-1, 1, (K, N), dtype=cp.float32), dt)
+    if weight:  # W (N x K) and B = W^T, a view
+        w, w64 = _operand(g.uniform(-1, 1, (N, K), dtype=cp.float32), dt)
+        b, b64 = w.T, w64.T
+    else:
+        b, b64 = _operand(g.uniform(-1, 1, (K, N), dtype=cp.float32), dt)
     c0, c64 = _operand(g.uniform(-1, 1, (M, N), dtype=cp.float32), dt)
     ref = alpha * (a64 @ b64) + beta * c64
     c = _copy(c0) if beta else _nan_like(c0)

@@ -1422,10 +1422,10 @@ __global__ typename EnableIf<CLUSTER != 1>::type __cluster_dims__(CLUSTER, 1, 1)
 
 // Split-K's second launch (SPLIT_K > 1): the slabs' sums in slice order, then the epilogue, over all of C
 // (split_sum_epilogue, epilogue.cuh).
-template <int C_TYPE>
+template <int C_TYPE, int LANES>
 __global__ void __launch_bounds__(SPLIT_REDUCE_THREADS)
     wgmma_split_reduce(int M, int N, int slices, float alpha, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc,
                        const float* __restrict__ ws, const float* __restrict__ bias,
                        const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
-    split_sum_epilogue<C_TYPE>(M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
+    split_sum_epilogue<C_TYPE, LANES>(M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
 }

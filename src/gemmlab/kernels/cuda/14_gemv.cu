@@ -24,7 +24,9 @@
 //   grid.y) write their sums to a workspace and the last of a tile's slices to finish (an atomic counter)
 //   adds them in slice order: the result does not depend on timing.
 // Changed from rung 13: the block's warps share columns and split K between them; registers instead of a
-// ring; B only as given transposed (N x K, K contiguous: a linear layer's weight W, as x @ W.t()).
+// ring; B only as given transposed (N x K, K contiguous: a linear layer's weight W, as x @ W.t()); fp16 /
+// bf16 only (strict fp32 on these loads, FMAs reading A's rows per chunk, measured slower than rung 13's
+// panel: docs/journal.md).
 // Traffic: W read once per tile of MT rows of A; A's rows once per block (L1 holds them for the block's
 // warps); C once; SPLIT x M x N fp32 partial sums through L2.
 // Bottleneck left: DRAM bandwidth for W; the fill of each block's first steps and the last wave's tail.

@@ -227,20 +227,22 @@ __device__ __forceinline__ void epilogue_fp32_tile(float* __restrict__ C, int ld
 // A split over K leaves `slices` slabs of fp32 partial sums in `ws`, each M rows of ldw = N rounded up to a
 // multiple of 4 floats. This sums them and applies the epilogue, as a second launch over all of C, so that
 // the whole GPU shares the reading (a long split of a small C is mostly this reading: 132 slabs of a 64 x 64
-// C are 2 MB). SPLIT_LANES lanes take one 4-column piece of a row: lane l adds slices l, l + SPLIT_LANES, ...
-// (several loads in flight each), then the lanes' sums meet in a fixed tree of shuffles, so the bits of C
-// depend only on the slice count, never on timing. Launched with SPLIT_REDUCE_THREADS threads per block
-// over M x (ldw / 4) x SPLIT_LANES threads (the spec's geometry says the same).
-#define SPLIT_LANES 8
+// C are 2 MB). LANES lanes take one 4-column piece of a row: lane l adds slices l, l + LANES, ... (several
+// loads in flight each), then the lanes' sums meet in a fixed tree of shuffles, so the bits of C depend only
+// on the slice count (which chooses LANES), never on timing. LANES 1 for a few slices of a large C (eight
+// lanes left most of them idle and the launch issue-bound: 26 us for two slabs of 128 x 11008), 8 for many
+// slices of a small C. Launched with SPLIT_REDUCE_THREADS threads per block over M x (ldw / 4) x LANES
+// threads (the spec's geometry says the same).
 #define SPLIT_REDUCE_THREADS 256
-template <int C_TYPE>
+template <int C_TYPE, int LANES>
 __device__ __forceinline__ void split_sum_epilogue(int M, int N, int slices, float alpha, float beta,
                                                    typename Out<C_TYPE>::T* __restrict__ C, int ldc,
                                                    const float* __restrict__ ws, const float* __restrict__ bias,
                                                    const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
+    static_assert(LANES == 1 || LANES == 2 || LANES == 4 || LANES == 8, "LANES: 1, 2, 4 or 8 lanes per 4 columns");
     const int ldw = (N + 3) & ~3, quads = ldw / 4;
-    const long long q = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / SPLIT_LANES;
-    const int lane = threadIdx.x % SPLIT_LANES;
+    const long long q = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    const int lane = threadIdx.x % LANES;
     const bool live = q < (long long)M * quads;  // every lane reaches the shuffles below
     const int row = live ? (int)(q / quads) : 0, col = live ? (int)(q % quads) * 4 : 0;
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -248,7 +250,7 @@ __device__ __forceinline__ void split_sum_epilogue(int M, int N, int slices, flo
         const size_t slab = (size_t)M * ldw;
         const float* p = ws + (size_t)row * ldw + col;
 #pragma unroll 4
-        for (int s = lane; s < slices; s += SPLIT_LANES) {
+        for (int s = lane; s < slices; s += LANES) {
             const float4 v = __ldcg(reinterpret_cast<const float4*>(p + s * slab));
             sum.x += v.x;
             sum.y += v.y;
@@ -257,11 +259,11 @@ __device__ __forceinline__ void split_sum_epilogue(int M, int N, int slices, flo
         }
     }
 #pragma unroll
-    for (int off = SPLIT_LANES / 2; off > 0; off /= 2) {
-        sum.x += __shfl_down_sync(0xffffffffu, sum.x, off, SPLIT_LANES);
-        sum.y += __shfl_down_sync(0xffffffffu, sum.y, off, SPLIT_LANES);
-        sum.z += __shfl_down_sync(0xffffffffu, sum.z, off, SPLIT_LANES);
-        sum.w += __shfl_down_sync(0xffffffffu, sum.w, off, SPLIT_LANES);
+    for (int off = LANES / 2; off > 0; off /= 2) {
+        sum.x += __shfl_down_sync(0xffffffffu, sum.x, off, LANES);
+        sum.y += __shfl_down_sync(0xffffffffu, sum.y, off, LANES);
+        sum.z += __shfl_down_sync(0xffffffffu, sum.z, off, LANES);
+        sum.w += __shfl_down_sync(0xffffffffu, sum.w, off, LANES);
     }
     if (!live || lane != 0) return;
     const bool vec_c = pairs_aligned(C, ldc), vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);

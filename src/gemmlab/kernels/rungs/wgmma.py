@@ -205,11 +205,18 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     return Workspace(blocks * p["BM"] * p["BN"], blocks * 2, (sk,))
 
 
-# Split-K's second launch (wgmma_split_reduce, epilogue.cuh's split_sum_epilogue): SPLIT_LANES threads per
-# 4 columns of a row of C, blocks of SPLIT_REDUCE_THREADS (the #defines of epilogue.cuh, which a test holds
-# equal to these).
-SPLIT_LANES = 8
+# Split-K's second launch (wgmma_split_reduce, epilogue.cuh's split_sum_epilogue): reduce_lanes(SPLIT_K)
+# threads per 4 columns of a row of C, blocks of SPLIT_REDUCE_THREADS (the #define of epilogue.cuh, which a
+# test holds equal to this).
+SPLIT_LANES = 8          # lanes per 4 columns from SPLIT_MANY slices on (a small C read from many slabs)
+SPLIT_MANY = 16
 SPLIT_REDUCE_THREADS = 256
+
+
+def reduce_lanes(p: dict[str, int]) -> int:
+    """Lanes of the second launch per 4 columns of C: one for a few slices (each thread adds its column's
+    slabs in order), SPLIT_LANES from SPLIT_MANY slices on (their sums meet in a tree of shuffles)."""
+    return SPLIT_LANES if p["SPLIT_K"] >= SPLIT_MANY else 1
 
 
 def slab_floats(m: int, n: int, p: dict[str, int]) -> int:
@@ -220,28 +227,42 @@ def slab_floats(m: int, n: int, p: dict[str, int]) -> int:
 def _split_reduce_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch | None:
     if p["SPLIT_K"] == 1:
         return None
-    return Launch((max(1, cdiv(m * cdiv(n, 4) * SPLIT_LANES, SPLIT_REDUCE_THREADS)), 1, 1), (SPLIT_REDUCE_THREADS, 1, 1))
+    threads = m * cdiv(n, 4) * reduce_lanes(p)
+    return Launch((max(1, cdiv(threads, SPLIT_REDUCE_THREADS)), 1, 1), (SPLIT_REDUCE_THREADS, 1, 1))
 
 
 # 64 x 128 ping-pong tiles, six slots held two at a time, no clusters: small C (_tiling) and split units (split_for)
 PINGPONG_64x128 = {"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1}
 SPLIT_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
 SPLIT_MIN_STEPS = 32    # k steps (of 64) per slice at least
-SPLIT_MAX_SHARE = 0.25  # split only where the unsplit 64 x 128 tiles would keep at most this share of the SMs busy
+SPLIT_MAX_SHARE = 0.5   # split only where the unsplit tiles (split_tiles) would keep at most this share of the SMs busy
+
+
+def split_tiles(m: int, n: int) -> dict[str, int]:
+    """The tiles a split over K runs: 64 x 128 ping-pong where M fits one or M and N are whole such tiles
+    (less of the tensor cores' work past M; few tiles per slice share B, so no clusters), else 128 x 128."""
+    if m <= 64 or (m % 64 == 0 and n % 128 == 0):
+        return dict(PINGPONG_64x128)
+    return {"BN": 128, "CLUSTER": 1}
 
 
 def split_for(m: int, n: int, k: int, sms: int) -> int:
-    """The slices of K per 128 x 128 tile, or 1 for none: the largest power of two (a compiled kernel per
-    value) that keeps the units to one wave and the slices to SPLIT_MIN_STEPS k steps or more, for a C so
-    small that even 64 x 128 tiles would keep at most SPLIT_MAX_SHARE of the SMs busy. Measured, BF16 x
-    cuBLAS, L2 flushed (docs/journal.md, "2026-11-27: long K on a small C"): 64 x 64 x 131072 0.22 (rung 13) -> 0.98 with
-    64 slices (0.95 with 128: slices of 16 steps), 256 x 256 x 65536 0.30 -> 0.86 (32; 0.82 with 16), 512 x
-    512 x 16384 0.44 -> 0.74 (8; 0.63 with 4 or 16). Where the 64 x 128 tiles already occupy half the SMs
-    the product streams B and a split only adds its slabs: 128 x 4096 x 16384 0.98 unsplit, 0.94 with 4
-    slices; 128 x 4096 x 11008 (B^T) 0.91, 0.85."""
-    if m == 0 or n == 0 or cdiv(m, 64) * cdiv(n, 128) > SPLIT_MAX_SHARE * sms:
+    """The slices of K per tile (of split_tiles), or 1 for none: the largest power of two (a compiled kernel
+    per value) that keeps the units to one wave and the slices to SPLIT_MIN_STEPS k steps or more, for a C
+    whose tiles would keep at most SPLIT_MAX_SHARE of the SMs busy unsplit. Measured, BF16 x cuBLAS, L2
+    flushed (docs/journal.md, "2026-11-27: long K on a small C" and "decoding, third round"): 64 x 64 x 131072
+    0.22 (rung 13) -> 0.98 with 64 slices; 256 x 256 x 65536 0.86 with 32 slices of 128 x 128 tiles, 0.92
+    with 16 of 64 x 128; 512 x 512 x 16384 0.85 / 0.87 the same way (8 / 4); and, once the second launch
+    took one lane per 4 columns for a few slices (26 -> 9 us for two slabs of 128 x 11008), down
+    projections at 64-128 tokens: 128 x 4096 x 11008 (B^T) 0.89 -> 0.98 with 2 slices, 64 x 5120 x 13824 0.90
+    -> 0.98, 128 x 4096 x 16384 0.98 -> 1.07, where the units of a second wave (4 slices) lost 10-15 %."""
+    if m == 0 or n == 0:
         return 1
-    most = min(sms // (cdiv(m, 128) * cdiv(n, 128)), cdiv(k, BK) // SPLIT_MIN_STEPS, SPLIT_CHOICES[-1])
+    t = split_tiles(m, n)
+    tiles = cdiv(m, t.get("BM", 128)) * cdiv(n, t["BN"])
+    if tiles > SPLIT_MAX_SHARE * sms:
+        return 1
+    most = min(sms // tiles, cdiv(k, BK) // SPLIT_MIN_STEPS, SPLIT_CHOICES[-1])
     return max(s for s in SPLIT_CHOICES if s <= max(most, 1))
 
 
@@ -269,10 +290,7 @@ def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     below 16 tile rows.)"""
     split = split_for(m, n, k, sms)
     if split > 1:
-        # Ping-pong 64 x 128 tiles where M fits one (less of the tensor cores' work on rows past M), else
-        # 128 x 128; no clusters (few tiles per slice share B).
-        p = (dict(PINGPONG_64x128) if m <= 64 else
-             {"BN": 128, "CLUSTER": 1})
+        p = split_tiles(m, n)
         p["SPLIT_K"] = split
     else:
         p = _tiling(m, n, k, sms)
@@ -418,7 +436,8 @@ SPEC = KernelSpec(
     cluster=lambda p: p["CLUSTER"],
     tensor_maps=tensor_maps,
     workspace=workspace,
-    second_kernel=SecondKernel(lambda p: f"wgmma_split_reduce<{p['C_TYPE']}>", _split_reduce_geometry),
+    second_kernel=SecondKernel(lambda p: f"wgmma_split_reduce<{p['C_TYPE']}, {reduce_lanes(p)}>",
+                               _split_reduce_geometry),
     k_slices=lambda p: p["SPLIT_K"],
     operand_rules=operand_problems,
     staging=Staging("AB"),
