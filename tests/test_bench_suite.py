@@ -90,10 +90,10 @@ def test_tolerances_are_the_formats_tables():
 # ------------------------------------------------------------------------------------------ summary
 
 
-def _rec(kernel, dtype, shape, ms=None, status=OK, err=None):
+def _rec(kernel, dtype, shape, ms=None, status=OK, err=None, rung=None):
     m, n, k = shape
     family = GPU if kernel == suite.GEMMLAB else GPU_PEER
-    return derive(Record(kernel=kernel, label=kernel, family=family, rung=None, idea="", params={}, dtype=dtype,
+    return derive(Record(kernel=kernel, label=kernel, family=family, rung=rung, idea="", params={}, dtype=dtype,
                          m=m, n=n, k=k, alpha=1.0, beta=0.0, mode="compute", l2="cold", pinned=None, status=status,
                          rel_error=err, median_ms=ms))
 
@@ -250,9 +250,11 @@ def test_bench_suite_prints_a_table_per_dtype_writes_results_and_fails_on_a_fail
 
 def test_bench_suite_exits_0_when_every_shape_verified(monkeypatch, tmp_path):
     asked = {}
-    _fake_run(monkeypatch, Results(_timed("float32", (1, 11008, 4096), 1.0, 1.25), []), asked)
+    recs = [_rec(suite.GEMMLAB, "float32", (1, 11008, 4096), 1.25, err=1e-6, rung=13),
+            _rec(suite.TORCH, "float32", (1, 11008, 4096), 1.0)]
+    _fake_run(monkeypatch, Results(recs, []), asked)
     r = runner.invoke(app, ["bench", "--suite", "--dtype", "float32", "--budget-ms", "20", "--out", str(tmp_path)],
                       terminal_width=250)
     assert r.exit_code == 0, r.output
     assert asked["dtypes"] == ["float32"] and asked["groups"] is None and asked["budget_ms"] == 20
-    assert "W.t()" in r.output and "0.800" in r.output
+    assert "W.t()" in r.output and "0.800" in r.output and "13 skinny" in r.output  # the rung auto ran

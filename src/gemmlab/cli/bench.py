@@ -182,18 +182,23 @@ def _bench_suite(dtype: Optional[str], only: Optional[str], quick: bool, budget_
 
 
 def _suite_table(dtype: str, rows):
-    """One row per shape: its group, M, N, K, B's layout, both times, gemmlab's TFLOP/s, x cuBLAS, the error."""
+    """One row per shape: its group, M, N, K, B's layout, the rung kernel="auto" ran, both times, gemmlab's
+    TFLOP/s, x cuBLAS, the error."""
     from rich.table import Table
 
     from ..bench import suite as st
+    from ..kernels import registry
 
+    names = {s.rung: s.name for s in registry.all_specs()}
     t = Table(title=f"shape suite, {dtype} (medians, cold L2; x cuBLAS: torch.matmul time / gemmlab time)")
-    for col in ("group", "M", "N", "K", "B layout", "torch ms", "gemmlab ms", "TFLOP/s", "x cuBLAS", "rel. error"):
-        t.add_column(col, justify="left" if col in ("group", "B layout") else "right", no_wrap=True)
+    for col in ("group", "M", "N", "K", "B layout", "rung", "torch ms", "gemmlab ms", "TFLOP/s", "x cuBLAS",
+                "rel. error"):
+        t.add_column(col, justify="left" if col in ("group", "B layout", "rung") else "right", no_wrap=True)
     for p in rows:
         g = st.group_of(p.shape)
         timed = p.ratio is not None
-        t.add_row(g, *map(str, p.shape), st.b_layout(g),
+        rung = p.gemmlab.rung
+        t.add_row(g, *map(str, p.shape), st.b_layout(g), f"{rung} {names.get(rung, '')}" if rung else "-",
                   f"{p.torch.median_ms:.4f}" if timed else "", f"{p.gemmlab.median_ms:.4f}" if timed else "",
                   f"{p.gemmlab.tflops:.1f}" if timed else "", f"{p.ratio:.3f}" if timed else "[red]FAILED[/red]",
                   f"{p.gemmlab.rel_error:.1e}" if p.gemmlab.rel_error is not None else "-")
