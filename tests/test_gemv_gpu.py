@@ -14,7 +14,7 @@ import pytest
 import gemmlab
 import gemmlab.api
 
-from test_skinny_gpu import _check, _f64, _rand
+from test_skinny_gpu import _check, _f64, _rand, _repeatable_and_graph_replayed
 from test_tensor_gpu import ACTS
 
 pytestmark = pytest.mark.gpu
@@ -123,21 +123,7 @@ def test_deterministic_and_graph_captured(gen):
     replayed from a CUDA graph (the counters left zero by every launch)."""
     m, n, k = 4, 4096, 8192
     a, b = _rand((m, k), "bfloat16", gen), _weight(n, k, "bfloat16", gen)
-    first = gemmlab.matmul(a, b, kernel="gemv", SPLIT=4)
-    for _ in range(3):
-        assert torch.equal(gemmlab.matmul(a, b, kernel="gemv", SPLIT=4), first)
-    out = torch.empty_like(first)
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        gemmlab.matmul(a, b, out, kernel="gemv", SPLIT=4)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            gemmlab.matmul(a, b, out, kernel="gemv", SPLIT=4)
-    out.zero_()
-    for _ in range(3):
-        g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, first)
+    first = _repeatable_and_graph_replayed(a, b, kernel="gemv", SPLIT=4)
     ref = _f64(a) @ _f64(b)
     _check(first, ref, np.abs(_f64(a)) @ np.abs(_f64(b)), "bfloat16", "split 4")
 

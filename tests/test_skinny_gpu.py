@@ -207,21 +207,29 @@ def test_deterministic_and_graph_captured(gen):
     from a CUDA graph (the counters left zero by every launch)."""
     m, n, k = 4, 4096, 8192
     a, b = _rand((m, k), "bfloat16", gen), _b(k, n, 2, "bfloat16", gen)
-    first = gemmlab.matmul(a, b, kernel="skinny", SPLIT=16)
+    _repeatable_and_graph_replayed(a, b, kernel="skinny", SPLIT=16)
+
+
+def _repeatable_and_graph_replayed(a, b, **call):
+    """gemmlab.matmul(a, b, **call) three times more, equal bit for bit to the first, then captured into a CUDA
+    graph on a side stream and replayed three times into an output zeroed first: equal again. The first
+    result comes back."""
+    first = gemmlab.matmul(a, b, **call)
     for _ in range(3):
-        assert torch.equal(gemmlab.matmul(a, b, kernel="skinny", SPLIT=16), first)
+        assert torch.equal(gemmlab.matmul(a, b, **call), first)
     out = torch.empty_like(first)
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
-        gemmlab.matmul(a, b, out, kernel="skinny", SPLIT=16)
+        gemmlab.matmul(a, b, out, **call)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=s):
-            gemmlab.matmul(a, b, out, kernel="skinny", SPLIT=16)
+            gemmlab.matmul(a, b, out, **call)
     out.zero_()
     for _ in range(3):
         g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, first)
+    return first
 
 
 def test_unaligned_operands_are_staged(gen):

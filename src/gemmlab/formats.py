@@ -91,6 +91,21 @@ ELEMENT_TYPES = {**INPUT_TYPES, "float32": STRICT_FP32}  # every element type a 
 C_TYPES = {"float32": 1, "float16": 2, "bfloat16": 3}
 TYPE_PARAMS = ("A_TYPE", "C_TYPE")
 
+
+def type_code_problems(params, inputs) -> list[str]:
+    """What is wrong with a rung's A_TYPE and C_TYPE: A_TYPE must be one of `inputs` (name -> code, e.g.
+    A_TYPES or INPUT_TYPES), C_TYPE one of C_TYPES; each message names the codes allowed."""
+    def codes(table) -> str:
+        return ", ".join(f"{code} {NATIVE_PRECISION.get(name, name)}" for name, code in table.items())
+
+    errs = []
+    if params["A_TYPE"] not in inputs.values():
+        errs.append(f"A_TYPE = {params['A_TYPE']} is not an input type code of this rung ({codes(inputs)})")
+    if params["C_TYPE"] not in C_TYPES.values():
+        errs.append(f"C_TYPE = {params['C_TYPE']} is not an output type code ({codes(C_TYPES)})")
+    return errs
+
+
 # ------------------------------------------------------------------------------------------------ epilogue
 # The `epilogue` kernel argument: bias mode in bits 0-1, activation in bits 2-4, residual in bit 5.
 BIAS_MODES = {None: 0, "row": 1, "col": 2}

@@ -9,6 +9,7 @@ Its model is rung 13's: the bytes that must cross the DRAM interface over the ba
 
 from __future__ import annotations
 
+from ...formats import type_code_problems
 from ..spec import KernelSpec, Launch, Param, Staging, Traffic, Workspace, cdiv, rows_16_byte_aligned
 from . import mma_sync, skinny
 
@@ -61,10 +62,7 @@ def _constraints(p: dict[str, int]) -> list[str]:
     if not errs and registers(p) > 128:
         errs.append(f"MT = {p['MT']}, NT = {p['NT']}, UNROLL = {p['UNROLL']} need about {registers(p)} registers a "
                     f"thread; the launch bounds allow 128 ({THREADS_PER_SM} threads an SM)")
-    if p["A_TYPE"] not in mma_sync.A_TYPES.values():
-        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code of this rung (1 fp16, 2 bf16)")
-    if p["C_TYPE"] not in mma_sync.C_TYPES.values():
-        errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
+    errs += type_code_problems(p, mma_sync.A_TYPES)
     return errs
 
 

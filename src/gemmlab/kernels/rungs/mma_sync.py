@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..spec import KernelSpec, Launch, Param, Traffic, cdiv, pow2_choices
 from ...formats import A_TYPES, C_TYPES, INPUT_TYPES, TF32, TYPE_PARAMS  # noqa: F401  (re-exported)
+from ...formats import type_code_problems
 from ...formats import ACT_SHIFT, BIAS_MODES, RESIDUAL_FLAG, epilogue_flags  # noqa: F401
 from ...formats import ACTIVATION_CODES as ACTIVATIONS  # noqa: F401
 from ._tiling import DYNAMIC_SMEM_LIMIT
@@ -59,10 +60,7 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"warp tile WM x WN = {wm} x {wn} must divide the block tile BM x BN = {bm} x {bn}")
     if p["STAGES"] < 2:
         errs.append(f"STAGES = {p['STAGES']}: the cp.async pipeline needs at least 2")
-    if p["A_TYPE"] not in INPUT_TYPES.values():
-        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code (1 fp16, 2 bf16, 3 tf32)")
-    if p["C_TYPE"] not in C_TYPES.values():
-        errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
+    errs += type_code_problems(p, INPUT_TYPES)
     if errs:
         return errs
     nt = warps(p) * 32

@@ -11,7 +11,7 @@ the shapes where that holds (kernel="auto" takes it there, the tiled rungs elsew
 
 from __future__ import annotations
 
-from ...formats import STRICT_FP32 as FP32
+from ...formats import STRICT_FP32 as FP32, type_code_problems
 from ..spec import KernelSpec, Launch, Param, Staging, Traffic, Workspace, cdiv, rows_16_byte_aligned
 from . import mma_sync
 
@@ -105,10 +105,7 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"SCHED = {p['SCHED']}: 0 (a grid of slices of K) or 1 (a persistent grid, stream-K)")
     if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
         errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major) or 2 (B^T given, read K-major)")
-    if p["A_TYPE"] not in A_TYPES.values():
-        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code of this rung (1 fp16, 2 bf16, 4 fp32)")
-    if p["C_TYPE"] not in mma_sync.C_TYPES.values():
-        errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
+    errs += type_code_problems(p, A_TYPES)
     if not errs and registers(p) > 232:
         errs.append(f"MT = {p['MT']}, NT = {p['NT']} need about {registers(p)} registers per thread (at most 232 "
                     "without spilling)")

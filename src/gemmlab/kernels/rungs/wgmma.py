@@ -11,6 +11,7 @@ a C of few tiles is split (SPLIT_K, `split_for`): fp32 slabs per slice and a sec
 
 from __future__ import annotations
 
+from ...formats import type_code_problems
 from ..spec import (KernelSpec, Launch, Param, SecondKernel, Staging, TensorMapBox, Trace, Traffic, Workspace, cdiv,
                     rows_16_byte_aligned)
 from . import mma_sync
@@ -89,10 +90,7 @@ def _constraints(p: dict[str, int]) -> list[str]:
     if smem_bytes(p) > SMEM_LIMIT:
         errs.append(f"STAGES = {p['STAGES']} x ({bm} + {bn}) x {BK} 16-bit elements need {smem_bytes(p)} bytes of "
                     f"shared memory, over the {SMEM_LIMIT // 1024} KiB a block may have")
-    if p["A_TYPE"] not in mma_sync.INPUT_TYPES.values():
-        errs.append(f"A_TYPE = {p['A_TYPE']} is not an input type code (1 fp16, 2 bf16, 3 tf32)")
-    if p["C_TYPE"] not in mma_sync.C_TYPES.values():
-        errs.append(f"C_TYPE = {p['C_TYPE']} is not an output type code (1 fp32, 2 fp16, 3 bf16)")
+    errs += type_code_problems(p, mma_sync.INPUT_TYPES)
     return errs
 
 
