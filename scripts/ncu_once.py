@@ -20,6 +20,7 @@ ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "b
 ap.add_argument("--n", type=int, default=4096)
 ap.add_argument("--shape", default="", help="MxNxK (instead of --n)")
 ap.add_argument("--weight", action="store_true", help="B as a linear layer's weight, W.t() with W of N x K (bfloat16)")
+ap.add_argument("--pitch", action="store_true", help="A and B in rows padded to whole 128-byte lines (bfloat16)")
 ap.add_argument("--act", default="", help="fused bias (per column) and this activation ('none': bias alone)")
 ap.add_argument("params", nargs="*", help="the rung's parameters, NAME=VALUE")
 args = ap.parse_args()
@@ -31,6 +32,13 @@ if args.dtype == "bfloat16":  # CuPy has no bfloat16 everywhere: torch tensors
     a = torch.randn(m, k, device="cuda").bfloat16()
     b = torch.randn(n, k, device="cuda").bfloat16().t() if args.weight else torch.randn(k, n, device="cuda").bfloat16()
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    if args.pitch:  # the same values, each row starting on a 128-byte line (views into wider arrays)
+        def _lines(x):
+            wide = torch.empty(x.shape[0], -(-x.shape[1] // 64) * 64, device="cuda", dtype=x.dtype)
+            wide[:, :x.shape[1]] = x
+            return wide[:, :x.shape[1]]
+
+        a, b = _lines(a), _lines(b.t()).t() if args.weight else _lines(b)
 else:
     a = cp.random.rand(m, k, dtype=cp.float32).astype(args.dtype)
     b = cp.random.rand(k, n, dtype=cp.float32).astype(args.dtype)

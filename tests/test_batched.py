@@ -188,7 +188,7 @@ def test_the_layout_of_a_batched_operand():
     assert neg.copy and neg.read_bstride == 15
     staged = layout_of((4, 3, 5), (15, 5, 1), 2)
     from dataclasses import replace
-    assert replace(staged, stage=True).read_bstride == 3 * 8  # rows padded to 16 bytes, matrices after another
+    assert replace(staged, stage=True).read_bstride == 3 * 64  # rows padded to 128-byte lines, matrices after another
 
 
 def test_torch_autograd_through_a_batch():

@@ -143,6 +143,18 @@ def test_tensor_maps_are_described_per_layout():
     assert (first.operand, first.box_rows, first.box_cols, first.elem_bytes) == ("B", 32, 32, 4)
     assert second.operand == "A" and (ct.box_rows, ct.box_cols) == (32, 32)
     assert wgmma.tensor_maps(256, 512, 1024, SPEC.validate({"C_TYPE": 1}))[2] is None  # fp32 C of 16-bit inputs
+    # BN 192 in clusters of two: three chunks of 64 columns do not split over two blocks, so each block copies
+    # half the k rows of every chunk (32-row boxes); 128 and 256 keep whole chunks per block.
+    assert wgmma.tensor_maps(256, 576, 1024, SPEC.validate({"C_TYPE": 3, "BN": 192}))[1].box_rows == 32
+    assert wgmma.tensor_maps(256, 576, 1024, SPEC.validate({"C_TYPE": 3, "BN": 192, "CLUSTER": 1}))[1].box_rows == 64
+    assert wgmma.tensor_maps(256, 512, 1024, SPEC.validate({"C_TYPE": 3, "BN": 128}))[1].box_rows == 64
+
+
+def test_l2_fills_are_narrowed_for_rows_that_straddle_lines():
+    """256-byte L2 fills where every row starts on a 128-byte line, narrower ones where rows straddle them."""
+    assert tma.l2_promotion(6144) == 256 and tma.l2_promotion(128) == 256
+    assert tma.l2_promotion(6000) == tma.STRADDLING_PROMOTION == 128 and tma.l2_promotion(16) == 128
+    assert set(tma.L2_PROMOTIONS) >= {tma.l2_promotion(r) for r in (16, 6000, 6144)}
 
 
 def test_tensor_map_checks():
@@ -196,6 +208,14 @@ def test_shape_heuristic():
     fewer = params(128, 4096, 16384)  # 32 of them would not: 64 x 128 ping-pong tiles
     assert (fewer["BM"], fewer["BN"], fewer["SCHEDULE"]) == (64, 128, wgmma.PINGPONG)
     assert params(4096, 1024, 4096)["BN"] == 256  # one wave but a long K: the defaults
+    # 192-column tiles where their rounds take at most 0.8 of the 256-column ones' (fp16 / bf16 only)
+    assert wgmma.narrow_tiles_pay(3000, 3000, 132, 2) and params(3000, 3000, 3000)["BN"] == 192
+    assert params(3000, 3000, 8192)["BN"] == 192
+    for m, n, k in ((5000, 5000, 5000), (4096, 4096, 4096), (8192, 8192, 8192), (2500, 2500, 2500)):
+        assert params(m, n, k)["BN"] == 256, (m, n, k)
+    assert SPEC.heuristic(3000, 3000, 3000, 132, "bfloat16")["BN"] == 192
+    for element in ("tf32", "float32"):
+        assert SPEC.heuristic(3000, 3000, 3000, 132, element).get("BN", 256) == 256
     for m, n, k in ((1024, 1024, 1024), (1000, 1000, 1000), (2048, 2048, 2048), (8192, 4096, 1024)):  # tf32 too
         for layout in (2, 3):
             SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": 3, "B_LAYOUT": layout})

@@ -21,7 +21,8 @@ TILINGS = [dict(BM=128, BN=256, STAGES=4), dict(BM=128, BN=128, STAGES=6), dict(
            dict(BM=128, BN=256, STAGES=4, CLUSTER=1), dict(BM=256, BN=128, STAGES=3, CLUSTER=1),
            dict(BM=128, BN=128, STAGES=5, SCHEDULE=2, CLUSTER=1), dict(BM=64, BN=256, STAGES=5, SCHEDULE=2, HELD=2),
            dict(BM=64, BN=256, STAGES=4, SCHEDULE=2, CLUSTER=1), dict(BM=128, BN=192, STAGES=4, CLUSTER=1),
-           dict(BM=64, BN=192, STAGES=5, SCHEDULE=2, HELD=2, CLUSTER=1)]
+           dict(BM=64, BN=192, STAGES=5, SCHEDULE=2, HELD=2, CLUSTER=1), dict(BM=128, BN=192, STAGES=4),
+           dict(BM=64, BN=192, STAGES=5, SCHEDULE=2, HELD=2)]
 
 
 @pytest.fixture(autouse=True)
@@ -184,7 +185,7 @@ def test_tf32_row_major_b_is_computed_transposed(params, rng):
 
 @pytest.mark.parametrize("params", [{}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2),
                                     dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1),
-                                    dict(BN=192, CLUSTER=1)], ids=str)
+                                    dict(BN=192, CLUSTER=1), dict(BN=192)], ids=str)
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
 def test_tma_store_epilogue_matches_the_stores_from_registers(params, out_dtype):
     """16-bit C with beta == 0 and 16-byte aligned rows is written through shared memory and TMA stores; the

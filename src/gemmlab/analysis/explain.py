@@ -14,7 +14,7 @@ from ..kernels.spec import KernelSpec
 from ..micro.ceilings import Ceilings
 from . import facts
 from .bounds import Prediction, predict, verdict
-from .models import KernelModel, model_kernel, next_rung
+from .models import KernelModel, model_format, model_kernel, next_rung
 
 Row = tuple[str, str, str]
 
@@ -183,8 +183,8 @@ def explain(kernel: str | KernelSpec, m: int, n: int, k: int, params: dict | Non
     """`dtype`, `precision`, `out_dtype`: the format (models.model_format; default: the rung's own)."""
     spec = registry.get(kernel) if isinstance(kernel, str) else kernel
     dev, _ = facts.resolve(device)
-    if params is None and spec.heuristic is not None:
-        params = spec.heuristic(m, n, k, dev.sm_count)  # what gemmlab.matmul runs when none are named
+    if params is None and spec.heuristic is not None:  # what gemmlab.matmul runs when none are named
+        params = spec.heuristic(m, n, k, dev.sm_count, model_format(spec, dtype, precision, out_dtype).element)
     mdl = model_kernel(spec, m, n, k, params, dev, dtype=dtype, precision=precision, out_dtype=out_dtype)
     ceil = ceilings or Ceilings.datasheet(mdl.device)
     pred = predict(mdl, ceil, measured_clock_mhz)
@@ -192,7 +192,7 @@ def explain(kernel: str | KernelSpec, m: int, n: int, k: int, params: dict | Non
     nmodel = npred = None
     if nxt is not None:
         try:
-            np_ = nxt.heuristic(m, n, k, mdl.device.sm_count) if nxt.heuristic else None
+            np_ = nxt.heuristic(m, n, k, mdl.device.sm_count, mdl.fmt.element) if nxt.heuristic else None
             nmodel = model_kernel(nxt, m, n, k, np_, mdl.device, dtype=mdl.fmt.dtype, precision=mdl.fmt.precision,
                                   out_dtype=mdl.fmt.out_dtype)
             npred = predict(nmodel, ceil, measured_clock_mhz)

@@ -64,7 +64,7 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, given: dict | None,
         except Exception:
             pass
     if spec.heuristic is not None and device is not None:
-        return spec.validate(spec.heuristic(m, n, k, device.sm_count))
+        return spec.validate(spec.heuristic(m, n, k, device.sm_count, "float32"))  # fp32 operands
     return spec.validate({})
 
 

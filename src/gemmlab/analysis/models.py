@@ -57,6 +57,11 @@ class Format:
         return self.instruction is not None
 
     @property
+    def element(self) -> str:
+        """The input element type a kernel instantiates (formats.element_type): the dtype, or "tf32"."""
+        return formats.element_type(self.dtype, self.precision or "")
+
+    @property
     def unit(self) -> str:
         return f"tensor cores ({self.instruction})" if self.instruction else "FP32 FMA"
 

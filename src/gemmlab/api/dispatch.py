@@ -333,7 +333,7 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
     else:
         miss = "no device to read tuned entries from"
     if spec.heuristic is not None and sm_count:
-        return ({**base, **spec.heuristic(m, n, k, sm_count)}, "heuristic",
+        return ({**base, **spec.heuristic(m, n, k, sm_count, element)}, "heuristic",
                 f"{miss}; {spec.name}'s shape heuristic for {sm_count} SMs{under}")
     why = "has no heuristic" if spec.heuristic is None else "has a heuristic but no SM count was given"
     return base, "defaults", f"{miss}; {spec.name} {why}{under}"

@@ -88,7 +88,7 @@ def forget_scratch() -> None:
 
 def _staged(home: arrays.Home, x, ptr: int, lay: OperandLayout, dev: int, stream: int):
     """A copy of the rows x cols operand at `ptr` (row pitch lay.ld; a batch of them one after another) in
-    rows padded to 16 bytes."""
+    rows padded to whole 128-byte lines (OperandLayout.staged_ld)."""
     ld = lay.staged_ld
     rows = lay.rows * max(lay.batch, 1)
     label = {4: "float32", 2: "int16"}[lay.item]

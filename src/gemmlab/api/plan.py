@@ -94,7 +94,8 @@ def resident_blocks(spec: KernelSpec, p: dict[str, int], kernel, geo: Launch, sm
 @dataclass(frozen=True)
 class OperandLayout:
     """How the kernel reads one matrix operand: in place with leading dimension `ld` (elements), or from a
-    row-major copy made per call (`copy`), then perhaps from a staged copy in 16-byte aligned rows (`stage`).
+    row-major copy made per call (`copy`), then perhaps from a staged copy in rows of whole 128-byte lines
+    (`stage`).
     `transposed`: the operand is read as its transpose (Bᵀ of a column-major B), `rows` x `cols` as read.
     A batched operand holds `batch` such matrices `bstride` elements apart (batch 1, bstride 0: one matrix,
     shared by every product of a batched call)."""
@@ -125,7 +126,9 @@ class OperandLayout:
 
     @property
     def staged_ld(self) -> int:
-        step = max(16 // self.item, 1)
+        """The staged copy's row pitch: rows padded to whole 128-byte lines (16-byte loads and TMA need 16;
+        whole lines keep TMA's wide L2 fills, tma.l2_promotion)."""
+        step = max(128 // self.item, 1)
         return -(-self.cols // step) * step
 
     @property

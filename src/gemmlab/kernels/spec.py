@@ -214,9 +214,10 @@ class KernelSpec:
     geometry: Callable[[int, int, int, dict[str, int]], Launch]
     traffic_model: Callable[[int, int, int, dict[str, int]], Traffic]
     outputs_per_thread: Callable[[dict[str, int]], int] = lambda p: 1
-    # For rungs whose best parameters depend on the problem: (M, N, K, SM count) -> parameters, used when
-    # the caller names none (a tuned entry for the device takes precedence; see gemmlab.tune).
-    heuristic: Callable[[int, int, int, int], dict[str, int]] | None = None
+    # For rungs whose best parameters depend on the problem: (M, N, K, SM count, element type or None for
+    # the rung's first) -> parameters, used when the caller names none (a tuned entry for the device takes
+    # precedence; see gemmlab.tune).
+    heuristic: Callable[[int, int, int, int, str | None], dict[str, int]] | None = None
     # For rungs that need scratch memory: (M, N, K, params, blocks launched) -> Workspace ("workspace" in
     # `arguments`). None: none.
     workspace: Callable[[int, int, int, dict[str, int], int], Workspace] | None = None

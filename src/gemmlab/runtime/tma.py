@@ -21,7 +21,9 @@ from .device import libcuda
 TENSOR_MAP_BYTES = 128
 SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}            # CU_TENSOR_MAP_SWIZZLE_NONE / 32B / 64B / 128B
 _DATA_TYPES = {1: 0, 2: 1, 4: 2}                   # element bytes -> UINT8 / UINT16 / UINT32 (raw bits)
-_L2_PROMOTION_256B = 3
+L2_PROMOTIONS = {0: 0, 64: 1, 128: 2, 256: 3}      # CU_TENSOR_MAP_L2_PROMOTION_NONE / 64B / 128B / 256B
+LINE_BYTES = 128
+STRADDLING_PROMOTION = 128  # bytes an L2 fill is widened to for rows that straddle 128-byte lines
 _INTERLEAVE_NONE = 0
 _OOB_FILL_ZERO = 0
 
@@ -57,6 +59,17 @@ def _arg_dtype() -> np.dtype:
         return cupy.make_aligned_dtype(base, alignment=64)
     except (ImportError, AttributeError):  # no CuPy: the bytes are still right, the alignment is CuPy's job
         return base
+
+
+def l2_promotion(row_bytes: int) -> int:
+    """The L2 fill width (bytes) of a map whose rows are `row_bytes` apart: 256 where every row starts on a
+    128-byte line, STRADDLING_PROMOTION where rows straddle lines. With 256-byte fills on rows that straddle
+    (3000 bf16 elements: 6,000 bytes), each 128-byte box row pulls two wide fills, and rung 12's main loop
+    took 1,187 cycles per k step at 3000^3 against 807 at 3072^3. Measured, BF16 x cuBLAS, flushed
+    (docs/journal.md, "2026-11-27: rows that straddle lines"): 3000^3 0.74 -> 0.85 with 128-byte fills,
+    5000^3 0.81 -> 0.91 (no promotion: 0.84, 0.92); on whole lines 256-byte fills stay ahead (5000^3 in
+    padded rows 0.91 against 0.86 with 128-byte ones)."""
+    return 256 if row_bytes % LINE_BYTES == 0 else STRADDLING_PROMOTION
 
 
 def check_2d(ptr: int, elem_bytes: int, rows: int, cols: int, row_stride: int, box_rows: int, box_cols: int,
@@ -119,7 +132,8 @@ def encode(ptr: int, elem_bytes: int, rows: int, cols: int, row_stride: int, box
     box = (ctypes.c_uint32 * rank)(*([box_cols, box_rows, 1][:rank]))
     elem_strides = (ctypes.c_uint32 * rank)(*([1] * rank))
     rc = fn(ctypes.addressof(out), _DATA_TYPES[elem_bytes], rank, ctypes.c_void_p(ptr), dims, strides, box,
-            elem_strides, _INTERLEAVE_NONE, SWIZZLES[swizzle], _L2_PROMOTION_256B, _OOB_FILL_ZERO)
+            elem_strides, _INTERLEAVE_NONE, SWIZZLES[swizzle], L2_PROMOTIONS[l2_promotion(row_stride * elem_bytes)],
+            _OOB_FILL_ZERO)
     if rc != 0:
         text = ctypes.c_char_p()
         err(rc, ctypes.byref(text))

@@ -140,7 +140,7 @@ def tune(
 
     first = [spec.defaults]
     if spec.heuristic is not None:
-        first.insert(0, spec.heuristic(m, n, k, info.sm_count))
+        first.insert(0, spec.heuristic(m, n, k, info.sm_count, "float32"))
     order = search_order(spec, first, seed)
     result = TuneResult(spec.name, shape_class(m, n, k), shape, None, 0.0, None)
     pool = _pool(workers)

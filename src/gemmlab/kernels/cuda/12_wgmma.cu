@@ -801,7 +801,7 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
 // sharing B; STREAM_K: 1 compiles stream-K for the last rounds of tiles (work_unit; sk_ws, sk_flags and
 // sk_tiles from the host, sk_tiles 0 for none), 0 not (those three arguments are then unused).
 // Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of BK rows
-// x 64 columns, or with B_LAYOUT 2 over B^T (N x K) in boxes of BN / CLUSTER rows x BK. With B_LAYOUT 3 the
+// x 64 columns (BK / CLUSTER rows where BN / 64 chunks do not split evenly over the cluster), or with B_LAYOUT 2 over B^T (N x K) in boxes of BN / CLUSTER rows x BK. With B_LAYOUT 3 the
 // roles swap: tmap_a over B (K x N) in boxes of BK rows x 32 columns, tmap_b over A (M x K) in boxes of
 // BN / CLUSTER rows x BK. A and B pointers are unused by the main loop (the maps carry them) and kept for
 // the common argument list.
@@ -871,7 +871,11 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     static_assert(C_TYPE >= 1 && C_TYPE <= 3, "C_TYPE: 1 fp32, 2 fp16, 3 bf16");
     static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2 blocks");
     // With a cluster, each block copies 1 / CLUSTER of the B tile and multicasts it to all blocks.
-    static_assert(B_KMAJOR ? (BN / CLUSTER) % 8 == 0 : (BN / 64) % CLUSTER == 0, "B must split evenly over the cluster");
+    // A row-major B goes by whole 64-column chunks where they split evenly over the cluster, else (BN 192)
+    // by k rows of every chunk (B_SPLIT_ROWS; the map's box is then BK / CLUSTER rows).
+    constexpr bool B_SPLIT_ROWS = !B_KMAJOR && CLUSTER > 1 && (BN / 64) % CLUSTER != 0;
+    static_assert(B_KMAJOR ? (BN / CLUSTER) % 8 == 0 : (BN / 64) % CLUSTER == 0 || (BK / CLUSTER) % 8 == 0,
+                  "B must split evenly over the cluster");
 
     // STAGES x (A tile, B tile), then one EPI_REGION per consumer, + 1024 bytes of alignment slack.
     extern __shared__ unsigned char smem_raw[];
@@ -970,6 +974,15 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                         if constexpr (B_KMAJOR) {
                             constexpr int ROWS = BN / CLUSTER;  // rows of B^T per share (the map's box)
                             tma_load_multicast(b_dst + rank * ROWS * 128, &tmap_b, kt * BK, n0 + rank * ROWS, zb, full, ALL);
+                        } else if constexpr (B_SPLIT_ROWS) {
+                            // Chunks that do not split evenly over the cluster (BN 192): each block copies its
+                            // BK / CLUSTER k rows of every chunk (whole 8-row swizzle groups, so the layout is
+                            // the one a whole chunk's copy writes).
+                            constexpr int ROWS = BK / CLUSTER;
+#pragma unroll
+                            for (int c = 0; c < BN / 64; ++c)
+                                tma_load_multicast(b_dst + c * B_CHUNK + rank * ROWS * 128, &tmap_b, n0 + c * 64,
+                                                   kt * BK + rank * ROWS, zb, full, ALL);
                         } else {
                             constexpr int SHARE = BN / 64 / CLUSTER;
 #pragma unroll

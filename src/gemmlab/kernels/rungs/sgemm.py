@@ -211,7 +211,7 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
     return best
 
 
-def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
+def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None) -> dict[str, int]:
     """The tile class with the least predicted time, its split (and tail), where the slices are summed and
     how B is copied."""
     scored = [(predicted_time(m, n, k, sms, c.cfg, c.speed, c.per_sm, c.tail, c.min_slice), c.cfg)

@@ -61,9 +61,6 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"BN = {bn}: the wgmma tiles used are 128, 192 or 256 columns wide")
     elif bn == 192 and p["A_TYPE"] == mma_sync.TF32:
         errs.append("BN = 192 is built for fp16 / bf16; tf32 takes 128 or 256")
-    elif p["B_LAYOUT"] == B_ROW_MAJOR and (bn // 64) % p["CLUSTER"]:
-        errs.append(f"BN = {bn} is {bn // 64} boxes of 64 columns of a row-major B, which the CLUSTER = "
-                    f"{p['CLUSTER']} blocks of a cluster cannot share evenly: CLUSTER = 1")
     if p.get("STREAM_K") and p["SCHEDULE"] != COOPERATIVE:
         errs.append("STREAM_K = 1 needs the cooperative schedule (SCHEDULE = 1): ping-pong consumers take whole "
                     "tiles in turn")
@@ -264,6 +261,22 @@ def split_for(m: int, n: int, k: int, sms: int) -> int:
     return max(s for s in SPLIT_CHOICES if s <= max(most, 1))
 
 
+NARROW_MAX_SHARE = 0.8  # 192-column tiles where their rounds take at most this share of the 256-column ones
+
+
+def narrow_tiles_pay(m: int, n: int, sms: int, cluster: int) -> bool:
+    """Whether 128 x 192 tiles (fp16 / bf16) fill the last round of a persistent grid so much better than
+    128 x 256 ones that their rounds, each 3/4 as long, take at most NARROW_MAX_SHARE of the time. 3000^3:
+    288 tiles of 128 x 256 in clusters of two are 2.2 rounds on 66 clusters, run as 3; 384 of 128 x 192 are
+    2.9 rounds, so 3 x 192 against 3 x 256 columns: 0.75. Measured, BF16 x cuBLAS, flushed (docs/journal.md,
+    "2026-11-27: rows that straddle lines"): 3000^3 0.76 -> 0.85, 3000 x 3000 x 8192 0.80 -> 0.98; where the
+    rounds gain less they lost: 5000^3 (0.96 by rounds) 0.90 -> 0.83, 6000^3 (1.0) 0.98 -> 0.97,
+    5000 x 3000 x 1234 (0.94) 2.17 -> 2.02, 4096^3 (1.13) 1.02 -> 0.90."""
+    def rounds(bn: int) -> int:
+        return cdiv(cdiv(cdiv(m, 128), cluster) * cdiv(n, bn), max(sms // cluster, 1))
+    return rounds(192) * 192 <= NARROW_MAX_SHARE * rounds(256) * 256
+
+
 GROUP_CHOICES = (1, 4, 8, 16)
 
 
@@ -282,16 +295,19 @@ def best_group(bm: int, bn: int, resident: int, tiles_m: int) -> int:
     return min(GROUP_CHOICES, key=lambda g: (wave_footprint(g, bm, bn, resident, tiles_m), g))
 
 
-def _heuristic(m: int, n: int, k: int, sms: int) -> dict[str, int]:
-    """The tiling (_tiling) and, for it, the tile order's group height (best_group). (For tf32 on a row-major
-    B the kernel's tile rows are columns of C, so the cap at M's tile rows is then N's; it matters only
-    below 16 tile rows.)"""
+def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None) -> dict[str, int]:
+    """The tiling (_tiling; with `element` fp16 / bf16 or None, 192-column tiles where narrow_tiles_pay) and,
+    for it, the tile order's group height (best_group). (For tf32 on a row-major B the kernel's tile rows are
+    columns of C, so the cap at M's tile rows is then N's; it matters only below 16 tile rows.)"""
     split = split_for(m, n, k, sms)
     if split > 1:
         p = split_tiles(m, n)
         p["SPLIT_K"] = split
     else:
         p = _tiling(m, n, k, sms)
+        if p.get("BN", 256) == 256 and p.get("BM", 128) == 128 and element in (None, "float16", "bfloat16") \
+                and narrow_tiles_pay(m, n, sms, p.get("CLUSTER", 2)):
+            p["BN"] = 192
     bm, bn = p.get("BM", 128), p.get("BN", 256)
     p["GROUP_M"] = best_group(bm, bn, sms, cdiv(m, bm))
     return p
@@ -376,7 +392,15 @@ def tensor_maps(m: int, n: int, k: int, p: dict[str, int]) -> tuple[TensorMapBox
     a = TensorMapBox("A", m, k, p["BM"], bk, eb)
     if layout == B_KMAJOR:
         return (a, TensorMapBox("B", n, k, share, bk, eb), c)
-    return (a, TensorMapBox("B", k, n, bk, 64, eb), c)
+    return (a, TensorMapBox("B", k, n, b_box_rows(p), 64, eb), c)
+
+
+def b_box_rows(p: dict[str, int]) -> int:
+    """K rows per box of a row-major B: a whole k step, or its share where the tile's 64-column chunks do not
+    split evenly over the cluster (BN 192 in clusters of two: each block copies half the k rows of every
+    chunk and multicasts them)."""
+    bk = 128 // element_bytes(p)
+    return bk // p["CLUSTER"] if (p["BN"] // 64) % p["CLUSTER"] else bk
 
 
 SPEC = KernelSpec(
