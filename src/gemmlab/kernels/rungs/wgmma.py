@@ -269,9 +269,10 @@ def narrow_tiles_pay(m: int, n: int, sms: int, cluster: int) -> bool:
     128 x 256 ones that their rounds, each 3/4 as long, take at most NARROW_MAX_SHARE of the time. 3000^3:
     288 tiles of 128 x 256 in clusters of two are 2.2 rounds on 66 clusters, run as 3; 384 of 128 x 192 are
     2.9 rounds, so 3 x 192 against 3 x 256 columns: 0.75. Measured, BF16 x cuBLAS, flushed (docs/journal.md,
-    "2026-11-27: rows that straddle lines"): 3000^3 0.76 -> 0.85, 3000 x 3000 x 8192 0.80 -> 0.98; where the
-    rounds gain less they lost: 5000^3 (0.96 by rounds) 0.90 -> 0.83, 6000^3 (1.0) 0.98 -> 0.97,
-    5000 x 3000 x 1234 (0.94) 2.17 -> 2.02, 4096^3 (1.13) 1.02 -> 0.90."""
+    "2026-11-27: rows that straddle lines"): 3000^3 0.75 -> 0.87, 3000 x 3000 x 8192 0.80 -> 0.99, without
+    clusters 3072 x 3072 x 8192 0.75 -> 1.03 and 1536 x 2048 x 2048 0.81 -> 0.97; where the rounds gain less
+    they lost: 5000^3 (0.96 by rounds) 0.86 -> 0.85, 6000^3 (1.0) 0.98 -> 0.97, 2500 x 2500 x 8192 (1.13)
+    2.13 -> 1.93, 4096^3 (1.13) 1.02 -> 0.90."""
     def rounds(bn: int) -> int:
         return cdiv(cdiv(cdiv(m, 128), cluster) * cdiv(n, bn), max(sms // cluster, 1))
     return rounds(192) * 192 <= NARROW_MAX_SHARE * rounds(256) * 256
