@@ -23,6 +23,7 @@ def main():
     ap.add_argument("--pitch", action="store_true")
     ap.add_argument("--promotion", type=int, default=None,
                     help="the L2 fill width (bytes: 0, 64, 128, 256) of maps whose rows straddle 128-byte lines")
+    ap.add_argument("--variants", default="", help="parameter sets 'K=V,K=V;K=V' in place of VARIANTS")
     ap.add_argument("--shapes", default="", help="MxNxK,... in place of the odd sizes")
     ap.add_argument("--kmajor", action="store_true", help="B as the transpose of an N x K weight (W.t())")
     args = ap.parse_args()
@@ -46,7 +47,9 @@ def main():
         b = (torch.rand(k, n, device="cuda") * 2 - 1).to(torch.bfloat16)
         if args.kmajor:
             b = b.t().contiguous().t()
-        compare(f"{m}x{n}x{k}", a, b, lambda: torch.matmul(a, b), VARIANTS, args.budget)
+        variants = [{kk: int(v) for kk, v in (p.split("=") for p in var.split(",") if p)}
+                    for var in args.variants.split(";")] if args.variants else VARIANTS
+        compare(f"{m}x{n}x{k}", a, b, lambda: torch.matmul(a, b), variants, args.budget)
 
 
 PARTIAL = [(3000, 3000, 3000), (2500, 2500, 2500), (3500, 3500, 3500), (5000, 5000, 5000), (4096, 4096, 4096),

@@ -195,10 +195,15 @@ def test_shape_heuristic():
     assert params(3000, 5000, 2000)["CLUSTER"] == 2 and params(4096, 4096, 4000)["CLUSTER"] == 2
     small = params(1024, 1024, 1024)  # 32 default tiles for 132 SMs: 64 x 128 ping-pong tiles, no clusters
     assert (small["BM"], small["BN"], small["CLUSTER"], small["SCHEDULE"]) == (64, 128, 1, wgmma.PINGPONG)
-    ragged = params(1000, 1000, 1000)  # the same, not in whole tiles: 128 x 128 cooperative tiles
-    assert (ragged["BM"], ragged["BN"], ragged["CLUSTER"], ragged["SCHEDULE"]) == (128, 128, 1, wgmma.COOPERATIVE)
-    short = params(8192, 4096, 1024)
-    assert short["SCHEDULE"] == wgmma.PINGPONG and short["BN"] == 128
+    ragged = params(1000, 1000, 1000)  # not in whole tiles, rows across lines, one wave: the same in clusters
+    assert (ragged["BM"], ragged["BN"], ragged["CLUSTER"], ragged["SCHEDULE"]) == (64, 128, 2, wgmma.PINGPONG)
+    two_waves = params(1200, 1200, 1200)  # 190 such tiles: 128 x 128 cooperative ones, no clusters
+    assert (two_waves["BM"], two_waves["BN"], two_waves["CLUSTER"], two_waves["SCHEDULE"]) == (128, 128, 1, 1)
+    short = params(8192, 4096, 1024)  # 256 < K <= 1024 in whole lines: 64 x 256 ping-pong tiles, no clusters
+    assert (short["BM"], short["BN"], short["CLUSTER"], short["SCHEDULE"]) == (64, 256, 1, wgmma.PINGPONG)
+    assert params(2048, 2048, 512)["BM"] == 64  # also where the default tiles make one wave
+    across = params(3000, 3000, 1000)  # rows across lines: 128 x 128 ping-pong tiles in clusters
+    assert (across["BN"], across["CLUSTER"], across["SCHEDULE"]) == (128, 2, wgmma.PINGPONG)
     one_wave = params(2048, 2048, 2048)  # 128 default tiles: the defaults without clusters
     assert (one_wave["BM"], one_wave["BN"], one_wave["CLUSTER"], one_wave["SCHEDULE"]) == (128, 256, 1, wgmma.COOPERATIVE)
     wide_c = params(16384, 16384, 256)  # four k steps: the defaults (deferred stores) without clusters

@@ -22,7 +22,7 @@ TILINGS = [dict(BM=128, BN=256, STAGES=4), dict(BM=128, BN=128, STAGES=6), dict(
            dict(BM=128, BN=128, STAGES=5, SCHEDULE=2, CLUSTER=1), dict(BM=64, BN=256, STAGES=5, SCHEDULE=2, HELD=2),
            dict(BM=64, BN=256, STAGES=4, SCHEDULE=2, CLUSTER=1), dict(BM=128, BN=192, STAGES=4, CLUSTER=1),
            dict(BM=64, BN=192, STAGES=5, SCHEDULE=2, HELD=2, CLUSTER=1), dict(BM=128, BN=192, STAGES=4),
-           dict(BM=64, BN=192, STAGES=5, SCHEDULE=2, HELD=2)]
+           dict(BM=64, BN=192, STAGES=5, SCHEDULE=2, HELD=2), dict(BM=64, BN=128, STAGES=6, SCHEDULE=2, HELD=2)]
 
 
 @pytest.fixture(autouse=True)

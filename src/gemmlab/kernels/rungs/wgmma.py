@@ -228,6 +228,8 @@ def _split_reduce_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch 
 
 # 64 x 128 ping-pong tiles, six slots held two at a time, no clusters: small C (_tiling) and split units (split_for)
 PINGPONG_64x128 = {"BM": 64, "BN": 128, "SCHEDULE": PINGPONG, "STAGES": 6, "HELD": 2, "CLUSTER": 1}
+# 64 x 256 ping-pong tiles, four slots held two at a time, no clusters: short K (_tiling)
+PINGPONG_64x256 = {"BM": 64, "SCHEDULE": PINGPONG, "STAGES": 4, "HELD": 2, "CLUSTER": 1}
 SPLIT_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
 SPLIT_MIN_STEPS = 32    # k steps (of 64) per slice at least
 SPLIT_MAX_SHARE = 0.5   # split only where the unsplit tiles (split_tiles) would keep at most this share of the SMs busy
@@ -323,7 +325,10 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
       (or M <= 64), 64 x 128 ping-pong tiles instead, four times the blocks, six slots held two at a time
       (1024^3: 0.69 -> 0.82-0.84 in three runs; 128 x 4096 x 16384: 0.98 against 0.66; the same tiles on
       1000^3 measured 0.73 against 0.81, for a reason not established; 128 x 11008 x 4096, 86 tiles of 128 x
-      128: 0.87 against 0.99);
+      128: 0.87 against 0.99); where M or N is not whole such tiles and rows straddle 128-byte lines, 64 x
+      128 ping-pong tiles in clusters of two (B copied once for two blocks) if they make one wave
+      (1000^3: 0.86 -> 0.90, 1000 x 1000 x 4000 0.85 -> 0.94; without clusters 0.82 and 0.73; 1200^3, 190
+      of them, 1.01 -> 0.79);
     - at most one wave of default tiles and K <= 2048 (2048^3: 128 tiles): the default tiles without
       clusters (2048^3: 0.97; 128 x 128 ping-pong tiles, two waves, measured 0.82 against 0.78 under the
       first flush and 0.88 against 0.97 under the reading flush);
@@ -332,6 +337,10 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     - K <= 128 (one or two k steps: a tile is mostly its epilogue) with many tiles: 64 x 256 ping-pong tiles
       without clusters, one consumer's stores under the other's loads (batches of torch.bmm: 64 x 512 x 512
       x 64 0.93 -> 1.02, 32 x 1024 x 1024 x 128 0.97 -> 1.02, 96 x 2048 x 2048 x 128 0.86 -> 0.97);
+    - 256 < K <= 1024 with rows of whole 128-byte lines (K and N multiples of 64): the same 64 x 256 ping-pong
+      tiles (4096 x 4096 x 512: 0.96 -> 1.05, 4096 x 4096 x 1024 0.93 -> 1.00, 2048 x 2048 x 512 0.91 ->
+      1.00, 8192 x 8192 x 512 0.99 -> 1.02; 8192 x 8192 x 1024 1.05 -> 1.03; on straddling rows without
+      clusters they lost: 3000 x 3000 x 1000 0.73 -> 0.51);
     - K <= 256 (four k steps) with many tiles: the default tiles without clusters, whose deferred stores
       run under the next tile's k steps (16384 x 16384 x 256: 1.04, against 0.83 for the ping-pong tiles
       below and 0.86 for 64 x 256 ping-pong);
@@ -346,19 +355,23 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
       clusters, which copy B once for two blocks, are worth 30 % (0.65 -> 0.94 of cuBLAS; likely the extra
       sectors of every copy of B, not checked with counters)."""
     wide = cdiv(m, 128) * cdiv(n, 256)
+    lines = n % 64 == 0 and k % 64 == 0  # rows of A and B whole 128-byte lines (16-bit elements)
     if 2 * wide <= sms:
-        if m % 64 == 0 and n % 128 == 0 and (m <= 64 or 2 * cdiv(m, 128) * cdiv(n, 128) <= sms):
-            return dict(PINGPONG_64x128)
+        if m % 64 == 0 and n % 128 == 0:
+            if m <= 64 or 2 * cdiv(m, 128) * cdiv(n, 128) <= sms:
+                return dict(PINGPONG_64x128)
+        elif not lines and cdiv(m, 64) * cdiv(n, 128) <= sms:
+            return {**PINGPONG_64x128, "CLUSTER": 2}
         return {"BN": 128, "CLUSTER": 1}
     if n <= 128:
         return {"BN": 128, "CLUSTER": 1}
-    if k <= 128:
-        return {"BM": 64, "SCHEDULE": PINGPONG, "STAGES": 4, "HELD": 2, "CLUSTER": 1}
+    if k <= 128 or (k <= 1024 and lines and k > 256):
+        return dict(PINGPONG_64x256)
     if k <= 256 or (wide <= sms and k <= 2048):
         return {"CLUSTER": 1}
     if k <= 1024:
         return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2}
-    if wide <= 4 * sms and n % 64 == 0 and k % 64 == 0:
+    if wide <= 4 * sms and lines:
         return {"CLUSTER": 1}
     return {}
 
