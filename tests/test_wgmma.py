@@ -199,9 +199,10 @@ def test_shape_heuristic():
     assert (ragged["BM"], ragged["BN"], ragged["CLUSTER"], ragged["SCHEDULE"]) == (64, 128, 2, wgmma.PINGPONG)
     two_waves = params(1200, 1200, 1200)  # 190 such tiles: 128 x 128 cooperative ones, no clusters
     assert (two_waves["BM"], two_waves["BN"], two_waves["CLUSTER"], two_waves["SCHEDULE"]) == (128, 128, 1, 1)
-    short = params(8192, 4096, 1024)  # 256 < K <= 1024 in whole lines: 64 x 256 ping-pong tiles, no clusters
-    assert (short["BM"], short["BN"], short["CLUSTER"], short["SCHEDULE"]) == (64, 256, 1, wgmma.PINGPONG)
-    assert params(2048, 2048, 512)["BM"] == 64  # also where the default tiles make one wave
+    short = params(8192, 4096, 1024)  # K <= 1024 in whole lines: the defaults without clusters
+    assert (short["BM"], short["BN"], short["CLUSTER"], short["SCHEDULE"]) == (128, 256, 1, wgmma.COOPERATIVE)
+    short_few = params(2048, 2048, 512)  # the same with one wave of default tiles: 64 x 256 ping-pong tiles
+    assert (short_few["BM"], short_few["BN"], short_few["CLUSTER"], short_few["SCHEDULE"]) == (64, 256, 1, 2)
     across = params(3000, 3000, 1000)  # rows across lines: 128 x 128 ping-pong tiles in clusters
     assert (across["BN"], across["CLUSTER"], across["SCHEDULE"]) == (128, 2, wgmma.PINGPONG)
     one_wave = params(2048, 2048, 2048)  # 128 default tiles: the defaults without clusters

@@ -337,16 +337,19 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     - K <= 128 (one or two k steps: a tile is mostly its epilogue) with many tiles: 64 x 256 ping-pong tiles
       without clusters, one consumer's stores under the other's loads (batches of torch.bmm: 64 x 512 x 512
       x 64 0.93 -> 1.02, 32 x 1024 x 1024 x 128 0.97 -> 1.02, 96 x 2048 x 2048 x 128 0.86 -> 0.97);
-    - 256 < K <= 1024 with rows of whole 128-byte lines (K and N multiples of 64): the same 64 x 256 ping-pong
-      tiles (4096 x 4096 x 512: 0.96 -> 1.05, 4096 x 4096 x 1024 0.93 -> 1.00, 2048 x 2048 x 512 0.91 ->
-      1.00, 8192 x 8192 x 512 0.99 -> 1.02; 8192 x 8192 x 1024 1.05 -> 1.03; on straddling rows without
-      clusters they lost: 3000 x 3000 x 1000 0.73 -> 0.51);
-    - K <= 256 (four k steps) with many tiles: the default tiles without clusters, whose deferred stores
-      run under the next tile's k steps (16384 x 16384 x 256: 1.04, against 0.83 for the ping-pong tiles
-      below and 0.86 for 64 x 256 ping-pong);
-    - short K (K <= 1024) with many tiles: the ping-pong schedule, whose epilogue of one tile overlaps the
-      other consumer's main loop, a large share when a tile has 16 k steps or fewer (4096 x 4096 x 1024:
-      0.70 -> 0.80; 8192 x 4096 x 1024: 0.72 -> 0.79);
+    - K <= 1024 with rows of whole 128-byte lines (K and N multiples of 64) and at most one wave of default
+      tiles: the same 64 x 256 ping-pong tiles, twice the blocks (2048 x 2048 x 512: 0.86 for 128 x 128
+      ping-pong, 0.93 for the defaults without clusters, 1.00);
+    - K <= 256 (four k steps) with many tiles, or K <= 1024 in whole lines: the default tiles without
+      clusters, whose deferred stores run under the next tile's k steps (16384 x 16384 x 256: 1.04, against
+      0.83 for the ping-pong tiles below and 0.86 for 64 x 256 ping-pong; 4096 x 4096 x 1024: 1.02 against
+      0.93 for 128 x 128 ping-pong and 0.99 for 64 x 256; 8192 x 8192 x 1024: 1.07, 1.05, 1.06; 4096 x 4096
+      x 512: 1.05, 0.96, 1.05); on straddling rows without clusters 64 x 256 ping-pong lost (3000 x 3000 x
+      1000: 0.73 -> 0.51);
+    - short K (K <= 1024) on rows across lines, with many tiles: the ping-pong schedule, whose epilogue of
+      one tile overlaps the other consumer's main loop, a large share when a tile has 16 k steps or fewer
+      (measured before the rules above, in whole lines: 4096 x 4096 x 1024 0.70 -> 0.80; 8192 x 4096 x 1024
+      0.72 -> 0.79);
     - at most four rounds of default tiles, rows of A and B whole 128-byte lines (K and N multiples of 64):
       no clusters. A cluster's barriers at the start and the end cost about 0.8 % of 4096^3 (the timeline:
       fill 1.9 -> 1.5 %, end 0.6 -> 0.2 %), more than its shared B saves in so few rounds (4096^3: 0.6 % less
@@ -365,9 +368,9 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
         return {"BN": 128, "CLUSTER": 1}
     if n <= 128:
         return {"BN": 128, "CLUSTER": 1}
-    if k <= 128 or (k <= 1024 and lines and k > 256):
+    if k <= 128 or (k <= 1024 and lines and wide <= sms):
         return dict(PINGPONG_64x256)
-    if k <= 256 or (wide <= sms and k <= 2048):
+    if k <= 256 or (k <= 1024 and lines) or (wide <= sms and k <= 2048):
         return {"CLUSTER": 1}
     if k <= 1024:
         return {"SCHEDULE": PINGPONG, "BN": 128, "STAGES": 5, "HELD": 2}
