@@ -242,7 +242,11 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
             after, two = plan.second, plan.second_pack.slots
             two[3].value, two[4].value, two[5].value = alpha, beta, pc
             two[7].value, two[8].value, two[9].value = pf, pbias, pr
-            drv.launch(plan.second_function, *after.grid, *after.block, after.smem, stream, plan.second_pack.address, 0)
+            if plan.second_launch is not None:
+                plan.second_launch(stream, plan.second_pack.address)
+            else:
+                drv.launch(plan.second_function, *after.grid, *after.block, after.smem, stream,
+                           plan.second_pack.address, 0)
     if target is not out:
         home.copy_into(c, target)  # C's layout was not row-major: the result goes back into it
     del ka, kb, vec, kr, keep_ws  # (alive until the launches are queued; the allocators order their reuse)

@@ -220,6 +220,7 @@ class Plan:
     second_function: int
     slots: dict[str, int]             # argument name -> its index in the pack
     second_pack: launch.ArgPack | None = None
+    second_launch: launch.DependentLaunch | None = None  # the second kernel as a programmatic dependent
     scratch: bool = False             # the workspace asks for memory
     # The call runs as C^T = B^T A^T (dispatch.computes_transposed): this plan is the swapped product's (its
     # request has M and N exchanged), and launch.run passes it B^T, A^T, C^T and R^T.
@@ -342,11 +343,15 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     second_pack = None if second is None else launch.ArgPack(
         (np.int32(req.m), np.int32(req.n), np.int32(p.get("SPLIT_K", 1)), np.float32(1), np.float32(0), _NULL,
          np.int32(ldc), _NULL, _NULL, _NULL, np.int32(ldr), np.int32(req.flags)))
+    after = launch.function_handle(prepared.after) if prepared.after is not None else 0
+    second_launch = None
+    if second is not None and spec.second_kernel.dependent:
+        second_launch = launch.DependentLaunch(after, second.grid, second.block, second.smem)
     return Plan(req, dev, spec, p, source, detail, prepared, grid, geo.block, geo.smem, second, la, lb, lc, lr,
                 _bias_direct(home, bias), workspace, maps, launch.ArgPack(values),
-                launch.function_handle(prepared.kernel),
-                launch.function_handle(prepared.after) if prepared.after is not None else 0, slots,
-                second_pack=second_pack, scratch=workspace is not None and (workspace.floats or workspace.ints) > 0)
+                launch.function_handle(prepared.kernel), after, slots, second_pack=second_pack,
+                second_launch=second_launch,
+                scratch=workspace is not None and (workspace.floats or workspace.ints) > 0)
 
 
 def _as_read(pa: int, la: OperandLayout, pb: int, lb: OperandLayout):

@@ -145,10 +145,14 @@ class SecondKernel:
     """A kernel of the same module launched after the rung's own, on the same stream (split-K's reduction):
     its name (or C++ name expression; a function of the parameters where it is a template, e.g. of the
     output type) and its geometry for (M, N, K, params), None where this instantiation needs no second
-    launch. It takes (M, N, SPLIT_K, alpha, beta, C, ldc, the float workspace, the epilogue arguments)."""
+    launch. It takes (M, N, SPLIT_K, alpha, beta, C, ldc, the float workspace, the epilogue arguments).
+    dependent: launched as the rung's programmatic dependent (scheduled while the rung's last blocks run);
+    the kernel then waits (griddepcontrol.wait) before it reads the workspace, and the rung's kernel lets it
+    start (griddepcontrol.launch_dependents)."""
 
     name: str | Callable[[dict[str, int]], str]
     geometry: Callable[[int, int, int, dict[str, int]], Launch | None]
+    dependent: bool = False
 
     def name_for(self, params: Mapping[str, int]) -> str:
         """The name expression to compile and load for these parameters."""

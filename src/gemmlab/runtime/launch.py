@@ -16,6 +16,7 @@ import numpy as np
 
 from .compiler import CompiledModule, Resources
 from .device import libcuda, require_cupy
+from .errors import GemmlabError
 
 _modules: dict[tuple[str, int], Any] = {}
 
@@ -135,6 +136,49 @@ def function_handle(kernel: LoadedKernel) -> int:
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem_bytes", ctypes.c_uint),
                 ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+
+class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: its id, padding, a 64-byte value union
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_ubyte * 4), ("value", ctypes.c_int * 16)]
+
+
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+
+@functools.lru_cache(maxsize=1)
+def _launch_ex_fn():
+    fn = getattr(libcuda(), "cuLaunchKernelEx", None)
+    if fn is not None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return fn
+
+
+class DependentLaunch:
+    """A kernel launched as the programmatic dependent of the kernel before it on the stream (cuLaunchKernelEx
+    with programmatic stream serialisation): it may be scheduled while that kernel's last blocks run, and
+    waits (griddepcontrol.wait) before reading what they write. The configuration is built once; a launch
+    sets the stream and the packed arguments. Where the driver has no cuLaunchKernelEx, an ordinary launch
+    (the kernel's wait is then a no-op)."""
+
+    def __init__(self, function: int, grid: Sequence[int], block: Sequence[int], smem: int):
+        self.function = function
+        self._attr = _LaunchAttribute(_PROGRAMMATIC_STREAM_SERIALIZATION)
+        self._attr.value[0] = 1
+        self._config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), smem, None,
+                                     ctypes.addressof(self._attr), 1)
+        self._grid, self._block, self._smem = tuple(grid), tuple(block), smem
+
+    def __call__(self, stream: int, params_address: int) -> None:
+        fn = _launch_ex_fn()
+        if fn is None:
+            driver_launch()(self.function, *self._grid, *self._block, self._smem, stream, params_address, 0)
+            return
+        self._config.stream = stream or None
+        rc = fn(ctypes.byref(self._config), self.function, params_address, None)
+        if rc != 0:
+            raise GemmlabError(f"cuLaunchKernelEx failed ({rc}) for a dependent launch of grid {self._grid}, "
+                               f"block {self._block}")
 
 
 @functools.lru_cache(maxsize=1)

@@ -912,6 +912,10 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         TRACE_BLOCK(2, trace_smid());
     }
 #endif
+    // A split's second launch (its programmatic dependent) may be scheduled from now on: its blocks take SMs
+    // this grid leaves free and wait in grid_dependency_wait for this grid's sums, so its launch is not
+    // paid after this grid's last block.
+    if constexpr (SPLIT_K > 1) grid_dependents_launch();
 
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -1440,5 +1444,6 @@ __global__ void __launch_bounds__(SPLIT_REDUCE_THREADS)
     wgmma_split_reduce(int M, int N, int slices, float alpha, float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc,
                        const float* __restrict__ ws, const float* __restrict__ bias,
                        const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
+    grid_dependency_wait();  // launched as the split's programmatic dependent: the slabs are complete after this
     split_sum_epilogue<C_TYPE, LANES>(M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
 }

@@ -476,7 +476,7 @@ SPEC = KernelSpec(
     tensor_maps=tensor_maps,
     workspace=workspace,
     second_kernel=SecondKernel(lambda p: f"wgmma_split_reduce<{p['C_TYPE']}, {reduce_lanes(p)}>",
-                               _split_reduce_geometry),
+                               _split_reduce_geometry, dependent=True),
     k_slices=lambda p: p["SPLIT_K"],
     operand_rules=operand_problems,
     staging=Staging("AB"),
