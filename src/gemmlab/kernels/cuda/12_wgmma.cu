@@ -801,10 +801,10 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
 // sharing B; STREAM_K: 1 compiles stream-K for the last rounds of tiles (work_unit; sk_ws, sk_flags and
 // sk_tiles from the host, sk_tiles 0 for none), 0 not (those three arguments are then unused).
 // Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of BK rows
-// x 64 columns (BK / CLUSTER rows where BN / 64 chunks do not split evenly over the cluster), or with B_LAYOUT 2 over B^T (N x K) in boxes of BN / CLUSTER rows x BK. With B_LAYOUT 3 the
-// roles swap: tmap_a over B (K x N) in boxes of BK rows x 32 columns, tmap_b over A (M x K) in boxes of
-// BN / CLUSTER rows x BK. A and B pointers are unused by the main loop (the maps carry them) and kept for
-// the common argument list.
+// x 64 columns (BK / CLUSTER rows where BN / 64 chunks do not split evenly over the cluster), or with
+// B_LAYOUT 2 over B^T (N x K) in boxes of BN / CLUSTER rows x BK. With B_LAYOUT 3 the roles swap: tmap_a
+// over B (K x N) in boxes of BK rows x 32 columns, tmap_b over A (M x K) in boxes of BN / CLUSTER rows x BK.
+// A and B pointers are unused by the main loop (the maps carry them) and kept for the common argument list.
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
           int STREAM_K, int DEFER, int BATCHED, int SPLIT_K>
 __device__ __forceinline__ void

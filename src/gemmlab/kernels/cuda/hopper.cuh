@@ -65,7 +65,6 @@ __device__ __forceinline__ unsigned long long l2_evict_first() {
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
     return p;
 }
-// Every mbarrier this thread initialised is visible to the other threads and the copy engine (after a barrier).
 // Programmatic dependent launch: a grid launched after this one on the stream with the programmatic
 // serialisation attribute may start once every block of this grid has called grid_dependents_launch (or
 // exited); it must call grid_dependency_wait before reading what this grid writes (the wait returns when this
@@ -73,6 +72,7 @@ __device__ __forceinline__ unsigned long long l2_evict_first() {
 __device__ __forceinline__ void grid_dependents_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
+// Every mbarrier this thread initialised is visible to the other threads and the copy engine (after a barrier).
 __device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 
 // The same copy written to the same shared-memory offset (and signalled on the same mbarrier offset) in
