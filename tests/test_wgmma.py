@@ -446,3 +446,25 @@ def test_split_builds_without_local_memory(params):
     for expr in (SPEC.name_expression(p), SPEC.second_kernel.name_for(p)):
         r = mod.resources[expr]
         assert r.registers > 0 and not r.uses_local_memory, (expr, r)
+
+
+def test_dependent_second_kernels_wait_before_reading():
+    """A second kernel launched as a programmatic dependent may start before the rung's grid has finished: its
+    body must wait (grid_dependency_wait) before anything else, and the rung's kernel lets it be scheduled
+    (grid_dependents_launch). The driver structures of the launch have the sizes the driver reads."""
+    import ctypes
+
+    from gemmlab.kernels import registry
+    from gemmlab.runtime import launch
+
+    assert ctypes.sizeof(launch._LaunchAttribute) == 72 and ctypes.sizeof(launch._LaunchConfig) == 56
+    dependent = [s for s in registry.all_specs() if s.second_kernel is not None and s.second_kernel.dependent]
+    assert SPEC in dependent
+    for spec in dependent:
+        text = spec.source_path.read_text()
+        name = spec.second_kernel.name_for(spec.defaults).split("<")[0]
+        body = text[text.index(name + "("):]
+        body = body[body.index("{") + 1:]
+        first = body.strip().split(";")[0]
+        assert first.startswith("grid_dependency_wait()"), (spec.name, first)
+        assert "grid_dependents_launch()" in text, spec.name
