@@ -37,7 +37,9 @@ def test_targets_only_sm_90a():
                                     dict(BN=128, SCHEDULE=2, STAGES=5), dict(B_LAYOUT=2),
                                     dict(BM=64, BN=256, SCHEDULE=2, STAGES=5, HELD=2),
                                     dict(A_TYPE=3, B_LAYOUT=3), dict(A_TYPE=3, B_LAYOUT=3, BN=128, CLUSTER=1, C_TYPE=3),
-                                    dict(A_TYPE=3, B_LAYOUT=3, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2)],
+                                    dict(A_TYPE=3, B_LAYOUT=3, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2),
+                                    dict(C_TYPE=3, BN=192),  # clusters over half the k rows of B's chunks
+                                    dict(C_TYPE=3, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, SPLIT_K=4)],
                          ids=str)
 def test_compiles_without_local_memory(params):
     p = SPEC.validate(params)
