@@ -627,3 +627,37 @@ def test_residual_from_registers(activation, out_dtype, params):
             bad = ~(np.abs(got - ref) <= bound)
             assert not bad.any(), (f"{activation} {out_dtype} {m}x{n}x{k} bias[{bias_len}] {params}: "
                                    f"{bad.sum()} elements off, first at {np.argwhere(bad)[0]}")
+
+
+# What kernel="auto" picks on 132 SMs (the H100, the H200), by rule of wgmma._tiling and narrow_tiles_pay.
+AUTO_TILES = [((3000, 3000, 3000), dict(BM=128, BN=192, CLUSTER=2, SCHEDULE=1)),   # 192 columns, clusters
+              ((3072, 3072, 8192), dict(BM=128, BN=192, CLUSTER=1, SCHEDULE=1)),   # the same in whole lines
+              ((1000, 1000, 1000), dict(BM=64, BN=128, CLUSTER=2, SCHEDULE=2)),    # small C across lines
+              ((2048, 2048, 512), dict(BM=64, BN=256, CLUSTER=1, SCHEDULE=2)),     # short K, one wave
+              ((4096, 4096, 1024), dict(BM=128, BN=256, CLUSTER=1, SCHEDULE=1))]   # short K in whole lines
+
+
+@pytest.mark.parametrize("mnk,tiles", AUTO_TILES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else "")
+def test_auto_tiles_by_shape_element_by_element(mnk, tiles):
+    """kernel="auto" on these shapes runs the tiles its rules name (on 132 SMs), and every element of the
+    product into a NaN-poisoned fp32 C is within fp32 accumulation's bound of the float64 product (2 K u
+    |A||B|, u = 2^-24, for any order of the sums); the 16-bit output matches it within its rounding."""
+    torch = pytest.importorskip("torch")
+    from gemmlab import api
+    from gemmlab.runtime import device
+
+    m, n, k = mnk
+    info = device.device_info()
+    choice = api.explain_choice("bfloat16", shape=mnk, info=info)
+    if info.sm_count == 132 and choice.params_source == "heuristic":
+        assert choice.spec.name == "wgmma" and {p: choice.params[p] for p in tiles} == tiles, choice.params
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device="cuda", generator=g).bfloat16()
+    b = torch.randn(k, n, device="cuda", generator=g).bfloat16()
+    c = torch.full((m, n), float("nan"), device="cuda")
+    gemmlab.matmul(a, b, c)
+    ref = a.double() @ b.double()
+    bound = 2 * k * 2.0**-24 * (a.double().abs() @ b.double().abs()) + 1e-30
+    assert torch.isfinite(c).all() and ((c.double() - ref).abs() <= bound).all(), (mnk, choice.params)
+    out = gemmlab.matmul(a, b)  # bf16 out: the TMA-store epilogue of these tiles
+    assert out.dtype == torch.bfloat16 and ((out.double() - c.double()).abs() <= 2.0**-8 * c.double().abs()).all()
