@@ -660,4 +660,5 @@ def test_auto_tiles_by_shape_element_by_element(mnk, tiles):
     bound = 2 * k * 2.0**-24 * (a.double().abs() @ b.double().abs()) + 1e-30
     assert torch.isfinite(c).all() and ((c.double() - ref).abs() <= bound).all(), (mnk, choice.params)
     out = gemmlab.matmul(a, b)  # bf16 out: the TMA-store epilogue of these tiles
-    assert out.dtype == torch.bfloat16 and ((out.double() - c.double()).abs() <= 2.0**-8 * c.double().abs()).all()
+    near = (out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2 * bound  # bf16 rounding of a value within bound
+    assert out.dtype == torch.bfloat16 and near.all(), (mnk, choice.params)
