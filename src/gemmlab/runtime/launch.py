@@ -168,9 +168,10 @@ class DependentLaunch:
         self._config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), smem, None,
                                      ctypes.addressof(self._attr), 1)
         self._grid, self._block, self._smem = tuple(grid), tuple(block), smem
+        self._fn = _launch_ex_fn()
 
     def __call__(self, stream: int, params_address: int) -> None:
-        fn = _launch_ex_fn()
+        fn = self._fn
         if fn is None:
             driver_launch()(self.function, *self._grid, *self._block, self._smem, stream, params_address, 0)
             return
