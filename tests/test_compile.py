@@ -250,17 +250,18 @@ def test_sgemm_main_loop_is_dense():
     assert info["spill_stores"] == 0 and info["stack_frame"] == 0
 
 
-# (SPLIT_K, WAVE, B_COPY, REDUCE): no split; a split tail (WAVE) with either B copy; every tile split, in two
-# or 64 slices summed in the kernel, or summed by the second kernel; B in 16- and 4-byte copies.
-# (scripts/spill_sweep.py compiles more splits of each.)
-SGEMM_FORMS = ((1, 1, 16, 1), (1, 1, 4, 1), (4, 264, 16, 1), (8, 264, 4, 1), (2, 1, 4, 1), (64, 1, 4, 1),
-               (8, 1, 16, 2))
+# (SPLIT_K, WAVE, B_COPY, REDUCE, B_LAYOUT): no split; a split tail (WAVE) with either B copy; every tile split,
+# in two or 64 slices summed in the kernel, or summed by the second kernel; B in 16- and 4-byte copies; B^T
+# read in place in each of those forms. (scripts/spill_sweep.py compiles more splits of each.)
+SGEMM_FORMS = ((1, 1, 16, 1, 1), (1, 1, 4, 1, 1), (4, 264, 16, 1, 1), (8, 264, 4, 1, 1), (2, 1, 4, 1, 1),
+               (64, 1, 4, 1, 1), (8, 1, 16, 2, 1), (1, 1, 16, 1, 2), (4, 264, 16, 1, 2), (2, 1, 16, 1, 2),
+               (8, 1, 16, 2, 2))
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_sgemm_every_form_fits_its_blocks_per_sm_without_spills(arch):
     """Every tile the shape heuristic can pick, in every form it can pick (split-K with and without a split
-    tail, either sum, either B copy), fits the register budget its MIN_BLOCKS sets (so that many blocks
+    tail, either sum, either B copy, B row-major or B^T), fits the register budget its MIN_BLOCKS sets (so that many blocks
     share an SM) without touching local memory, on every architecture. One module per architecture: the
     instantiations share one parse."""
     spec = get("sgemm")
@@ -268,10 +269,10 @@ def test_sgemm_every_form_fits_its_blocks_per_sm_without_spills(arch):
     params = []
     for c in classes:
         assert c.cfg["MIN_BLOCKS"] == c.per_sm
-        for split, wave, b_copy, reduce in SGEMM_FORMS:
+        for split, wave, b_copy, reduce, layout in SGEMM_FORMS:
             if wave == 1 or c.tail:
                 params.append((c.per_sm, spec.validate(dict(c.cfg, SPLIT_K=split, WAVE=wave, B_COPY=b_copy,
-                                                            REDUCE=reduce))))
+                                                            REDUCE=reduce, B_LAYOUT=layout))))
     exprs = [spec.name_expression(p) for _, p in params]
     resources = compiler.compile_file(spec.source_path, exprs + [spec.second_kernel.name], arch,
                                       need_report=True).resources

@@ -2,6 +2,7 @@
 operands, why (explain_choice, `gemmlab run --explain --cc`), and that a new rung is picked up from its
 spec alone (min_cc, exact targets, operand rules) with no change to the API."""
 
+import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -176,11 +177,12 @@ def test_run_explain_without_gpu_or_cc_says_what_to_give():
 
 def test_operand_staging_follows_the_specs():
     """sgemm copies an unaligned B into padded rows only for products of 2^30 multiply-adds or more, and only
-    when it reads B in 16-byte pieces; wgmma stages both operands whatever the size."""
+    when it reads a row-major B in 16-byte pieces; wgmma stages both operands whatever the size."""
     stage = SGEMM.staging.letters
     assert stage(333, 777, 999, SGEMM.validate({})) == ""
     assert stage(4097, 4097, 4097, SGEMM.validate({})) == "B"
     assert stage(4097, 4097, 4097, SGEMM.validate({"B_COPY": 4})) == ""
+    assert stage(4097, 4097, 4097, SGEMM.validate({"B_LAYOUT": 2})) == ""  # B^T read in 4-byte pieces, as A
     assert get("wgmma").staging.letters(1, 1, 1, get("wgmma").defaults) == "AB"
 
 
@@ -273,27 +275,46 @@ def test_computes_transposed_only_where_the_swap_saves_a_copy_of_b():
     from gemmlab.api import dispatch
     from gemmlab.kernels import get
 
-    sgemm, wgmma, skinny = get("sgemm"), get("wgmma"), get("skinny")
+    mma, sgemm, wgmma, skinny = get("mma_sync"), get("sgemm"), get("wgmma"), get("skinny")
     tr = dispatch.computes_transposed
-    assert tr(sgemm, 128, 11008, 4096, True, False)                   # A and C far smaller than B
-    assert tr(sgemm, 64, 5120, 13824, True, False)
-    assert not tr(sgemm, 128, 11008, 4096, False, False)              # B row-major: read as it is
-    assert not tr(sgemm, 4096, 4096, 4096, True, False)               # swapping copies as much as it saves
-    assert not tr(sgemm, 2048, 5504, 2048, True, False)
-    assert not tr(wgmma, 128, 11008, 4096, True, False)               # reads B^T in place (B_LAYOUT)
-    assert not tr(skinny, 1, 11008, 4096, True, False)
-    assert not tr(sgemm, 128, 11008, 4096, True, True)                # a batch
-    assert not tr(sgemm, 0, 11008, 4096, True, False)
+    assert tr(mma, 128, 11008, 4096, True, False)                     # A and C far smaller than B
+    assert tr(mma, 64, 5120, 13824, True, False)
+    assert not tr(mma, 128, 11008, 4096, False, False)                # B row-major: read as it is
+    assert not tr(mma, 4096, 4096, 4096, True, False)                 # swapping copies as much as it saves
+    assert not tr(mma, 2048, 5504, 2048, True, False)
+    for reads_bt in (sgemm, wgmma, skinny):                           # read B^T in place (B_LAYOUT)
+        assert not tr(reads_bt, 128, 11008, 4096, True, False), reads_bt.name
+    assert not tr(mma, 128, 11008, 4096, True, True)                  # a batch
+    assert not tr(mma, 0, 11008, 4096, True, False)
 
 
 def test_explain_choice_says_when_the_product_is_computed_transposed():
     from gemmlab import api
-
-    c = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
-    assert c.transposed and c.spec.name == "sgemm"
-    assert "computed as C^T = B^T A^T" in c.describe() and "M x N x K = 11008 x 128 x 4096" in c.describe()
     from gemmlab.kernels import get
 
-    assert c.params == get("sgemm").validate(get("sgemm").heuristic(11008, 128, 4096, 132) | {"BATCHED": 0})
-    plain = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132)
+    c = api.explain_choice("bfloat16", shape=(128, 11008, 4096), cc=(8, 0), sm_count=108, b_kmajor=True)
+    assert c.transposed and c.spec.name == "mma_sync"
+    assert "computed as C^T = B^T A^T" in c.describe() and "M x N x K = 11008 x 128 x 4096" in c.describe()
+    plain = api.explain_choice("bfloat16", shape=(128, 11008, 4096), cc=(8, 0), sm_count=108)
     assert not plain.transposed and "computed as" not in plain.describe()
+    fp32 = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
+    assert fp32.spec.name == "sgemm" and not fp32.transposed and fp32.params["B_LAYOUT"] == 2
+    sgemm = get("sgemm")
+    assert fp32.params == sgemm.validate(sgemm.heuristic(128, 11008, 4096, 132) | {"BATCHED": 0, "B_LAYOUT": 2})
+    row = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132)
+    assert row.params["B_LAYOUT"] == 1
+
+
+def test_sgemm_reads_b_transposed_in_place():
+    """B^T given (a linear layer's weight as W.t()): rung 10 copies it as it copies A, into k-major rows padded
+    by 16 bytes, with no staging and no swap; a layout it does not know is refused by name."""
+    p = SGEMM.validate({"B_LAYOUT": 2})
+    rows = SGEMM.validate({})
+    assert SGEMM.launch(4096, 4096, 4096, p).smem - SGEMM.launch(4096, 4096, 4096, rows).smem == \
+        4 * p["STAGES"] * p["BK"] * 4
+    for c in sys.modules[SGEMM.heuristic.__module__].SHAPE_CLASSES:  # every tile the heuristic picks
+        SGEMM.validate(dict(c.cfg, B_LAYOUT=2))
+    with pytest.raises(ValueError, match="B_LAYOUT = 3"):
+        SGEMM.validate({"B_LAYOUT": 3})
+    t = api.explain_choice("float32", shape=(2048, 5504, 2048), cc=(9, 0), sm_count=132, b_kmajor=True)
+    assert t.spec.name == "sgemm" and t.params["B_LAYOUT"] == 2 and not t.transposed

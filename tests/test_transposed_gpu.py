@@ -1,7 +1,10 @@
-"""GPU correctness of calls kernel="auto" computes as C^T = B^T A^T (dispatch.computes_transposed: B given
-transposed to a rung that cannot read it so, and A smaller than B): every element against float64, the
-fused epilogue with both kinds of bias, beta with a C given, a new output (row-major, of the call's type),
-torch and CuPy arrays, repeat calls through the remembered plan, and a caller's stream."""
+"""GPU correctness of a B given transposed (a linear layer's weight as W.t()) in strict fp32, which rung 10
+reads in place (B_LAYOUT 2: copied element by element as A is), and of calls kernel="auto" computes as
+C^T = B^T A^T (dispatch.computes_transposed: a rung that cannot read B^T, here rung 11 put in auto's place):
+every element against float64 into a NaN-filled C where one is given, the fused epilogue with both kinds of
+bias, beta with a C, a new output (row-major, of the call's type), edges of every tile, every form of the
+split over K, a batch of transposed weights, torch and CuPy arrays, repeat calls through the remembered
+plan, and a caller's stream."""
 
 import numpy as np
 import pytest
@@ -31,29 +34,35 @@ def _check(out, want, what, tol=1e-5):
     assert worst <= tol, f"{what}: worst element off by {worst:.2e} of the largest"
 
 
-@pytest.mark.parametrize("mnk", [(64, 1000, 777), (100, 2048, 1024), (33, 4100, 300), (128, 11008, 512)],
-                         ids=lambda t: "x".join(map(str, t)))
+def _operands(torch, m, n, k, dtype=None):
+    g = torch.Generator(device="cuda").manual_seed(m + 3 * n + 7 * k)
+    dtype = dtype or torch.float32
+    return [(torch.rand(*shape, device="cuda", generator=g) * 2 - 1).to(dtype)
+            for shape in ((m, k), (n, k), (m, n), (m, n))]
+
+
+@pytest.mark.parametrize("mnk", [(64, 1000, 777), (100, 2048, 1024), (33, 4100, 300), (128, 11008, 512),
+                                 (300, 1001, 515)], ids=lambda t: "x".join(map(str, t)))
 @pytest.mark.parametrize("activation", list(ACTS), ids=str)
 @pytest.mark.parametrize("bias_mode", [None, "col", "row"], ids=str)
-def test_transposed_weight_fp32_against_float64(mnk, activation, bias_mode):
+def test_transposed_weight_fp32_read_in_place_against_float64(mnk, activation, bias_mode):
     torch = _torch()
     from gemmlab import api
 
     torch.backends.cuda.matmul.allow_tf32 = False
     m, n, k = mnk
-    g = torch.Generator(device="cuda").manual_seed(m + n + k)
-    x = torch.rand(m, k, device="cuda", generator=g) * 2 - 1
-    w = torch.rand(n, k, device="cuda", generator=g) * 2 - 1
-    r = torch.rand(m, n, device="cuda", generator=g) * 2 - 1
-    c = torch.rand(m, n, device="cuda", generator=g) * 2 - 1
+    x, w, r, c = _operands(torch, m, n, k)
+    g = torch.Generator(device="cuda").manual_seed(5)
     bias = None if bias_mode is None else torch.rand(n if bias_mode == "col" else m, device="cuda", generator=g)
     x64, w64, r64, c64 = (t.double().cpu().numpy() for t in (x, w, r, c))
     b64 = 0.0 if bias is None else (bias.double().cpu().numpy().reshape(1, n) if bias_mode == "col"
                                     else bias.double().cpu().numpy().reshape(m, 1))
     api.call._plans.clear()
-    for _ in range(2):  # the second call replays the remembered (transposed) plan
+    for _ in range(2):  # the second call replays the remembered plan
         out = gemmlab.matmul(x, w.t(), bias=bias, activation=activation, residual=r)
-        assert _plan_of_last_call().transposed
+        plan = _plan_of_last_call()
+        assert plan.spec.name == "sgemm" and not plan.transposed and plan.params["B_LAYOUT"] == 2
+        assert plan.b.transposed and not plan.b.copy and plan.stage == ""  # W itself, no copy of W^T
         assert out.shape == (m, n) and out.is_contiguous() and out.dtype == torch.float32
         _check(out.cpu().numpy(), ACTS[activation](x64 @ w64.T + b64) + r64, f"new output {bias_mode} {activation}")
         cc = c.clone()
@@ -61,6 +70,52 @@ def test_transposed_weight_fp32_against_float64(mnk, activation, bias_mode):
         assert got is cc
         _check(cc.cpu().numpy(), ACTS[activation](1.5 * (x64 @ w64.T) - 0.5 * c64 + b64), f"beta {bias_mode} {activation}")
     assert len(api.call._plans) == 2
+
+
+# Every tile class the heuristic picks, unsplit and in every form of the split (two slices summed in the
+# kernel, a split tail, slices summed by the second kernel), on shapes with edges in M, N and K.
+TILES = {"128x256": dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, MIN_BLOCKS=1),
+         "128x128": dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, MIN_BLOCKS=2),
+         "128x64": dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, MIN_BLOCKS=3),
+         "64x64": dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, MIN_BLOCKS=5)}
+SPLITS = {"whole": {}, "split2": dict(SPLIT_K=2), "tail": dict(SPLIT_K=4, WAVE=7),
+          "second": dict(SPLIT_K=8, REDUCE=2)}
+
+
+@pytest.mark.parametrize("tile", list(TILES))
+@pytest.mark.parametrize("split", list(SPLITS))
+@pytest.mark.parametrize("mnk", [(257, 383, 1031), (128, 512, 2048), (1, 77, 333)], ids=lambda t: "x".join(map(str, t)))
+def test_named_rung_10_reads_b_transposed_in_every_form(tile, split, mnk):
+    """Named parameters with B^T given: every element against float64, written into a NaN-filled C (beta 0:
+    never read) and into a new output; a weight that is a column slice of a wider one (its rows apart by
+    more than K)."""
+    torch = _torch()
+    m, n, k = mnk
+    x, w, _, _ = _operands(torch, m, n, k)
+    wide = torch.rand(n, k + 13, device="cuda") * 2 - 1
+    params = dict(TILES[tile], **SPLITS[split])
+    for weight in (w, wide[:, 5:5 + k]):
+        want = x.double().cpu().numpy() @ weight.double().cpu().numpy().T
+        out = torch.full((m, n), float("nan"), device="cuda")
+        gemmlab.matmul(x, weight.t(), out, kernel="sgemm", **params)
+        plan = _plan_of_last_call()
+        assert plan.params["B_LAYOUT"] == 2 and plan.b.transposed and not plan.b.copy
+        _check(out.cpu().numpy(), want, f"{tile} {split} {mnk}")
+        _check(gemmlab.matmul(x, weight.t(), kernel="sgemm", **params).cpu().numpy(), want, f"{tile} {split} new")
+
+
+def test_a_batch_of_transposed_weights_reads_each_in_place():
+    torch = _torch()
+    for batch, m, n, k in ((3, 100, 300, 200), (5, 64, 128, 96)):
+        xb = torch.rand(batch, m, k, device="cuda") * 2 - 1
+        wb = torch.rand(batch, n, k, device="cuda") * 2 - 1
+        out = gemmlab.matmul(xb, wb.transpose(1, 2))
+        plan = _plan_of_last_call()
+        assert plan.spec.name == "sgemm" and plan.params["B_LAYOUT"] == 2 and plan.params["BATCHED"] == 1
+        want = xb.double().cpu().numpy() @ wb.double().cpu().numpy().transpose(0, 2, 1)
+        _check(out.cpu().numpy(), want, f"batch {batch}")
+        shared = gemmlab.matmul(xb, wb[0].t())  # one weight for the batch (x @ W.t() on B x T x K)
+        _check(shared.cpu().numpy(), xb.double().cpu().numpy() @ wb[0].double().cpu().numpy().T, "shared W")
 
 
 def test_transposed_cupy_and_a_stream():
@@ -74,28 +129,34 @@ def test_transposed_cupy_and_a_stream():
     s = cp.cuda.Stream(non_blocking=True)
     out = gemmlab.matmul(x, w.T, stream=s)
     s.synchronize()
-    assert _plan_of_last_call().transposed and out.flags.c_contiguous
+    assert _plan_of_last_call().params["B_LAYOUT"] == 2 and out.flags.c_contiguous
     _check(out.get(), want, "cupy on a stream")
 
 
-def test_not_transposed_where_b_is_not_larger_or_the_rung_reads_it():
-    """A as large as B (square), a 16-bit product (the tensor-core rungs read B^T in place), a batch, or a
-    named rung: computed as asked."""
+def test_computed_transposed_where_the_rung_cannot_read_b_transposed(monkeypatch):
+    """Rung 11 in auto's place (the choice for 16-bit types below Hopper), which has no B_LAYOUT: the call
+    runs as C^T = W x^T with W read in place, the epilogue's bias along the swapped axis, beta with a C, and
+    a repeat call through the remembered plan; a square product is computed as asked."""
     torch = _torch()
+    from gemmlab import api
+    from gemmlab.api import dispatch
+    from gemmlab.kernels import get
 
-    cases = [(torch.float32, 512, 512, 512, "auto"), (torch.bfloat16, 64, 4096, 1024, "auto"),
-             (torch.float32, 64, 4096, 1024, "sgemm")]
-    for dt, m, n, k, kernel in cases:
-        x = torch.randn(m, k, device="cuda", dtype=dt)
-        w = torch.randn(n, k, device="cuda", dtype=dt)
-        out = gemmlab.matmul(x, w.t(), kernel=kernel)
-        assert not _plan_of_last_call().transposed, (dt, m, n, k, kernel)
-        ref = x.double() @ w.double().t()
-        assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < 1e-2
-    for batch in (3, 1):  # a batch of one keeps its batch dimension: never swapped either
-        xb = torch.randn(batch, 64, 256, device="cuda")
-        wb = torch.randn(batch, 2048, 256, device="cuda")
-        out = gemmlab.matmul(xb, wb.transpose(1, 2))
-        assert not _plan_of_last_call().transposed and out.shape == (batch, 64, 2048)
-        ref = xb.double() @ wb.double().transpose(1, 2)
-        assert ((out.double() - ref).abs().max() / ref.abs().max()).item() < 1e-5
+    monkeypatch.setattr(dispatch, "choose_kernel", lambda *a, **kw: get("mma_sync"))
+    api.call._plans.clear()
+    for m, n, k in ((64, 2048, 1024), (33, 1000, 520)):
+        x, w, _, c = _operands(torch, m, n, k, torch.float16)
+        bias = torch.rand(n, device="cuda")
+        x64, w64, c64 = (t.double().cpu().numpy() for t in (x, w, c))
+        for _ in range(2):
+            out = gemmlab.matmul(x, w.t(), bias=bias, activation="relu")
+            plan = _plan_of_last_call()
+            assert plan.transposed and plan.spec.name == "mma_sync"
+            assert out.shape == (m, n) and out.is_contiguous() and out.dtype == torch.float16
+            _check(out.cpu().numpy(), np.maximum(x64 @ w64.T + bias.double().cpu().numpy(), 0), "swapped", 2e-3)
+            cc = c.clone()
+            assert gemmlab.matmul(x, w.t(), cc, alpha=2.0, beta=0.5) is cc
+            _check(cc.cpu().numpy(), 2.0 * (x64 @ w64.T) + 0.5 * c64, "swapped beta", 2e-3)
+    x, w, _, _ = _operands(torch, 512, 512, 512, torch.float16)
+    gemmlab.matmul(x, w.t())
+    assert not _plan_of_last_call().transposed

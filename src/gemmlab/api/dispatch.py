@@ -191,9 +191,11 @@ def computes_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: 
     its transpose): where B is given transposed (a linear layer's weight, W.t()), the rung chosen for the
     call cannot read it so (no B_LAYOUT: it would copy all K x N of B first) and the copies the swapped
     product makes instead (A^T, M x K, as its B, and C, M x N, written back) are smaller than B. Then B^T is
-    the swapped product's A, read in place. One product only. Measured on strict fp32 (rung 10) at 64-128
-    tokens: docs/journal.md, "2026-11-27: long K on a small C, transposed weights in fp32". `batched`: the call
-    has batch dimensions (a batch of one included): never swapped."""
+    the swapped product's A, read in place. One product only. Rungs with a B_LAYOUT read B^T in place and are
+    never swapped (rungs 10 and 12 to 14); rung 11 (the 16-bit choice below Hopper) is. Measured on strict fp32
+    (rung 10, before it read B^T) at 64-128 tokens: docs/journal.md, "2026-11-27: long K on a small C,
+    transposed weights in fp32". `batched`: the call has batch dimensions (a batch of one included): never
+    swapped."""
     if batched or b_transposed is False or "B_LAYOUT" in spec.type_params or m * n * k == 0:
         return False
     return m * (k + n) < k * n

@@ -6,7 +6,10 @@
 // pipe may idle. This rung keeps the work per thread and gives the schedulers a loop with no such waits:
 // - Global -> shared with cp.async in a ring of STAGES tiles (no staging registers, no shared stores):
 //   B in 16-byte chunks as it lies (row-major), A element by element (4-byte copies) into a k-major tile
-//   (rows of BM + 4 floats), so that the fragments of A and B are both LDS.128 of one k.
+//   (rows of BM + 4 floats), so that the fragments of A and B are both LDS.128 of one k. A B given
+//   transposed (B_LAYOUT 2: N x K, K contiguous, a linear layer's weight W as W.t()) is copied as A is,
+//   element by element into a k-major tile of rows of BN + 4 floats: read in place, with no copy of W^T
+//   and no other change to the loop.
 // - Fragments double-buffered in registers for the whole loop, across step boundaries: the TM + TN values
 //   of k + 1 are read while the FFMAs of k run, one LDS.128 about every 20 FFMAs, never in bursts.
 // - One barrier per step, before its last k: the copies of step s + STAGES - 1 are issued into the slot
@@ -160,8 +163,10 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
 // (epilogue.cuh) ask for them.
 // BATCHED 1: product blockIdx.z of a batch, its A, B, C and R `sa`, `sb`, `sc`, `sr` elements after the
 // previous product's (0: one matrix every product shares); no split-K (the host runs a batch unsplit).
+// B_LAYOUT 1: B row-major (K x N, ldb apart); 2: B^T given (N x K, element (k, n) at B[n * ldb + k]), copied
+// in 4-byte pieces like A (B_COPY does not apply).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M, int SPLIT_K, int MIN_BLOCKS, int STAGES,
-          int ORDER, int B_COPY, int WAVE, int REDUCE, int BATCHED>
+          int ORDER, int B_COPY, int WAVE, int REDUCE, int BATCHED, int B_LAYOUT>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
@@ -176,11 +181,17 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     (void)batch;
     constexpr int WARPS_N = BN / WN, NT = (BM / WM) * WARPS_N * 32;
     constexpr int LROWS = WM / TM, LCOLS = WN / TN;
+    static_assert(B_LAYOUT == 1 || B_LAYOUT == 2, "B_LAYOUT: 1 (B row-major) or 2 (B^T given)");
+    constexpr bool BT = B_LAYOUT == 2;                     // B^T given: copied element by element, as A
     constexpr int SA = BM + 4;                              // k-major A: one k per row of BM (+ 4) floats
-    constexpr int A_FLOATS = BK * SA, STAGE_FLOATS = A_FLOATS + BK * BN;
+    constexpr int SB = BT ? BN + 4 : BN;                    // B: one k per row of BN floats (+ 4 when copied as A)
+    constexpr int A_FLOATS = BK * SA, STAGE_FLOATS = A_FLOATS + BK * SB;
     // A's copies: thread t copies elements (row, k) = (t / BK + i * A_RSTEP, t % BK), i < A_PER: a warp
     // reads whole 32-byte sectors of 32 / BK rows, and its writes land in distinct banks (row + 4 k).
     constexpr int A_PER = BM * BK / NT, A_RSTEP = NT / BK;
+    // B^T's copies, the same way: thread t copies elements (column, k) = (t / BK + i * A_RSTEP, t % BK), i < BT_PER.
+    constexpr int BT_PER = BN * BK / NT;
+    static_assert(!BT || BT_PER * NT == BN * BK, "the B^T tile must split evenly over the threads by k");
     static_assert(LROWS * LCOLS == 32, "a warp's lanes must tile its warp tile exactly");
     static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0, "TM, TN and BK must be multiples of 4");
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % TM == 0 && WN % TN == 0, "tiles must nest");
@@ -190,20 +201,20 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     // bc + c * 4 * PB::TPR of the B tile. All offsets from the thread's first chunk are compile-time
     // constants, in shared memory and (along a row) in global memory.
     using PB = ChunkPlan<BK, BN / 4, NT, 8>;
-    constexpr bool VEC_B = B_COPY == 16;
+    constexpr bool VEC_B = B_COPY == 16 && !BT;
     static_assert(B_COPY == 16 || B_COPY == 4, "B is copied in 16- or 4-byte pieces");
     // With B_COPY == 4, B's copies are single floats: thread t copies elements t, t + NT, ... of the tile in
     // row-major order, so a warp reads 32 consecutive floats of a row; the offsets of its i-th element from
     // its first are compile-time constants (rows B4_ROW(i), columns B4_COL(i)) since NT and BN divide.
     constexpr int B4_PER = BK * BN / NT;
-    static_assert(VEC_B || ((NT % BN == 0 || BN % NT == 0) && B4_PER * NT == BK * BN),
+    static_assert(VEC_B || BT || ((NT % BN == 0 || BN % NT == 0) && B4_PER * NT == BK * BN),
                   "4-byte B copies need NT and BN to divide one another");
     // Where registers are tightest (a split tail's longer place, four-byte B copies' extra addresses), what is
     // derived from M, N and K (tile counts, steps, the edge clamp of A's rows) is worked out from opaque copies
     // of them: recomputed where it is needed rather than kept (or spilled) across the main loop. Elsewhere
     // the compiler is left to choose (the 16-byte forms' allocation is what was measured).
     constexpr bool OPAQUE = WAVE > 1 || !VEC_B;
-    extern __shared__ __align__(16) float smem[];  // STAGES x (BK x (BM + 4) + BK x BN) floats, sized by the host
+    extern __shared__ __align__(16) float smem[];  // STAGES x (BK x (BM + 4) + BK x SB) floats, sized by the host
 
     // Everything a thread knows about its place, from its indices. Built twice: before the main loop and
     // again after it (from fresh reads of the indices), so that only the accumulators, the fragments and
@@ -264,14 +275,15 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         p.interior = p.row0 + BM <= M && p.col0 + BN <= N;
         p.fast_steps = p.vec_b || !VEC_B ? (p.k_end - p.k_begin) / BK : 0;
         const int ar = tid / BK, ak = tid % BK;
-        const int br = VEC_B ? tid / PB::TPR : tid / BN, bc = VEC_B ? (tid % PB::TPR) * 4 : tid % BN;
+        const int br = VEC_B ? tid / PB::TPR : BT ? tid % BK : tid / BN;
+        const int bc = VEC_B ? (tid % PB::TPR) * 4 : BT ? tid / BK : tid % BN;
         p.a_row = p.row0 + ar;
         p.a_k = p.k_begin + ak;
         p.b_k = p.k_begin + br;
         p.b_col = p.col0 + bc;
         const unsigned smem0 = shared_addr(smem);
         p.a_dst = smem0 + 4 * (ak * SA + ar);
-        p.b_dst = smem0 + 4 * (A_FLOATS + br * BN + bc);
+        p.b_dst = smem0 + 4 * (A_FLOATS + br * SB + bc);
         // Fragments: rows wm + tr * 4 + g * 4 * LROWS .. + 3 of A and columns wn + tc * 4 + g * 4 * LCOLS
         // .. + 3 of B, one k at a time.
         p.a_frag = smem0 + 4 * (wm + tr * 4);
@@ -287,7 +299,9 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     // read as row M - 1 and B's chunks past N as zeros (a straddling chunk in part): what they feed are
     // results outside C, never stored; only K must be exact, and whole steps lie inside it.
     const float* a_src = A + (size_t)(pl.fast_steps ? min(pl.a_row, M - 1) : 0) * lda + pl.a_k;
-    const float* b_src = B + (size_t)(pl.fast_steps ? pl.b_k : 0) * ldb + pl.b_col;
+    // B^T: as A, with columns past N read as column N - 1.
+    const float* b_src = BT ? B + (size_t)(pl.fast_steps ? min(pl.b_col, N - 1) : 0) * ldb + pl.b_k
+                            : B + (size_t)(pl.fast_steps ? pl.b_k : 0) * ldb + pl.b_col;
 
     // The next step into the ring slot at byte offset `off`, every copy of it, with no test.
     auto copy_fast = [&](unsigned off) {
@@ -300,15 +314,19 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                 const float* src = h ? advance_rows(b_src, h * PB::RSTEP, ldb) : b_src;
 #pragma unroll
                 for (int c = 0; c < PB::CH; ++c)
-                    async_copy16(pl.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR), src + c * 4 * PB::TPR);
+                    async_copy16(pl.b_dst + off + 4 * (h * PB::RSTEP * SB + c * 4 * PB::TPR), src + c * 4 * PB::TPR);
             }
+        } else if constexpr (BT) {
+#pragma unroll
+            for (int i = 0; i < BT_PER; ++i)
+                async_copy4(pl.b_dst + off + 4 * i * A_RSTEP, i ? advance_rows(b_src, i * A_RSTEP, ldb) : b_src);
         } else {
 #pragma unroll
             for (int i = 0; i < B4_PER; ++i)  // element i lies (i NT) / BN rows and (i NT) % BN columns on
                 async_copy4(pl.b_dst + off + 4 * i * NT, advance_rows(b_src, i * NT / BN, ldb) + i * NT % BN);
         }
         a_src += BK;
-        b_src = advance_rows(b_src, BK, ldb);
+        b_src = BT ? b_src + BK : advance_rows(b_src, BK, ldb);
     };
     // The same for a block at the edge of C: A's row offsets clamped, B's chunks zero-filled past N (the
     // clamps are recomputed per step from M, N and the thread's place rather than held in registers
@@ -326,10 +344,15 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                 for (int c = 0; c < PB::CH; ++c) {
                     const int left = min(max(N - pl.b_col - c * 4 * PB::TPR, 0), 4);
                     // An empty chunk still names an address inside B (the block's first column); none is read.
-                    async_copy16_zfill(pl.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR),
+                    async_copy16_zfill(pl.b_dst + off + 4 * (h * PB::RSTEP * SB + c * 4 * PB::TPR),
                                        src + (left ? c * 4 * PB::TPR : pl.col0 - pl.b_col), 4 * left);
                 }
             }
+        } else if constexpr (BT) {
+            const int b_lim = max(N - 1 - pl.b_col, 0);  // columns past b_src inside B (N itself: an opaque copy spilled)
+#pragma unroll
+            for (int i = 0; i < BT_PER; ++i)
+                async_copy4(pl.b_dst + off + 4 * i * A_RSTEP, i ? advance_rows(b_src, min(i * A_RSTEP, b_lim), ldb) : b_src);
         } else {
 #pragma unroll
             for (int i = 0; i < B4_PER; ++i) {
@@ -340,7 +363,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
             }
         }
         a_src += BK;
-        b_src = advance_rows(b_src, BK, ldb);
+        b_src = BT ? b_src + BK : advance_rows(b_src, BK, ldb);
     };
     // Step s into the slot at byte offset `off`, with edge tests: what lies past M, N or the slice's end
     // of K is written as zero. Not unrolled: it runs outside the main loop, where registers are scarce.
@@ -351,6 +374,15 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
             const int row = p.a_row + i * A_RSTEP;
             const bool inside = row < M && kc < p.k_end;
             async_copy4_zfill(p.a_dst + off + 4 * i * A_RSTEP, inside ? A + (size_t)row * lda + kc : A, inside);
+        }
+        if constexpr (BT) {
+#pragma unroll 1
+            for (int i = 0; i < BT_PER; ++i) {
+                const int col = p.b_col + i * A_RSTEP;
+                const bool inside = col < N && kc < p.k_end;
+                async_copy4_zfill(p.b_dst + off + 4 * i * A_RSTEP, inside ? B + (size_t)col * ldb + kc : B, inside);
+            }
+            return;
         }
         if constexpr (!VEC_B) {
 #pragma unroll 1
@@ -365,7 +397,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         for (int h = 0; h < PB::H; ++h) {
 #pragma unroll 1
             for (int c = 0; c < PB::CH; ++c) {
-                const unsigned dst = p.b_dst + off + 4 * (h * PB::RSTEP * BN + c * 4 * PB::TPR);
+                const unsigned dst = p.b_dst + off + 4 * (h * PB::RSTEP * SB + c * 4 * PB::TPR);
                 const int krow = p.b_k + s * BK + h * PB::RSTEP, col = p.b_col + c * 4 * PB::TPR;
                 const int left = krow < p.k_end ? min(max(N - col, 0), 4) : 0;
                 const float* src = B + (size_t)krow * ldb + col;
@@ -413,7 +445,7 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             if (k + 1 < BK) {
-                load_fragments((k + 1) % 2, as + 4 * (k + 1) * SA, bs + 4 * (k + 1) * BN);
+                load_fragments((k + 1) % 2, as + 4 * (k + 1) * SA, bs + 4 * (k + 1) * SB);
             } else {
                 if (copy == FAST) {
                     copy_fast(wr);

@@ -4,9 +4,14 @@ from ..spec import KernelSpec, Launch, Param, SecondKernel, Staging, Workspace, 
 from ._tiling import DYNAMIC_SMEM_LIMIT, block_threads, tile_constraints, tile_traffic, warp_tile_params
 
 
+B_ROW_MAJOR, B_KMAJOR = 1, 2  # B_LAYOUT: B as given (K x N, row-major), or B^T given (N x K, K contiguous)
+
+
 def smem_bytes(p: dict[str, int]) -> int:
-    """STAGES x (the k-major A tile BK x (BM + 4), rows padded by 16 bytes, + the B tile BK x BN) floats."""
-    return 4 * p["STAGES"] * (p["BK"] * (p["BM"] + 4) + p["BK"] * p["BN"])
+    """STAGES x (the k-major A tile BK x (BM + 4), rows padded by 16 bytes, + the B tile BK x BN, its rows
+    padded the same way when B^T is copied as A is) floats."""
+    pad = 4 if p.get("B_LAYOUT", B_ROW_MAJOR) == B_KMAJOR else 0
+    return 4 * p["STAGES"] * (p["BK"] * (p["BM"] + 4) + p["BK"] * (p["BN"] + pad))
 
 
 def _constraints(p: dict[str, int]) -> list[str]:
@@ -26,9 +31,11 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"BATCHED = {p['BATCHED']}: 0 (one product) or 1 (a batch, one product per grid.z)")
     elif p["BATCHED"] and p["SPLIT_K"] != 1:
         errs.append(f"BATCHED = 1 runs each product unsplit; SPLIT_K = {p['SPLIT_K']} has no batched form")
+    if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
+        errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major) or 2 (B^T given, read K-major)")
     if p["B_COPY"] not in (4, 16):
         errs.append(f"B_COPY = {p['B_COPY']}: B is copied in pieces of 16 or 4 bytes")
-    elif p["B_COPY"] == 4 and not errs:
+    elif p["B_COPY"] == 4 and p["B_LAYOUT"] == B_ROW_MAJOR and not errs:
         threads = block_threads(p)
         if threads % p["BN"] and p["BN"] % threads:
             errs.append(f"B_COPY = 4 needs the {threads} threads and BN = {p['BN']} to divide one another")
@@ -259,6 +266,9 @@ SPEC = KernelSpec(
               "sgemm_split_reduce, a second launch over all of C (WAVE = 1 only)"),
         Param("BATCHED", 0, (0, 1), "1: a batch of products in one launch, one per grid.z (no split-K); set from "
                                     "the call", searched=False),
+        Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
+              "1: B row-major as given; 2: B^T given (N x K, K contiguous: a linear layer's weight as W.t()), "
+              "copied element by element as A is, read in place (set from the call)", searched=False),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -272,13 +282,15 @@ SPEC = KernelSpec(
     # aligned is copied into padded rows (a K x N copy, about 1% of a large product) rather than run on the
     # checked path, for products of 2^30 multiply-adds or more (measured: 4097^3 0.71 -> 0.90 of cuBLAS,
     # 2047 x 2049 x 1023 0.58 -> 0.75; 333 x 777 x 999 0.36 -> 0.20, the copy's cost). With B_COPY = 4 any
-    # B runs the unchecked loops as it is. A needs no alignment (four-byte copies).
+    # B runs the unchecked loops as it is. A needs no alignment (four-byte copies), nor does a B^T read in
+    # place (B_LAYOUT 2, copied as A is).
     # REDUCE = 2: the launch layer runs sgemm_split_reduce once the kernel is done, on a grid over C.
     # A batch (BATCHED = 1): one product per grid.z, unsplit; its count and strides are the last arguments.
     arguments=("workspace", "epilogue", "batch"),
-    type_params=("BATCHED",),
+    type_params=("BATCHED", "B_LAYOUT"),
     batch_params={"SPLIT_K": 1, "WAVE": 1, "REDUCE": 1},
-    staging=Staging(lambda p: "B" if p["B_COPY"] == 16 else "", min_macs=STAGE_MIN_MACS),
+    staging=Staging(lambda p: "B" if p["B_COPY"] == 16 and p["B_LAYOUT"] == B_ROW_MAJOR else "",
+                    min_macs=STAGE_MIN_MACS),
     second_kernel=SecondKernel("sgemm_split_reduce", _after_geometry),
     # every tile split (WAVE 1); a split tail (WAVE > 1) splits only the last wave's tiles, counted unsplit
     k_slices=lambda p: p["SPLIT_K"] if p["WAVE"] == 1 else 1,
