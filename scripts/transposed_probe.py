@@ -3,7 +3,8 @@
 product first, then timed interleaved with the L2 flushed. The named sets are compiled first, in parallel.
 
     PYTHONPATH=src python3 scripts/transposed_probe.py [--budget-ms 60] [--shapes MxNxK,...]
-        [--variants "tile,SPLIT_K=V;tile"]   (tile: 128x256, 128x128, 128x64 or 64x64, as rung 10's classes)
+        [--variants "tile,SPLIT_K=V;tile;copy"]   (tile: 128x256, 128x128, 128x64 or 64x64, as rung 10's
+        classes; copy: kernel="auto" on W^T copied into a row-major B, the copy timed with it)
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ TILES = {"128x256": dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, MIN_B
 def parse_variants(text: str) -> list[tuple[str, dict[str, int]]]:
     out = []
     for var in filter(None, text.split(";")):
+        if var == "copy":
+            continue
         tile, *rest = var.split(",")
         params = dict(TILES[tile])
         params.update({k: int(v) for k, v in (p.split("=") for p in rest if p)})
@@ -63,6 +66,8 @@ def main() -> None:
             err = (gemmlab.matmul(x, w.t(), kernel="sgemm", **kw).double() - ref).abs().max().item() / scale
             assert err < 1e-5, (m, n, k, label, err)
             calls[label] = TimedCall(lambda kw=kw: gemmlab.matmul(x, w.t(), kernel="sgemm", **kw), graph=False)
+        if "copy" in args.variants.split(";"):  # W^T copied to a row-major B first, as a call without B_LAYOUT did
+            calls["copy"] = TimedCall(lambda: gemmlab.matmul(x, w.t().contiguous()), graph=False)
         err = (gemmlab.matmul(x, w.t()).double() - ref).abs().max().item() / scale
         assert err < 1e-5, (m, n, k, "auto", err)
         from gemmlab import api

@@ -300,7 +300,8 @@ def test_explain_choice_says_when_the_product_is_computed_transposed():
     fp32 = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
     assert fp32.spec.name == "sgemm" and not fp32.transposed and fp32.params["B_LAYOUT"] == 2
     sgemm = get("sgemm")
-    assert fp32.params == sgemm.validate(sgemm.heuristic(128, 11008, 4096, 132) | {"BATCHED": 0, "B_LAYOUT": 2})
+    assert fp32.params == sgemm.validate(sgemm.heuristic(128, 11008, 4096, 132, "float32", True)
+                                         | {"BATCHED": 0, "B_LAYOUT": 2})
     row = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132)
     assert row.params["B_LAYOUT"] == 1
 
@@ -316,5 +317,39 @@ def test_sgemm_reads_b_transposed_in_place():
         SGEMM.validate(dict(c.cfg, B_LAYOUT=2))
     with pytest.raises(ValueError, match="B_LAYOUT = 3"):
         SGEMM.validate({"B_LAYOUT": 3})
-    t = api.explain_choice("float32", shape=(2048, 5504, 2048), cc=(9, 0), sm_count=132, b_kmajor=True)
+    t = api.explain_choice("float32", shape=(128, 5504, 2048), cc=(9, 0), sm_count=132, b_kmajor=True)
     assert t.spec.name == "sgemm" and t.params["B_LAYOUT"] == 2 and not t.transposed
+
+
+def test_sgemm_copies_b_transposed_where_the_copy_costs_less_than_reading_it_in_place():
+    """Small M reads W in place (its copy would outweigh the product); large M copies W^T into a row-major B
+    and runs the 128 x 256 tile at full speed; explain_choice says which."""
+    from gemmlab.api import dispatch
+
+    for m in (1, 64, 128, 512):
+        assert dispatch.reads_b_transposed(SGEMM, m, 11008, 4096, True, 132), m
+    for m in (4096, 16384):
+        assert not dispatch.reads_b_transposed(SGEMM, m, 11008, 4096, True, 132), m
+    assert not dispatch.reads_b_transposed(SGEMM, 128, 11008, 4096, False, 132)   # row-major: nothing to decide
+    assert dispatch.reads_b_transposed(SGEMM, 4096, 11008, 4096, True, None)       # no SM count: in place
+    assert dispatch.reads_b_transposed(get("wgmma"), 16384, 11008, 4096, True, 132)  # no copy rule: in place
+    big = api.explain_choice("float32", shape=(4096, 12288, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
+    assert big.params["B_LAYOUT"] == 1 and "copied into a row-major B" in big.describe()
+    assert (big.params["BM"], big.params["BN"]) == (128, 256)
+
+
+def test_sgemm_split_fills_the_wave_where_a_power_of_two_leaves_it_a_third_empty():
+    """43 tiles of 128 x 256 split three ways make 129 blocks on 132 SMs (two ways: 86); 216 tiles of 64 x 64
+    three ways 648 of 660 slots. A fill predicted within 5% of the power of two, or short of 90% of the slots,
+    is not taken (the long-K shapes keep their measured splits)."""
+    from gemmlab.kernels.rungs import sgemm
+
+    assert sgemm._fill_split(43, 132, 4096, 1024) == 3
+    assert sgemm._fill_split(43, 132, 2048, 1024) == 2          # slices of 1024 k at least on this tile
+    assert sgemm._fill_split(216, 660, 5120) == 3
+    assert sgemm._fill_split(300, 264, 4096) == 1                # more tiles than slots
+    assert SGEMM.heuristic(64, 13824, 5120, 132, "float32", True)["SPLIT_K"] == 3
+    assert SGEMM.heuristic(512, 512, 512, 132)["SPLIT_K"] == 4   # a fill of 5 would leave half the slots empty
+    assert SGEMM.heuristic(256, 256, 65536, 132)["SPLIT_K"] == 64
+    p = SGEMM.heuristic(128, 11008, 4096, 132, "float32", True)
+    assert p["SPLIT_K"] == 3 and p["REDUCE"] == 1

@@ -1,5 +1,6 @@
 """GPU correctness of a B given transposed (a linear layer's weight as W.t()) in strict fp32, which rung 10
-reads in place (B_LAYOUT 2: copied element by element as A is), and of calls kernel="auto" computes as
+reads in place (B_LAYOUT 2: copied element by element as A is) or, at large M, copies into a row-major B
+first (where the copy costs less than reading B^T in place loses), and of calls kernel="auto" computes as
 C^T = B^T A^T (dispatch.computes_transposed: a rung that cannot read B^T, here rung 11 put in auto's place):
 every element against float64 into a NaN-filled C where one is given, the fused epilogue with both kinds of
 bias, beta with a C, a new output (row-major, of the call's type), edges of every tile, every form of the
@@ -160,3 +161,27 @@ def test_computed_transposed_where_the_rung_cannot_read_b_transposed(monkeypatch
     x, w, _, _ = _operands(torch, 512, 512, 512, torch.float16)
     gemmlab.matmul(x, w.t())
     assert not _plan_of_last_call().transposed
+
+
+@pytest.mark.parametrize("mnk", [(1300, 3000, 520), (1500, 2501, 777)], ids=lambda t: "x".join(map(str, t)))
+def test_where_the_copy_pays_the_transposed_weight_is_copied_into_a_row_major_b(mnk):
+    """Large M: kernel="auto" copies W^T into a row-major B (the spec's copies_b_transposed), as explain_choice
+    says; every element against float64 with the fused epilogue, beta with a NaN-free C and a repeat call."""
+    torch = _torch()
+    from gemmlab import api
+    from gemmlab.runtime import device
+
+    m, n, k = mnk
+    x, w, r, c = _operands(torch, m, n, k)
+    bias = torch.rand(n, device="cuda")
+    choice = api.explain_choice("float32", shape=(m, n, k), info=device.device_info(), b_kmajor=True)
+    for _ in range(2):
+        out = gemmlab.matmul(x, w.t(), bias=bias, activation="relu", residual=r)
+        plan = _plan_of_last_call()
+        assert plan.params["B_LAYOUT"] == choice.params["B_LAYOUT"] == 1 and plan.b.copy, plan.params
+        want = np.maximum(x.double().cpu().numpy() @ w.double().cpu().numpy().T + bias.double().cpu().numpy(), 0)
+        _check(out.cpu().numpy(), want + r.double().cpu().numpy(), f"copied {mnk}")
+    cc = c.clone()
+    gemmlab.matmul(x, w.t(), cc, alpha=0.5, beta=2.0)
+    _check(cc.cpu().numpy(), 0.5 * (x.double().cpu().numpy() @ w.double().cpu().numpy().T) + 2.0 * c.double().cpu().numpy(),
+           "copied, beta")

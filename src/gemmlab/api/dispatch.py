@@ -201,6 +201,16 @@ def computes_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: 
     return m * (k + n) < k * n
 
 
+def reads_b_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: bool, sms: int | None) -> bool:
+    """Whether the rung reads a B given transposed (N x K, K contiguous) as it lies (B_LAYOUT 2) rather than a
+    row-major copy of it: where it has a B_LAYOUT and its spec does not copy B^T at this shape on `sms` SMs
+    (`spec.copies_b_transposed`: where the copy costs less than reading B^T in place loses; None: no SM
+    count to decide by, read in place)."""
+    if not b_transposed or "B_LAYOUT" not in spec.type_params:
+        return False
+    return spec.copies_b_transposed is None or not sms or not spec.copies_b_transposed(m, n, k, sms)
+
+
 def explain_choice(dtype: str = "float32", precision: str | None = None, *, shape: tuple[int, int, int] | None = None,
                    cc: tuple[int, int] | None = None, info: device.DeviceInfo | None = None,
                    sm_count: int | None = None, epilogue: bool = False, kernel: str = AUTO,
@@ -234,9 +244,14 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     element = formats.element_type(dtype, precision)
     out = formats.dtype_label(out_dtype) if out_dtype is not None else dtype
     swap = kernel == AUTO and computes_transposed(spec, m, n, k, b_kmajor, False)
-    pm, pn, kmajor = (n, m, False) if swap else (m, n, b_kmajor)  # (the swapped product's B, A^T, is copied)
+    # (the swapped product's B, A^T, is copied)
+    sms = info.sm_count if info is not None else sm_count
+    pm, pn, kmajor = (n, m, False) if swap else (m, n, reads_b_transposed(spec, m, n, k, b_kmajor, sms))
     full, source, detail = full_params(spec, pm, pn, k, info, element, out, params, activation, kmajor,
                                        sm_count=sm_count if info is None else None, residual=residual)
+    if b_kmajor and not swap and not kmajor and "B_LAYOUT" in spec.type_params:
+        detail += ("; B given transposed is copied into a row-major B (at this shape the copy costs less than "
+                   "reading B^T in place loses)")
     return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail,
                    transposed=swap)
 
@@ -248,7 +263,7 @@ def full_params(spec: KernelSpec, m: int, n: int, k: int, info, element: str, ou
     epilogue's preferences, then a batch's, then the type parameters). A batch of `batch` products is
     tuned as one product of batch x M rows: the tiles it has to spread over the SMs."""
     partial, source, detail = resolve_params(spec, m * batch, n, k, info, element=element, given=given,
-                                             sm_count=sm_count)
+                                             sm_count=sm_count, b_kmajor=b_kmajor)
     for_epilogue = epilogue_params(spec, activation, given, residual)
     if for_epilogue:
         what = " and ".join(w for w in (activation, "a residual" if residual else None) if w)
@@ -313,10 +328,10 @@ def default_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
 
 def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.DeviceInfo | None, *,
                    element: str = "float32", given: Mapping[str, int] | None = None,
-                   sm_count: int | None = None) -> tuple[dict[str, int], str, str]:
+                   sm_count: int | None = None, b_kmajor: bool = False) -> tuple[dict[str, int], str, str]:
     """(parameters, source, detail): the caller's (`given`), else the device's tuned entry for the
     shape class (keyed by kernel and element type), else the spec's heuristic (for info's SM count, or
-    `sm_count` without a device), else the defaults. The element type's defaults (spec.type_defaults)
+    `sm_count` without a device, and B's layout: `b_kmajor`, read transposed), else the defaults. The element type's defaults (spec.type_defaults)
     sit under all of them."""
     base = dict(spec.type_defaults.get(element, {}))
     under = f"; under them the {element} defaults {_fmt_params(base)}" if base else ""
@@ -335,7 +350,7 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
     else:
         miss = "no device to read tuned entries from"
     if spec.heuristic is not None and sm_count:
-        return ({**base, **spec.heuristic(m, n, k, sm_count, element)}, "heuristic",
+        return ({**base, **spec.heuristic(m, n, k, sm_count, element, b_kmajor)}, "heuristic",
                 f"{miss}; {spec.name}'s shape heuristic for {sm_count} SMs{under}")
     why = "has no heuristic" if spec.heuristic is None else "has a heuristic but no SM count was given"
     return base, "defaults", f"{miss}; {spec.name} {why}{under}"

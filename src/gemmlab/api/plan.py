@@ -271,7 +271,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
         return replace(p, transposed=True)
     if not lb_t.transposed and _reads_b_kmajor_only(spec, req.element):
         lb_t = _as_kmajor(b.shape, sb, item_in) or lb_t  # (one column, or K = 0: either reading fits)
-    b_kmajor = lb_t.transposed and "B_LAYOUT" in spec.type_params
+    b_kmajor = dispatch.reads_b_transposed(spec, req.m, req.n, req.k, lb_t.transposed, info.sm_count)
     lb = lb_t if b_kmajor else lb
 
     given = dict(req.params) or None

@@ -219,9 +219,9 @@ class KernelSpec:
     traffic_model: Callable[[int, int, int, dict[str, int]], Traffic]
     outputs_per_thread: Callable[[dict[str, int]], int] = lambda p: 1
     # For rungs whose best parameters depend on the problem: (M, N, K, SM count, element type or None for
-    # the rung's first) -> parameters, used when the caller names none (a tuned entry for the device takes
-    # precedence; see gemmlab.tune).
-    heuristic: Callable[[int, int, int, int, str | None], dict[str, int]] | None = None
+    # the rung's first, B read transposed: B_LAYOUT 2) -> parameters, used when the caller names none (a
+    # tuned entry for the device takes precedence; see gemmlab.tune).
+    heuristic: Callable[[int, int, int, int, str | None, bool], dict[str, int]] | None = None
     # For rungs that need scratch memory: (M, N, K, params, blocks launched) -> Workspace ("workspace" in
     # `arguments`). None: none.
     workspace: Callable[[int, int, int, dict[str, int], int], Workspace] | None = None
@@ -250,6 +250,9 @@ class KernelSpec:
     type_defaults: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # Operands copied into 16-byte aligned rows before the launch (None: read as they are).
     staging: Staging | None = None
+    # For rungs that can read B given transposed (B_LAYOUT 2) but lose to a row-major copy of it on some
+    # shapes: (M, N, K, SM count) -> True where a B given transposed is copied into a row-major B instead.
+    copies_b_transposed: Callable[[int, int, int, int], bool] | None = None
     # What keeps a call's operands from this rung: (a_ptr, lda, b_ptr, ldb, element bytes) -> problems
     # (empty: fine); kernel="auto" passes over a rung whose rules fail and that does not stage them.
     operand_rules: Callable[[int, int, int, int, int], list[str]] | None = None

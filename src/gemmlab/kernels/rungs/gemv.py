@@ -93,7 +93,8 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     return Workspace(floats=_geometry(m, n, k, p).blocks * 2 * pairs(p), ints=items(m, n, p))
 
 
-def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None) -> dict[str, int]:
+def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
+               b_kmajor: bool = False) -> dict[str, int]:
     """MT: 8 rows of A up to M = 8, else 16. One m16 tile (16 rows of W) per block, warps of two chunks: at
     MT = 8 eight warps (a block step of 512 k, two blocks per SM), at MT = 16 four (four blocks per SM). With
     one block per SM (sixteen warps) each block's first bytes waited a DRAM latency with nothing else to

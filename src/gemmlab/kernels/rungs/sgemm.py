@@ -114,6 +114,7 @@ class ShapeClass(NamedTuple):
     per_sm: int          # resident blocks per SM (MIN_BLOCKS)
     tail: bool           # may the heuristic split its last wave
     min_slice: int = 0   # shortest slice of K it may be split into (0: the general rule, _split_for)
+    bt_speed: float = 1.0  # its speed reading B^T in place (B_LAYOUT 2) against a row-major B
 
 
 SHAPE_CLASSES = (
@@ -121,9 +122,9 @@ SHAPE_CLASSES = (
     # and 0.95 of cuBLAS against 0.86 and 0.98 for smaller tiles, about 20 us of fixed cost per block more
     # than the model charges; with 1024 k and more (the K >> M N shapes) it is the fastest.
     ShapeClass(dict(BM=128, BN=256, BK=8, WM=128, WN=32, TM=16, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=1), 1.00, 1,
-               False, 1024),
+               False, 1024, 0.875),
     ShapeClass(dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=2), 0.95, 2,
-               True),
+               True, 0, 0.96),
     ShapeClass(dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=3), 0.90, 3,
                False),
     ShapeClass(dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, GROUP_M=8, ORDER=4, MIN_BLOCKS=5), 0.78, 5,
@@ -135,6 +136,10 @@ SHAPE_CLASSES = (
 # MIN_K_PER_SLICE_AFTER (333 x 777 x 999: 8 slices of 125 k, summed by the second kernel, measured 0.79 of
 # cuBLAS; 2 slices summed in the kernel 0.56).
 MIN_K_PER_SPLIT = 256
+# A split that fills the wave (_fill_split) is taken over the power of two only where its blocks fill at
+# least FILL_MIN_SHARE of the slots and it is predicted at least 5% faster: the powers of two were measured
+# on the long-K shapes (256 x 256 x 65536, 512^3) and a fill predicted within a few percent is noise.
+FILL_MIN_SHARE, FILL_MIN_GAIN = 0.9, 0.95
 MIN_K_PER_SLICE_AFTER = 96
 # The split tail's slices may be shorter: without the split its blocks would leave most of the GPU idle
 # for a whole tile's time.
@@ -153,6 +158,17 @@ def _split_for(tiles: int, slots: int, k: int, min_slice: int = 0) -> int:
             min_slice, MIN_K_PER_SPLIT if split == 1 else MIN_K_PER_SLICE_AFTER):
         split *= 2
     return split
+
+
+def _fill_split(tiles: int, slots: int, k: int, min_slice: int = 0) -> int:
+    """The split whose blocks fill one wave of slots most closely, of any count (not only the powers of two
+    _split_for doubles through: 43 tiles of 128 x 256 on 132 SMs make 129 blocks split three ways, 86 split
+    two), with slices no shorter than _split_for allows; 1 where none does."""
+    split = min(MAX_SPLIT, slots // tiles) if tiles else 1
+    while split > 1 and k // split < max(min_slice, MIN_K_PER_SPLIT if _reduce_for(split, 1) == 1
+                                         else MIN_K_PER_SLICE_AFTER):
+        split -= 1
+    return max(split, 1)
 
 
 def _reduce_for(split: int, wave: int) -> int:
@@ -175,7 +191,8 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
     per scheduler, ran at 0.36 of a full SM's speed, two 64 x 64 blocks of five at 0.58; a square-root law,
     the earlier model, picked the larger tile for 1000^3 and lost 36%). Each block does its padded tile's
     work (tile quantization) over its slice of K; an SM runs ceil(its blocks / j) rounds (wave quantization).
-    Fewer tiles than a wave: every tile split (_split_for). More, with a partial last wave: also the
+    Fewer tiles than a wave: every tile split, by the power of two _split_for reaches or by the count that
+    fills the wave (_fill_split), whichever is predicted faster. More, with a partial last wave: also the
     choice of splitting only that wave's tiles (WAVE = the slots of a wave), so that its blocks, SPLIT_K
     times as many, share the GPU instead of leaving most of it idle for a whole tile's time."""
     tiles = cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"])
@@ -206,6 +223,12 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
 
     split = _split_for(tiles, slots, k, min_slice)
     best = (phase(tiles * split, split) + reduce_work(split), split, 1)
+    fill = _fill_split(tiles, slots, k, min_slice)
+    if fill != split and tiles * fill >= FILL_MIN_SHARE * slots:
+        t = phase(tiles * fill, fill) + reduce_work(fill)
+        if t < FILL_MIN_GAIN * best[0]:
+            best = (t, fill, 1)
+    split = best[1]
     tail = tiles % slots
     if tail_split and split == 1 and tiles > slots and tail:
         whole = phase(tiles - tail, 1)
@@ -218,13 +241,36 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
     return best
 
 
-def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None) -> dict[str, int]:
-    """The tile class with the least predicted time, its split (and tail), where the slices are summed and
-    how B is copied."""
-    scored = [(predicted_time(m, n, k, sms, c.cfg, c.speed, c.per_sm, c.tail, c.min_slice), c.cfg)
-              for c in SHAPE_CLASSES]
-    (_, split, wave), cfg = min(scored, key=lambda t: t[0][0])
+def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
+               b_kmajor: bool = False) -> dict[str, int]:
+    """The tile class with the least predicted time (reading B^T in place where `b_kmajor`), its split (and
+    tail), where the slices are summed and how B is copied."""
+    (_, split, wave), cfg = _best(m, n, k, sms, b_kmajor)
     return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg, split))
+
+
+def _best(m: int, n: int, k: int, sms: int, b_kmajor: bool) -> tuple[tuple[float, int, int], dict[str, int]]:
+    scored = [(predicted_time(m, n, k, sms, c.cfg, c.speed * (c.bt_speed if b_kmajor else 1.0), c.per_sm, c.tail,
+                              c.min_slice), c.cfg) for c in SHAPE_CLASSES]
+    return min(scored, key=lambda t: t[0][0])
+
+
+# A B given transposed (x @ W.t()) is read in place (B_LAYOUT 2) or copied into a row-major B first, whichever
+# the model predicts faster: in place, each tile at its bt_speed (B^T is copied element by element as A is:
+# on 128 x 256 six more LDGSTS and their addresses per step, 1,119 -> 1,212 scheduled stall cycles per step
+# of the main loop; measured 0.875 of its row-major speed, 128 x 128 0.96, 128 x 64 level); copied, the tiles
+# at full speed plus the copy: 8 bytes moved per element of B at about 2.8 TB/s, against 1.96e11
+# multiply-adds per SM and second (the model's unit: 51.8 TFLOP/s over 132 SMs), 0.56 units per element.
+# Measured on the H100, x cuBLAS, best tile in place / copied: 4096 x 12288 x 4096 0.906 / 0.967, 8192 x
+# 13824 x 5120 0.920 / 1.010, 2048 x 2048 x 5504 0.882 / 0.916; small M in place, the copy of W outweighing
+# the product (docs/journal.md, "B^T read in place").
+COPY_UNITS_PER_ELEMENT = 0.56
+
+
+def _copies_b_transposed(m: int, n: int, k: int, sms: int) -> bool:
+    in_place = _best(m, n, k, sms, True)[0][0]
+    copied = _best(m, n, k, sms, False)[0][0] + COPY_UNITS_PER_ELEMENT * k * n
+    return copied < in_place
 
 
 def _b_copy(m: int, n: int, k: int, cfg: dict[str, int], split: int) -> int:
@@ -292,6 +338,7 @@ SPEC = KernelSpec(
     staging=Staging(lambda p: "B" if p["B_COPY"] == 16 and p["B_LAYOUT"] == B_ROW_MAJOR else "",
                     min_macs=STAGE_MIN_MACS),
     second_kernel=SecondKernel("sgemm_split_reduce", _after_geometry),
+    copies_b_transposed=_copies_b_transposed,
     # every tile split (WAVE 1); a split tail (WAVE > 1) splits only the last wave's tiles, counted unsplit
     k_slices=lambda p: p["SPLIT_K"] if p["WAVE"] == 1 else 1,
 )

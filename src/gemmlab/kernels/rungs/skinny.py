@@ -197,7 +197,8 @@ def blocks_per_sm(p: dict[str, int], regs_per_sm: int = 65536, smem_per_sm: int 
                       warps_per_sm // p["WARPS"]))
 
 
-def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None) -> dict[str, int]:
+def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
+               b_kmajor: bool = False) -> dict[str, int]:
     """MT: the rows of A rounded up to a whole n8 tile (at most 64). Eight warps per block (two per SM
     sub-partition: with four, each warp waited on its shared-memory reads about 40 % of its cycles, ncu).
     MT = 8: one m16 tile per warp and slots of four chunks (each row of a transposed weight copied in runs

@@ -298,7 +298,8 @@ def best_group(bm: int, bn: int, resident: int, tiles_m: int) -> int:
     return min(GROUP_CHOICES, key=lambda g: (wave_footprint(g, bm, bn, resident, tiles_m), g))
 
 
-def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None) -> dict[str, int]:
+def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
+               b_kmajor: bool = False) -> dict[str, int]:
     """The tiling (_tiling; with `element` fp16 / bf16 or None, 192-column tiles where narrow_tiles_pay) and,
     for it, the tile order's group height (best_group). (For tf32 on a row-major B the kernel's tile rows are
     columns of C, so the cap at M's tile rows is then N's; it matters only below 16 tile rows.)"""
