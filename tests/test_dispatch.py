@@ -300,8 +300,7 @@ def test_explain_choice_says_when_the_product_is_computed_transposed():
     fp32 = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
     assert fp32.spec.name == "sgemm" and not fp32.transposed and fp32.params["B_LAYOUT"] == 2
     sgemm = get("sgemm")
-    assert fp32.params == sgemm.validate(sgemm.heuristic(128, 11008, 4096, 132, "float32", True)
-                                         | {"BATCHED": 0, "B_LAYOUT": 2})
+    assert fp32.params == sgemm.validate(sgemm.heuristic(128, 11008, 4096, 132) | {"BATCHED": 0, "B_LAYOUT": 2})
     row = api.explain_choice("float32", shape=(128, 11008, 4096), cc=(9, 0), sm_count=132)
     assert row.params["B_LAYOUT"] == 1
 

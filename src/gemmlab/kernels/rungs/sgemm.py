@@ -243,9 +243,11 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
 
 def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
                b_kmajor: bool = False) -> dict[str, int]:
-    """The tile class with the least predicted time (reading B^T in place where `b_kmajor`), its split (and
-    tail), where the slices are summed and how B is copied."""
-    (_, split, wave), cfg = _best(m, n, k, sms, b_kmajor)
+    """The tile class with the least predicted time, its split (and tail), where the slices are summed and
+    how B is copied. B's layout does not move the pick: reading B^T in place costs the large tiles where
+    they re-read B from L2 (many block rows, where B^T is copied instead: _copies_b_transposed), not at
+    small M (128 x 256 measured ahead of 128 x 128 there, in place, by 3-5 %)."""
+    (_, split, wave), cfg = _best(m, n, k, sms, False)
     return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg, split))
 
 
@@ -258,7 +260,8 @@ def _best(m: int, n: int, k: int, sms: int, b_kmajor: bool) -> tuple[tuple[float
 # A B given transposed (x @ W.t()) is read in place (B_LAYOUT 2) or copied into a row-major B first, whichever
 # the model predicts faster: in place, each tile at its bt_speed (B^T is copied element by element as A is:
 # on 128 x 256 six more LDGSTS and their addresses per step, 1,119 -> 1,212 scheduled stall cycles per step
-# of the main loop; measured 0.875 of its row-major speed, 128 x 128 0.96, 128 x 64 level); copied, the tiles
+# of the main loop; measured at M >= 2048 0.875 of its row-major speed, 128 x 128 0.96, 128 x 64 level; at
+# M = 128, where each block reads its own columns of B once, 128 x 256 keeps its lead); copied, the tiles
 # at full speed plus the copy: 8 bytes moved per element of B at about 2.8 TB/s, against 1.96e11
 # multiply-adds per SM and second (the model's unit: 51.8 TFLOP/s over 132 SMs), 0.56 units per element.
 # Measured on the H100, x cuBLAS, best tile in place / copied: 4096 x 12288 x 4096 0.906 / 0.967, 8192 x
