@@ -284,6 +284,8 @@ def test_computes_transposed_only_where_the_swap_saves_a_copy_of_b():
     assert not tr(mma, 2048, 5504, 2048, True, False)
     for reads_bt in (sgemm, wgmma, skinny):                           # read B^T in place (B_LAYOUT)
         assert not tr(reads_bt, 128, 11008, 4096, True, False), reads_bt.name
+    assert tr(sgemm, 2048, 11008, 4096, True, False, 132)               # rung 10's own rule: transposed_b
+    assert not tr(sgemm, 128, 11008, 4096, True, False, 132)
     assert not tr(mma, 128, 11008, 4096, True, True)                  # a batch
     assert not tr(mma, 0, 11008, 4096, True, False)
 
@@ -320,21 +322,28 @@ def test_sgemm_reads_b_transposed_in_place():
     assert t.spec.name == "sgemm" and t.params["B_LAYOUT"] == 2 and not t.transposed
 
 
-def test_sgemm_copies_b_transposed_where_the_copy_costs_less_than_reading_it_in_place():
-    """Small M reads W in place (its copy would outweigh the product); large M copies W^T into a row-major B
-    and runs the 128 x 256 tile at full speed; explain_choice says which."""
+def test_sgemm_reads_copies_or_swaps_a_transposed_b_by_its_model():
+    """Small M reads W in place (its copy would outweigh the product); M = 64 with a long K swaps (the swapped
+    product's 128-row tiles against 64 x 64); large M copies W^T or swaps where x and C are smaller than W;
+    a product that may not be swapped (a batch, a named rung) reads or copies; explain_choice says which."""
     from gemmlab.api import dispatch
 
-    for m in (1, 64, 128, 512):
-        assert dispatch.reads_b_transposed(SGEMM, m, 11008, 4096, True, 132), m
-    for m in (4096, 16384):
-        assert not dispatch.reads_b_transposed(SGEMM, m, 11008, 4096, True, 132), m
-    assert not dispatch.reads_b_transposed(SGEMM, 128, 11008, 4096, False, 132)   # row-major: nothing to decide
-    assert dispatch.reads_b_transposed(SGEMM, 4096, 11008, 4096, True, None)       # no SM count: in place
-    assert dispatch.reads_b_transposed(get("wgmma"), 16384, 11008, 4096, True, 132)  # no copy rule: in place
+    tb = dispatch.transposed_b
+    assert [tb(SGEMM, m, 11008, 4096, 132, True) for m in (128, 512, 1024)] == ["read"] * 3
+    assert tb(SGEMM, 64, 5120, 13824, 132, True) == "swap" and tb(SGEMM, 64, 5120, 13824, 132, False) == "read"
+    assert tb(SGEMM, 2048, 11008, 4096, 132, True) == "swap" and tb(SGEMM, 2048, 11008, 4096, 132, False) == "copy"
+    assert tb(SGEMM, 4096, 12288, 4096, 132, True) == "copy"
+    assert tb(SGEMM, 0, 11008, 4096, 132, True) != "swap"
+    assert tb(SGEMM, 4096, 11008, 4096, None, True) == "read"           # no SM count: in place
+    assert tb(get("wgmma"), 16384, 11008, 4096, 132, True) == "read"      # no rule of its own, a B_LAYOUT
+    assert tb(get("mma_sync"), 128, 11008, 4096, 132, True) == "swap"     # no B_LAYOUT: the copies' sizes
+    assert tb(get("mma_sync"), 4096, 4096, 4096, 132, True) == "copy"
+    assert not dispatch.reads_b_transposed(SGEMM, 128, 11008, 4096, False, 132)  # row-major: nothing to decide
     big = api.explain_choice("float32", shape=(4096, 12288, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
     assert big.params["B_LAYOUT"] == 1 and "copied into a row-major B" in big.describe()
     assert (big.params["BM"], big.params["BN"]) == (128, 256)
+    swapped = api.explain_choice("float32", shape=(2048, 11008, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
+    assert swapped.transposed and "computed as C^T" in swapped.describe()
 
 
 def test_sgemm_split_fills_the_wave_where_a_power_of_two_leaves_it_a_third_empty():

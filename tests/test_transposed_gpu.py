@@ -163,25 +163,35 @@ def test_computed_transposed_where_the_rung_cannot_read_b_transposed(monkeypatch
     assert not _plan_of_last_call().transposed
 
 
-@pytest.mark.parametrize("mnk", [(1300, 3000, 520), (1500, 2501, 777)], ids=lambda t: "x".join(map(str, t)))
-def test_where_the_copy_pays_the_transposed_weight_is_copied_into_a_row_major_b(mnk):
-    """Large M: kernel="auto" copies W^T into a row-major B (the spec's copies_b_transposed), as explain_choice
-    says; every element against float64 with the fused epilogue, beta with a NaN-free C and a repeat call."""
+@pytest.mark.parametrize("mnk,how", [((2048, 2048, 1024), "copy"), ((2000, 3000, 4000), "copy"),
+                                     ((64, 2000, 6000), "swap"), ((48, 3000, 5000), "swap")],
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else v)
+def test_where_the_model_says_so_the_transposed_weight_is_copied_or_the_product_swapped(mnk, how):
+    """kernel="auto" copies W^T into a row-major B (large M) or computes C^T = W x^T (a C and an x smaller than
+    W, on tiles that suit the swapped shape), as dispatch.transposed_b and explain_choice say; every element
+    against float64 with the fused epilogue, beta with a C, and a repeat call."""
     torch = _torch()
     from gemmlab import api
+    from gemmlab.api import dispatch
+    from gemmlab.kernels import get
     from gemmlab.runtime import device
 
     m, n, k = mnk
+    sms = device.device_info().sm_count
+    assert dispatch.transposed_b(get("sgemm"), m, n, k, sms, True) == how
     x, w, r, c = _operands(torch, m, n, k)
     bias = torch.rand(n, device="cuda")
     choice = api.explain_choice("float32", shape=(m, n, k), info=device.device_info(), b_kmajor=True)
+    assert choice.transposed == (how == "swap")
+    prod = (x.double() @ w.double().t()).cpu().numpy()
     for _ in range(2):
         out = gemmlab.matmul(x, w.t(), bias=bias, activation="relu", residual=r)
         plan = _plan_of_last_call()
-        assert plan.params["B_LAYOUT"] == choice.params["B_LAYOUT"] == 1 and plan.b.copy, plan.params
-        want = np.maximum(x.double().cpu().numpy() @ w.double().cpu().numpy().T + bias.double().cpu().numpy(), 0)
-        _check(out.cpu().numpy(), want + r.double().cpu().numpy(), f"copied {mnk}")
+        assert plan.transposed == (how == "swap") and plan.spec.name == "sgemm"
+        if how == "copy":
+            assert plan.params["B_LAYOUT"] == 1 and plan.b.copy, plan.params
+        want = np.maximum(prod + bias.double().cpu().numpy(), 0) + r.double().cpu().numpy()
+        _check(out.cpu().numpy(), want, f"{how} {mnk}")
     cc = c.clone()
     gemmlab.matmul(x, w.t(), cc, alpha=0.5, beta=2.0)
-    _check(cc.cpu().numpy(), 0.5 * (x.double().cpu().numpy() @ w.double().cpu().numpy().T) + 2.0 * c.double().cpu().numpy(),
-           "copied, beta")
+    _check(cc.cpu().numpy(), 0.5 * prod + 2.0 * c.double().cpu().numpy(), f"{how}, beta")

@@ -186,7 +186,23 @@ def choose_kernel(dtype: str = "float32", cc: tuple[int, int] | None = None, pre
     return spec
 
 
-def computes_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: bool, batched: bool) -> bool:
+def transposed_b(spec: KernelSpec, m: int, n: int, k: int, sms: int | None, may_swap: bool) -> str:
+    """How the rung runs a call whose B is given transposed (N x K, K contiguous: a linear layer's weight as
+    W.t()): "read" in place (B_LAYOUT 2), "copy" into a row-major B first, or "swap": computed as C^T = B^T A^T,
+    B^T the swapped product's A, read in place (only where `may_swap`). The spec's own rule where it has one
+    and the SM count is known (`spec.transposed_b`); else a rung with a B_LAYOUT reads B^T in place, and one
+    without swaps where the swap's copies (A^T, M x K, as its B, and C, M x N, written back) are smaller than
+    B, else copies B."""
+    may_swap = may_swap and m * n * k > 0
+    if spec.transposed_b is not None and sms:
+        return spec.transposed_b(m, n, k, sms, may_swap)
+    if "B_LAYOUT" in spec.type_params:
+        return "read"
+    return "swap" if may_swap and m * (k + n) < k * n else "copy"
+
+
+def computes_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: bool, batched: bool,
+                        sms: int | None = None) -> bool:
     """Whether kernel="auto" computes C = A B as C^T = B^T A^T (the operands' roles swapped, C written through
     its transpose): where B is given transposed (a linear layer's weight, W.t()), the rung chosen for the
     call cannot read it so (no B_LAYOUT: it would copy all K x N of B first) and the copies the swapped
@@ -196,19 +212,15 @@ def computes_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: 
     (rung 10, before it read B^T) at 64-128 tokens: docs/journal.md, "2026-11-27: long K on a small C,
     transposed weights in fp32". `batched`: the call has batch dimensions (a batch of one included): never
     swapped."""
-    if batched or b_transposed is False or "B_LAYOUT" in spec.type_params or m * n * k == 0:
-        return False
-    return m * (k + n) < k * n
+    return bool(b_transposed) and not batched and transposed_b(spec, m, n, k, sms, True) == "swap"
 
 
 def reads_b_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: bool, sms: int | None) -> bool:
-    """Whether the rung reads a B given transposed (N x K, K contiguous) as it lies (B_LAYOUT 2) rather than a
-    row-major copy of it: where it has a B_LAYOUT and its spec does not copy B^T at this shape on `sms` SMs
-    (`spec.copies_b_transposed`: where the copy costs less than reading B^T in place loses; None: no SM
-    count to decide by, read in place)."""
+    """Whether a product that is not swapped reads a B given transposed as it lies (B_LAYOUT 2) rather than a
+    row-major copy of it (transposed_b, the swap set aside)."""
     if not b_transposed or "B_LAYOUT" not in spec.type_params:
         return False
-    return spec.copies_b_transposed is None or not sms or not spec.copies_b_transposed(m, n, k, sms)
+    return transposed_b(spec, m, n, k, sms, False) == "read"
 
 
 def explain_choice(dtype: str = "float32", precision: str | None = None, *, shape: tuple[int, int, int] | None = None,
@@ -243,13 +255,14 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     m, n, k = shape
     element = formats.element_type(dtype, precision)
     out = formats.dtype_label(out_dtype) if out_dtype is not None else dtype
-    swap = kernel == AUTO and computes_transposed(spec, m, n, k, b_kmajor, False)
-    # (the swapped product's B, A^T, is copied)
     sms = info.sm_count if info is not None else sm_count
-    pm, pn, kmajor = (n, m, False) if swap else (m, n, reads_b_transposed(spec, m, n, k, b_kmajor, sms))
+    swap = kernel == AUTO and computes_transposed(spec, m, n, k, b_kmajor, False, sms)
+    # (the swapped product's B, A^T, is given transposed: read in place or copied by the same rule)
+    pm, pn = (n, m) if swap else (m, n)
+    kmajor = reads_b_transposed(spec, pm, pn, k, swap or b_kmajor, sms)
     full, source, detail = full_params(spec, pm, pn, k, info, element, out, params, activation, kmajor,
                                        sm_count=sm_count if info is None else None, residual=residual)
-    if b_kmajor and not swap and not kmajor and "B_LAYOUT" in spec.type_params:
+    if (swap or b_kmajor) and not kmajor and "B_LAYOUT" in spec.type_params:
         detail += ("; B given transposed is copied into a row-major B (at this shape the copy costs less than "
                    "reading B^T in place loses)")
     return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail,

@@ -264,7 +264,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
         spec = registry.get(req.kernel)
     # (any call with batch dimensions, a batch of one included, runs as asked: the swap takes 2-D operands)
     if req.kernel == AUTO and may_swap and dispatch.computes_transposed(spec, req.m, req.n, req.k, lb_t.transposed,
-                                                                        req.batched or req.batch > 1):
+                                                                        req.batched or req.batch > 1, info.sm_count):
         swapped = replace(req, m=req.n, n=req.m, bias={"row": "col", "col": "row"}.get(req.bias))
         p = make_plan(swapped, home, dev, b.T, a.T, None if c is None else c.T, bias,
                       None if residual is None else residual.T, may_swap=False)

@@ -250,9 +250,11 @@ class KernelSpec:
     type_defaults: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # Operands copied into 16-byte aligned rows before the launch (None: read as they are).
     staging: Staging | None = None
-    # For rungs that can read B given transposed (B_LAYOUT 2) but lose to a row-major copy of it on some
-    # shapes: (M, N, K, SM count) -> True where a B given transposed is copied into a row-major B instead.
-    copies_b_transposed: Callable[[int, int, int, int], bool] | None = None
+    # How a call whose B is given transposed (N x K, K contiguous: x @ W.t()) runs, for rungs that choose by
+    # shape: (M, N, K, SM count, may the product be swapped) -> "read" (B_LAYOUT 2, in place), "copy" (into a
+    # row-major B first) or "swap" (C^T = B^T A^T, B^T the swapped product's A). None: a rung with a B_LAYOUT
+    # reads it in place; one without swaps where the swap's copies are smaller than B, else copies B.
+    transposed_b: Callable[[int, int, int, int, bool], str] | None = None
     # What keeps a call's operands from this rung: (a_ptr, lda, b_ptr, ldb, element bytes) -> problems
     # (empty: fine); kernel="auto" passes over a rung whose rules fail and that does not stage them.
     operand_rules: Callable[[int, int, int, int, int], list[str]] | None = None

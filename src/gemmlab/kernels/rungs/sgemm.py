@@ -243,37 +243,50 @@ def predicted_time(m: int, n: int, k: int, sms: int, cfg: dict[str, int], speed:
 
 def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
                b_kmajor: bool = False) -> dict[str, int]:
-    """The tile class with the least predicted time, its split (and tail), where the slices are summed and
-    how B is copied. B's layout does not move the pick: reading B^T in place costs the large tiles where
-    they re-read B from L2 (many block rows, where B^T is copied instead: _copies_b_transposed), not at
-    small M (128 x 256 measured ahead of 128 x 128 there, in place, by 3-5 %)."""
-    (_, split, wave), cfg = _best(m, n, k, sms, False)
+    """The tile class with the least predicted time (with B^T read in place where `b_kmajor`: _bt_factor), its
+    split (and tail), where the slices are summed and how B is copied."""
+    (_, split, wave), cfg = _best(m, n, k, sms, b_kmajor)
     return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg, split))
 
 
 def _best(m: int, n: int, k: int, sms: int, b_kmajor: bool) -> tuple[tuple[float, int, int], dict[str, int]]:
-    scored = [(predicted_time(m, n, k, sms, c.cfg, c.speed * (c.bt_speed if b_kmajor else 1.0), c.per_sm, c.tail,
+    scored = [(predicted_time(m, n, k, sms, c.cfg, c.speed * _bt_factor(m, c, b_kmajor), c.per_sm, c.tail,
                               c.min_slice), c.cfg) for c in SHAPE_CLASSES]
     return min(scored, key=lambda t: t[0][0])
 
 
-# A B given transposed (x @ W.t()) is read in place (B_LAYOUT 2) or copied into a row-major B first, whichever
-# the model predicts faster: in place, each tile at its bt_speed (B^T is copied element by element as A is:
-# on 128 x 256 six more LDGSTS and their addresses per step, 1,119 -> 1,212 scheduled stall cycles per step
-# of the main loop; measured at M >= 2048 0.875 of its row-major speed, 128 x 128 0.96, 128 x 64 level; at
-# M = 128, where each block reads its own columns of B once, 128 x 256 keeps its lead); copied, the tiles
-# at full speed plus the copy: 8 bytes moved per element of B at about 2.8 TB/s, against 1.96e11
-# multiply-adds per SM and second (the model's unit: 51.8 TFLOP/s over 132 SMs), 0.56 units per element.
-# Measured on the H100, x cuBLAS, best tile in place / copied: 4096 x 12288 x 4096 0.906 / 0.967, 8192 x
-# 13824 x 5120 0.920 / 1.010, 2048 x 2048 x 5504 0.882 / 0.916; small M in place, the copy of W outweighing
-# the product (docs/journal.md, "B^T read in place").
+# B^T read in place costs a tile its bt_speed where many block rows re-read each column stripe of B^T (M of
+# 2048 and more: 0.857-0.906 x cuBLAS in place against 0.911-0.967 copied); with a few (M up to 1024) the
+# tiles measured level with their row-major speed (128 x 256 split three ways 0.87-0.90 in place at M = 128 to
+# 1024, copied 0.856 at 1024).
+BT_MIN_BLOCK_ROWS = 16
+
+
+def _bt_factor(m: int, c: ShapeClass, b_kmajor: bool) -> float:
+    return c.bt_speed if b_kmajor and cdiv(m, c.cfg["BM"]) >= BT_MIN_BLOCK_ROWS else 1.0
+
+
+# A B given transposed (x @ W.t()) is read in place (B_LAYOUT 2), copied into a row-major B first, or the
+# product is swapped (C^T = W x^T: W the swapped product's A, read in place; x^T read in place or copied by
+# the same rule; C^T written and copied back), whichever the model predicts fastest. In place, each tile at
+# its bt_speed where many block rows re-read B^T (_bt_factor; B^T is copied element by element as A is: on
+# 128 x 256 six more LDGSTS and their addresses per step, 1,119 -> 1,212 scheduled stall cycles per step of
+# the main loop; measured at M >= 2048 0.875 of its row-major speed, 128 x 128 0.96, 128 x 64 level); a copy costs 8 bytes moved per element at about 2.8 TB/s against 1.96e11
+# multiply-adds per SM and second (the model's unit: 51.8 TFLOP/s over 132 SMs): 0.56 units per element.
+# Measured on the H100, x cuBLAS (docs/journal.md, "B^T read in place"): in place 128 x 11008 x 4096 0.903,
+# 64 x 13824 x 5120 0.844 (swapped 0.725, 0.752); swapped 2048 x 11008 x 4096 0.978, 128 x 28672 x 8192
+# 0.912, 64 x 5120 x 13824 0.762 (in place or copied 0.950, 0.870, 0.726); copied 4096 x 12288 x 4096
+# 0.968 (in place 0.906).
 COPY_UNITS_PER_ELEMENT = 0.56
 
 
-def _copies_b_transposed(m: int, n: int, k: int, sms: int) -> bool:
-    in_place = _best(m, n, k, sms, True)[0][0]
-    copied = _best(m, n, k, sms, False)[0][0] + COPY_UNITS_PER_ELEMENT * k * n
-    return copied < in_place
+def _transposed_b(m: int, n: int, k: int, sms: int, may_swap: bool) -> str:
+    copy = COPY_UNITS_PER_ELEMENT
+    options = {"read": _best(m, n, k, sms, True)[0][0], "copy": _best(m, n, k, sms, False)[0][0] + copy * k * n}
+    if may_swap:
+        product = min(_best(n, m, k, sms, True)[0][0], _best(n, m, k, sms, False)[0][0] + copy * m * k)
+        options["swap"] = product + copy * m * n
+    return min(options, key=options.get)  # (on a tie the first: read, then copy)
 
 
 def _b_copy(m: int, n: int, k: int, cfg: dict[str, int], split: int) -> int:
@@ -341,7 +354,7 @@ SPEC = KernelSpec(
     staging=Staging(lambda p: "B" if p["B_COPY"] == 16 and p["B_LAYOUT"] == B_ROW_MAJOR else "",
                     min_macs=STAGE_MIN_MACS),
     second_kernel=SecondKernel("sgemm_split_reduce", _after_geometry),
-    copies_b_transposed=_copies_b_transposed,
+    transposed_b=_transposed_b,
     # every tile split (WAVE 1); a split tail (WAVE > 1) splits only the last wave's tiles, counted unsplit
     k_slices=lambda p: p["SPLIT_K"] if p["WAVE"] == 1 else 1,
 )
