@@ -65,8 +65,8 @@ class KernelChoice:
         if self.params is not None:
             m, n, k = self.shape
             if self.transposed:
-                lines.append(f"computed as C^T = B^T A^T (B given transposed, which {self.spec.name} would copy; A "
-                             f"is the smaller operand): the product of {n} x {m} x {k}")
+                lines.append(f"computed as C^T = B^T A^T (B given transposed, read in place as the swapped product's "
+                             f"A; faster for {self.spec.name} here than copying B): the product of {n} x {m} x {k}")
                 m, n = n, m
             lines.append(f"parameters for M x N x K = {m} x {n} x {k}: {self.params_source} ({self.params_detail})")
             lines.append("  " + " ".join(f"{key}={v}" for key, v in self.params.items()))
@@ -204,14 +204,10 @@ def transposed_b(spec: KernelSpec, m: int, n: int, k: int, sms: int | None, may_
 def computes_transposed(spec: KernelSpec, m: int, n: int, k: int, b_transposed: bool, batched: bool,
                         sms: int | None = None) -> bool:
     """Whether kernel="auto" computes C = A B as C^T = B^T A^T (the operands' roles swapped, C written through
-    its transpose): where B is given transposed (a linear layer's weight, W.t()), the rung chosen for the
-    call cannot read it so (no B_LAYOUT: it would copy all K x N of B first) and the copies the swapped
-    product makes instead (A^T, M x K, as its B, and C, M x N, written back) are smaller than B. Then B^T is
-    the swapped product's A, read in place. One product only. Rungs with a B_LAYOUT read B^T in place and are
-    never swapped (rungs 10 and 12 to 14); rung 11 (the 16-bit choice below Hopper) is. Measured on strict fp32
-    (rung 10, before it read B^T) at 64-128 tokens: docs/journal.md, "2026-11-27: long K on a small C,
-    transposed weights in fp32". `batched`: the call has batch dimensions (a batch of one included): never
-    swapped."""
+    its transpose; B^T the swapped product's A, read in place): where B is given transposed (a linear layer's
+    weight, W.t()) and transposed_b says "swap" on `sms` SMs. One product only: `batched`, the call has batch
+    dimensions (a batch of one included), is never swapped. Measured: docs/journal.md, "2026-11-27: a
+    transposed weight in strict fp32"."""
     return bool(b_transposed) and not batched and transposed_b(spec, m, n, k, sms, True) == "swap"
 
 
@@ -263,8 +259,8 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
     full, source, detail = full_params(spec, pm, pn, k, info, element, out, params, activation, kmajor,
                                        sm_count=sm_count if info is None else None, residual=residual)
     if (swap or b_kmajor) and not kmajor and "B_LAYOUT" in spec.type_params:
-        detail += ("; B given transposed is copied into a row-major B (at this shape the copy costs less than "
-                   "reading B^T in place loses)")
+        detail += (f"; {'its B, A^T,' if swap else 'B'} given transposed is copied into a row-major B (at this shape "
+                   "the copy costs less than reading it in place loses)")
     return replace(choice, shape=(m, n, k), params=full, params_source=source, params_detail=detail,
                    transposed=swap)
 
