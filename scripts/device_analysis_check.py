@@ -192,18 +192,18 @@ def _through_blocktile_2d():
 def ladder(dev, ceil):
     header(f"3. every rung and cuBLAS at {SIZE}^3: Table 1, Table 2, roofline")
     from gemmlab.analysis import analysis_section
-    from gemmlab.analysis.measure import measure_many
     from gemmlab.analysis.models import fp32_specs
+    from gemmlab.bench.measure import measure
 
     n = SIZE
-    entries = [(s.name, n, n, n, None) for s in fp32_specs()] + [("cublas", n, n, n, None)]
+    entries = [s.name for s in fp32_specs()] + ["cublas"]
 
     def show(r):
-        print(f"  {r.kernel:14s} {r.median_ms:9.3f} ms {r.tflops:7.2f} TFLOP/s  at "
+        print(f"  {r.kernel:14s} {r.median_ms or float('nan'):9.3f} ms {r.tflops or float('nan'):7.2f} TFLOP/s  at "
               f"{r.sm_clock_mhz or float('nan'):.0f} MHz  err {r.rel_error if r.rel_error is not None else float('nan'):.1e}"
               f"{'' if r.ok else '  FAILED VERIFICATION'}", flush=True)
 
-    meas = measure_many(entries, budget_ms=150, on_result=show)
+    meas = measure(entries, (n, n, n), budget_ms=150, on_record=show)
     save_json("ladder.json", [m.as_dict() for m in meas])
     sec = analysis_section(meas, dev, ceil)
     (OUT / "analysis.md").write_text(sec.markdown)

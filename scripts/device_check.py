@@ -53,7 +53,7 @@ def main() -> int:
         print(f"GPU tests: exit {proc.returncode} in {time.time() - t0:.0f} s", flush=True)
         rc = proc.returncode
 
-    from gemmlab.bench.ladder import run_ladder
+    from gemmlab.bench.measure import measure
     from gemmlab.kernels import specs_for_dtype
 
     only = [x for x in args.only.split(",") if x]
@@ -63,29 +63,29 @@ def main() -> int:
         entries.append((name, {k: int(x) for k, x in (p.split("=") for p in kv.split(",") if p)}))
     sizes = [int(s) for s in args.sizes.split(",")]
     results = []
-    for r in run_ladder(sizes, entries, on_result=lambda r: print(
-            f"  {r.kernel:14s} {r.m:6d} {r.params} {r.timing.median_ms if r.timing else float('nan'):10.4f} ms "
-            f"err {r.rel_error:.1e}", flush=True)):
-        results.append(r)
+    for size in sizes:
+        results += measure(["cublas", *entries], (size, size, size), budget_ms=300, on_record=lambda r: print(
+            f"  {r.kernel:14s} {r.m:6d} {r.params} {r.median_ms or float('nan'):10.4f} ms "
+            f"err {r.rel_error if r.rel_error is not None else float('nan'):.1e}", flush=True))
     rows = []
     cub = {r.m: r for r in results if r.kernel == "cublas"}
     for r in results:
         ref = cub.get(r.m)
         rows.append({
             "kernel": r.kernel, "params": r.params, "m": r.m, "n": r.n, "k": r.k, "ok": r.ok,
-            "rel_error": r.rel_error, "timing": r.timing.as_dict() if r.timing else None, "tflops": r.tflops,
+            "rel_error": r.rel_error, "median_ms": r.median_ms, "q1_ms": r.q1_ms, "q3_ms": r.q3_ms, "tflops": r.tflops,
             "pct_cublas": 100 * r.tflops / ref.tflops if ref and ref.tflops else None,
         })
     (out / "ladder.json").write_text(json.dumps({"env": env, "results": rows}, default=str, indent=1))
     print(f"\n{'kernel':14s} {'params':44s} {'size':>6s} {'ms':>10s} {'TFLOP/s':>8s} {'%cuBLAS':>8s} {'IQR%':>6s} {'err':>8s}")
     for row in rows:
-        t = row["timing"]
         if not row["ok"]:
-            print(f"{row['kernel']:14s} {str(row['params']):44s} {row['m']:6d}  FAILED err {row['rel_error']:.1e}")
+            print(f"{row['kernel']:14s} {str(row['params']):44s} {row['m']:6d}  FAILED err {row['rel_error']}")
             rc = rc or 1
             continue
-        print(f"{row['kernel']:14s} {str(row['params'])[:44]:44s} {row['m']:6d} {t['median_ms']:10.4f} {row['tflops']:8.2f} "
-              f"{row['pct_cublas']:7.1f}% {100 * (t['q3_ms'] - t['q1_ms']) / t['median_ms']:5.1f}% {row['rel_error']:8.1e}")
+        print(f"{row['kernel']:14s} {str(row['params'])[:44]:44s} {row['m']:6d} {row['median_ms']:10.4f} "
+              f"{row['tflops']:8.2f} {row['pct_cublas'] or float('nan'):7.1f}% "
+              f"{100 * (row['q3_ms'] - row['q1_ms']) / row['median_ms']:5.1f}% {row['rel_error']:8.1e}")
     return rc
 
 

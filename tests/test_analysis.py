@@ -473,11 +473,13 @@ def test_device_presets():
 
 
 def test_report_section_tables_and_figures():
-    from gemmlab.analysis.measure import Measurement
+    from gemmlab.bench.records import Record
 
     names = [s.name for s in fp32_specs()[:3]]
     recs = [dict(kernel=names[0], m=1024, n=1024, k=1024, median_ms=3.0, sm_clock_mhz=1980.0),
-            Measurement(names[1], {}, 1024, 1024, 1024, 0.4, 0.01, 20, 1950.0),
+            Record(kernel=names[1], label=names[1], family="gpu", rung=None, idea="", params={}, dtype="float32",
+                   m=1024, n=1024, k=1024, alpha=1.0, beta=0.0, mode="compute", l2="cold", pinned=None,
+                   median_ms=0.4, q1_ms=0.39, q3_ms=0.41, samples=20, sm_mhz_min=1950.0, sm_mhz_max=1950.0),
             {"kernel": names[2], "m": 1024, "n": 1024, "k": 1024, "timing": {"median_ms": 0.3}},
             {"kernel": "cublas", "m": 1024, "n": 1024, "k": 1024, "median_ms": 0.05},
             {"kernel": names[0], "m": 1024, "n": 1024, "k": 1024, "median_ms": 9.0, "mode": "end_to_end"},

@@ -26,12 +26,29 @@ def test_occupancy_model_agrees_with_the_driver(spec):
 
 
 def test_measure_verifies_times_and_records_the_clock():
-    from gemmlab.analysis.measure import Measurement, measure
+    """bench.measure, the one measuring function: a rung with parameters the heuristic picks (type parameters
+    included, which the call itself sets), a named tile and a peer, each verified, timed, with the SM clock;
+    the records read back as they were written; bad parameters and a CPU baseline refused by name."""
+    from gemmlab.analysis.measure import resolve_params
+    from gemmlab.bench.measure import measure, measure_one
+    from gemmlab.bench.records import record_from_dict
+    from gemmlab.kernels import get
+    from gemmlab.runtime import device
 
     name = fp32_specs()[0].name
-    r = measure(name, 256, 192, 128, budget_ms=20)
-    assert r.ok and r.rel_error < 1e-4 and r.median_ms > 0 and r.tflops > 0
-    assert Measurement.from_dict(r.as_dict()) == r
+    r = measure_one(name, 256, 192, 128, budget_ms=20)
+    assert r.ok and r.rel_error < 1e-4 and r.median_ms > 0 and r.tflops > 0 and r.sm_clock_mhz > 0
+    assert record_from_dict(r.as_dict()) == r
+    full = resolve_params(get("sgemm"), 300, 200, 1000, None, device.device_info())
+    assert "BATCHED" in full
+    tile = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, MIN_BLOCKS=5)
+    recs = measure([("sgemm", full), ("sgemm", tile), "cublas"], (300, 200, 1000), budget_ms=20)
+    assert [x.kernel for x in recs] == ["sgemm", "sgemm", "cublas"] and all(x.ok for x in recs)
+    assert recs[1].params["BM"] == 64 and recs[0].label != recs[1].label
+    with pytest.raises(ValueError, match="REDUCE = 3"):
+        measure_one("sgemm", 300, 200, 1000, {"SPLIT_K": 2, "REDUCE": 3}, budget_ms=20)
+    with pytest.raises(ValueError, match="CPU baseline"):
+        measure(["cpu_naive"], (64, 64, 64))
 
 
 def test_single_block_speed_is_between_the_wave_models():

@@ -9,7 +9,8 @@ Models (no GPU; plain functions of M, N, K, parameters, device facts and compile
   cliff                 the L2 cliff (seed 000)
   explain               numbers, model against measurement, and a paragraph
   report                the report section (seed 004's Table 1, Table 2 and figures)
-Measurement (GPU): measure (kernel times with the SM clock), ncu (hardware counters).
+Measurement (GPU): measure (sweeps and calibrations through bench.measure, the harness's records with the SM
+clock), ncu (hardware counters).
 """
 
 from .bounds import Bound, Prediction, predict, verdict

@@ -123,6 +123,21 @@ class Record:
     measured_at: str = ""
 
     @property
+    def seconds(self) -> float:
+        """The median time in seconds (0.0 where not timed)."""
+        return (self.median_ms or 0.0) * 1e-3
+
+    @property
+    def iqr_ms(self) -> float | None:
+        return self.q3_ms - self.q1_ms if self.q1_ms is not None and self.q3_ms is not None else None
+
+    @property
+    def sm_clock_mhz(self) -> float | None:
+        """The SM clock the timing ran at: the middle of the readings during its kept batches."""
+        seen = [v for v in (self.sm_mhz_min, self.sm_mhz_max) if v]
+        return sum(seen) / len(seen) if seen else None
+
+    @property
     def fmt(self) -> str:
         """The number format's name: fp32, tf32, fp16 or bf16."""
         return self.precision or NATIVE_PRECISION.get(self.dtype, "fp32")

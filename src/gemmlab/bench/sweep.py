@@ -186,6 +186,17 @@ def split_names(names: Sequence[str], params: dict | None = None) -> tuple[list,
 # ------------------------------------------------------------------------------------------ sweep
 
 
+def rel_error(c, ref) -> float:
+    """||C - ref|| / ||ref|| in float64 on the GPU (CuPy arrays); inf if C has a NaN or an infinity."""
+    cp = device.require_cupy()
+    c64 = c.astype(cp.float64)
+    if not bool(cp.isfinite(c64).all()):
+        return float("inf")
+    den = float(cp.linalg.norm(ref))
+    num = float(cp.linalg.norm(c64 - ref))
+    return num / den if den else num
+
+
 def host_rel_error(c: np.ndarray, ref: np.ndarray) -> float:
     """||C - ref|| / ||ref|| in float64; inf if C has a NaN or an infinity."""
     if not np.isfinite(c).all():
@@ -347,8 +358,6 @@ class Sweep:
                 cp.get_default_memory_pool().free_all_blocks()
 
     def _gpu_shape_on_stream(self, cp, stream, shape, runners, weight) -> Iterator[Record]:
-        from .ladder import rel_error
-
         plan = self.plan
         m, n, k = shape
         alpha, beta = plan.alpha, plan.beta
@@ -588,6 +597,6 @@ def run_plan(plan: Plan, on_record: Callable[[Record], None] | None = None) -> R
 
 
 __all__ = [
-    "DEFAULT_CPU_SIZES", "DEFAULT_GPU_SIZES", "Plan", "Sweep", "default_plan", "host_rel_error", "parse_shape",
+    "DEFAULT_CPU_SIZES", "DEFAULT_GPU_SIZES", "Plan", "Sweep", "default_plan", "host_rel_error", "parse_shape", "rel_error",
     "parse_sizes", "powers_of_two", "run_plan", "split_names", "with_neighbours",
 ]

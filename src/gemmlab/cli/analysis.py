@@ -17,6 +17,13 @@ from ._app import app, console, fail
 from .core import parse_params
 
 
+
+def _why_not(r) -> str:
+    """Why a measurement record holds no time: its verification error, or the note of a call that raised."""
+    if r.rel_error is not None:
+        return f"verification failed, relative error {r.rel_error:.1e}"
+    return r.note or r.status
+
 def _gpu_or_fail() -> device.DeviceInfo:
     try:
         return device.device_info()
@@ -158,13 +165,14 @@ def explain(
         why = "" if preset else f" (GPU unavailable: {device.gpu_unavailable_reason()})"
         console.print(f"[yellow]model only, on the {dev.name} facts{escape(why)}[/yellow]", highlight=False)
     elif fmt.name == "fp32":
-        from ..analysis.measure import measure as time_kernel, resolve_params
+        from ..analysis.measure import resolve_params
+        from ..bench.measure import measure_one as time_kernel
 
         params = resolve_params(spec, M, N, K, params, dev)
         if measure:
             r = time_kernel(spec.name, M, N, K, params)
             if not r.ok:
-                fail(f"{spec.name} failed verification at {M}x{N}x{K}: relative error {r.rel_error:.2e}")
+                fail(f"{spec.name} at {M}x{N}x{K} was not timed: {_why_not(r)}")
             measured_s, clock = r.seconds, r.sm_clock_mhz
         if ncu:
             counters = _ncu_or_note([(spec.name, M, N, K, params)])
@@ -214,7 +222,8 @@ def profile(
     from ..analysis import ncu as ncu_mod
     from ..analysis.bounds import predict
     from ..analysis.explain import fmt_bytes, fmt_count, fmt_s
-    from ..analysis.measure import measure as time_kernel, resolve_params
+    from ..analysis.measure import resolve_params
+    from ..bench.measure import measure_one as time_kernel
     from ..analysis.models import model_kernel
 
     dev = _gpu_or_fail()
@@ -310,11 +319,11 @@ def roofline(
             rate, clock, lim = pred.attainable_flops, None, pred.limiter.resource
         else:
             from ..analysis.bounds import verdict
-            from ..analysis.measure import measure as time_kernel
+            from ..bench.measure import measure_one as time_kernel
 
             r = time_kernel(s.name, size, size, size, None, budget_ms=budget_ms)
             if not r.ok:
-                console.print(f"[red]{s.name} failed verification ({r.rel_error:.1e}); left out[/red]")
+                console.print(f"[red]{s.name} was not timed ({_why_not(r)}); left out[/red]")
                 continue
             mdl = model_kernel(s, size, size, size, r.params, dev)
             pred = predict(mdl, ceil, r.sm_clock_mhz)
@@ -385,7 +394,7 @@ def sawtooth(
     meas = sweep(spec.name, shapes, params, budget_ms=budget_ms)
     bad = [r for r in meas if not r.ok]
     if bad:
-        fail(f"{spec.name} failed verification at N = {bad[0].n} (relative error {bad[0].rel_error:.1e})")
+        fail(f"{spec.name} at N = {bad[0].n} was not timed: {_why_not(bad[0])}")
     fit = fit_sawtooth(quants, [r.seconds for r in meas], cal.single_block_speed)
     fig = sawtooth_figure(ns, fit.predicted_tflops, fit.measured_tflops, fit.rel_errors,
                           f"{spec.name} {geo.tile_m}x{geo.tile_n} tiles, M = {m}, K = {k}, {dev.name}", geo.tile_n,

@@ -256,7 +256,7 @@ def run(
 
     _gpu_or_fail()
     cp = device.require_cupy()
-    from ..bench.ladder import rel_error
+    from ..bench.sweep import rel_error
     from ..bench.timing import time_gpu, tflops
 
     resolved = choice.precision

@@ -84,7 +84,7 @@ def ablation(
 ) -> None:
     """Each rung against the one before it on this GPU, at its default (or tuned) parameters: does every
     idea on the ladder pay here?"""
-    from ..bench.ladder import run_ladder
+    from ..bench.measure import measure
 
     try:
         info = device.device_info()
@@ -93,8 +93,11 @@ def ablation(
     names = [s.name for s in registry.specs_for_dtype("float32") if s.name not in (skip or [])]
     with Progress(TextColumn("{task.description}"), BarColumn(), console=console, transient=True) as prog:
         task = prog.add_task("ablation", total=len(names) + 1)
-        results = run_ladder([size], names, budget_ms=budget_ms,
-                             on_result=lambda r: prog.update(task, advance=1, description=r.kernel))
+        try:
+            results = measure(["cublas", *names], (size, size, size), budget_ms=budget_ms,
+                              on_record=lambda r: prog.update(task, advance=1, description=r.kernel))
+        except GemmlabError as exc:
+            fail(str(exc))
     by_name = {r.kernel: r for r in results}
     cublas = by_name.get("cublas")
     t = Table(title=f"ablation at {size}^3 on {info.name}: each rung against the previous one")

@@ -124,70 +124,70 @@ def tune(
     """Search `spec`'s parameters for problems like `shape` on the current GPU, within `budget_s`."""
     if "float32" not in spec.dtypes:  # the search below times fp32 data
         raise ValueError(f"the tuner runs float32 problems; kernel {spec.name} takes {' or '.join(spec.dtypes)}")
-    import cupy as cp
-
     from ..runtime import device
     from ..tuned import shape_class
 
     m, n, k = shape
     info = device.device_info()
     start = time.perf_counter()
-    rng = cp.random.default_rng(seed)
-    a = rng.uniform(-1, 1, (m, k), dtype=cp.float32)
-    b = rng.uniform(-1, 1, (k, n), dtype=cp.float32)
-    c = cp.empty((m, n), dtype=cp.float32)
-    ref = a.astype(cp.float64) @ b.astype(cp.float64)
-
     first = [spec.defaults]
     if spec.heuristic is not None:
         first.insert(0, spec.heuristic(m, n, k, info.sm_count, "float32"))
     order = search_order(spec, first, seed)
     result = TuneResult(spec.name, shape_class(m, n, k), shape, None, 0.0, None)
     pool = _pool(workers)
-    batch = 32  # compiled together in the pool, then verified and timed one by one
+    batch = 32  # compiled together in the pool, then measured MEASURED_TOGETHER at a time
     try:
         for lo in range(0, len(order), batch):
             if time.perf_counter() - start > budget_s and result.best is not None:
                 break
             chunk = order[lo:lo + batch]
             precompile(spec, chunk, info.arch, pool=pool)
-            for p in chunk:
+            for at in range(0, len(chunk), MEASURED_TOGETHER):
                 if time.perf_counter() - start > budget_s and result.best is not None:
                     break
-                _try_candidate(spec, p, info, a, b, c, ref, m, n, k, per_candidate_ms, result, on_step)
+                _try_candidates(spec, chunk[at:at + MEASURED_TOGETHER], info, shape, per_candidate_ms, seed,
+                                result, on_step)
     finally:
         if pool is not None:
             pool.shutdown()
     return result
 
 
-def _try_candidate(spec, p, info, a, b, c, ref, m, n, k, per_candidate_ms, result, on_step) -> None:
-    """Prune by the compiler's report, verify, time; record the outcome in `result`."""
-    from .. import api
-    from ..bench.ladder import VERIFY_TOL, rel_error
-    from ..bench.timing import time_gpu, tflops
+MEASURED_TOGETHER = 8  # candidates verified, then timed interleaved, in one measurement
 
-    cand = _prune_by_compiler(spec, p, info.arch, info.smem_per_block_optin)
-    if cand.rejected:
-        result.tried.append((p, None, cand.rejected))
-        if on_step:
-            on_step(cand, None, cand.rejected)
+
+def _try_candidates(spec, params, info, shape, per_candidate_ms, seed, result, on_step) -> None:
+    """Prune by the compiler's report, then measure the rest together (bench.measure: each verified against a
+    float64 product, those that pass timed interleaved); record each outcome in `result`."""
+    from ..bench.measure import measure
+
+    kept = []
+    for p in params:
+        cand = _prune_by_compiler(spec, p, info.arch, info.smem_per_block_optin)
+        if cand.rejected:
+            result.tried.append((p, None, cand.rejected))
+            if on_step:
+                on_step(cand, None, cand.rejected)
+        else:
+            kept.append(cand)
+    if not kept:
         return
-    c.fill(float("nan"))
-    api.matmul(a, b, c, kernel=spec.name, **p)
-    err = rel_error(c, ref)
-    if not err < VERIFY_TOL:
-        note = f"FAILED verification (rel. error {err:.1e})"
-        result.tried.append((p, None, note))
+    records = measure([(spec.name, c.params) for c in kept], shape, budget_ms=per_candidate_ms, seed=seed)
+    defaults = spec.validate(spec.defaults)
+    for cand, rec in zip(kept, records):
+        if not rec.ok:
+            note = (f"FAILED verification (rel. error {rec.rel_error:.1e})" if rec.rel_error is not None
+                    else rec.note or rec.status)
+            result.tried.append((cand.params, None, note))
+            if on_step:
+                on_step(cand, None, note)
+            continue
+        rate = rec.tflops
+        result.tried.append((cand.params, rate, "ok"))
+        if cand.params == defaults:
+            result.default_tflops = rate
+        if rate > result.best_tflops:
+            result.best, result.best_tflops = cand.params, rate
         if on_step:
-            on_step(cand, None, note)
-        return
-    t = time_gpu(lambda: api.matmul(a, b, c, kernel=spec.name, **p), budget_ms=per_candidate_ms)
-    rate = tflops(m, n, k, t.median_ms)
-    result.tried.append((p, rate, "ok"))
-    if p == spec.validate(spec.defaults):
-        result.default_tflops = rate
-    if rate > result.best_tflops:
-        result.best, result.best_tflops = p, rate
-    if on_step:
-        on_step(cand, rate, "ok")
+            on_step(cand, rate, "ok")
