@@ -136,7 +136,7 @@ def measure(problem: Batch, *, budget_ms: float = 300.0, seed: int = 0, command:
     from ..runtime import device
     from . import environment
     from .records import COMPUTE, OK, Record, Results, derive
-    from .verified import verify_then_time
+    from .verified import verify_then_time_torch
 
     problem.check()
     device.require_cupy()
@@ -170,8 +170,8 @@ def measure(problem: Batch, *, budget_ms: float = 300.0, seed: int = 0, command:
         calls, ref64 = build(problem, torch, gemmlab, seed=seed)
         refs = [ref64]
         del ref64
-        records = verify_then_time(calls, lambda c: refs[0], fmt.verify_tol, record, budget_ms, on_progress,
-                                   before_timing=refs.clear)
+        records = verify_then_time_torch(calls, lambda c: refs[0], fmt.verify_tol, record, budget_ms, on_progress,
+                                         before_timing=refs.clear)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
     run["finished_at"] = now()

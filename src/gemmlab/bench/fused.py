@@ -203,7 +203,7 @@ def measure(layer: Layer, *, compile_mode: str | None = None, budget_ms: float =
     from ..runtime import device
     from . import environment
     from .records import COMPUTE, OK, Record, Results, derive
-    from .verified import verify_then_time
+    from .verified import verify_then_time_torch
 
     layer.check()
     device.require_cupy()
@@ -236,8 +236,8 @@ def measure(layer: Layer, *, compile_mode: str | None = None, budget_ms: float =
     refs = {"layer": ref64, "product": product64}
     del ref64, product64  # (held by refs alone: freed before the timings)
     try:
-        records = verify_then_time(calls, lambda c: refs["layer" if c.layer_work else "product"], fmt.verify_tol,
-                                   record, budget_ms, on_progress, before_timing=refs.clear)
+        records = verify_then_time_torch(calls, lambda c: refs["layer" if c.layer_work else "product"],
+                                         fmt.verify_tol, record, budget_ms, on_progress, before_timing=refs.clear)
     finally:
         for f in free:
             f()

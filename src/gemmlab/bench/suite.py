@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from ..formats import number_format, tolerance
-from .records import COMPUTE, ERROR, FAILED, GPU, GPU_PEER, OK, Record, Results, derive
+from .records import COMPUTE, GPU, GPU_PEER, OK, Record, Results, derive
 
 Shape = tuple[int, int, int]
 
@@ -176,29 +176,27 @@ def _operands(torch, dt: str, group: str, shape: Shape):
 
 
 def _one_shape(torch, dt: str, group: str, shape: Shape, context: dict) -> list:
-    """Verify gemmlab's product, then time it interleaved with torch.matmul; the shape's records."""
+    """Verify gemmlab's product and torch's, then time them interleaved (`verified.verify_then_time`); the
+    shape's records, gemmlab's first (gemmlab's alone where it was not timed)."""
     from .. import api  # api.matmul: what gemmlab.matmul runs for 2-D tensors that need no grad
-    from .timing import TimedCall, TimingOptions, time_interleaved
-    from .verified import rel_error64
+    from .timing import TimedCall, TimingOptions
+    from .verified import Check, rel_error64, verify_then_time
 
     a, b = _operands(torch, dt, group, shape)
-    tol = TOLERANCE[dt]
-    try:
-        ref = a.double() @ b.double()
-        got = api.matmul(a, b)
-        err = rel_error64(torch, got, ref)
-        del got, ref
-    except Exception as exc:  # a shape gemmlab cannot run here: reported, never fatal
-        lines = str(exc).strip().splitlines()
-        note = f"{type(exc).__name__}: {lines[0] if lines else ''}"
-        return [_record(GEMMLAB, dt, group, shape, context, status=ERROR, note=note)]
-    if not err < tol:
-        note = f"verification failed: relative error {err:.2e} (tolerance {tol:.0e})"
-        return [_record(GEMMLAB, dt, group, shape, context, status=FAILED, err=err, note=note)]
-    calls = {TORCH: TimedCall(lambda: torch.matmul(a, b)), GEMMLAB: TimedCall(lambda: api.matmul(a, b))}
-    timings = time_interleaved(calls, TimingOptions(budget_ms=context["budget_ms"], rounds=ROUNDS))
-    return [_record(GEMMLAB, dt, group, shape, context, err=err, t=timings[GEMMLAB]),
-            _record(TORCH, dt, group, shape, context, t=timings[TORCH])]
+    refs = [a.double() @ b.double()]
+    checks = [Check(GEMMLAB, lambda: rel_error64(torch, api.matmul(a, b), refs[0]),
+                    lambda: TimedCall(lambda: api.matmul(a, b)), GEMMLAB),
+              Check(TORCH, lambda: rel_error64(torch, torch.matmul(a, b), refs[0]),
+                    lambda: TimedCall(lambda: torch.matmul(a, b)), TORCH)]
+
+    def record(kernel, *, status=OK, err=None, note="", t=None):
+        return _record(kernel, dt, group, shape, context, status=status, err=err if kernel == GEMMLAB else None,
+                       note=note, t=t)
+
+    recs = verify_then_time(checks, TOLERANCE[dt], record, TimingOptions(budget_ms=context["budget_ms"], rounds=ROUNDS),
+                            before_timing=refs.clear)
+    recs.sort(key=lambda r: r.kernel != GEMMLAB)
+    return recs if recs[0].ok else recs[:1]
 
 
 def _auto_rung(dt: str, info, shape: Shape, group: str) -> tuple[str, int | None]:

@@ -4,10 +4,11 @@ A sweep measures one number format (`formats`: fp32 by default; tf32, fp16 or bf
 rungs and the same peers in that format). For each shape, on the GPU:
 1. Random inputs in [-1, 1) (never zeros), rounded to the format's dtype, and a float64 reference of
    the rounded values computed on the GPU.
-2. Every runner is verified before it is timed: C is poisoned with NaN (or set to C0 when beta != 0),
-   the runner computes once, and a relative error above the format's tolerance makes a "failed" record,
-   never timed. An exception (e.g. a kernel that does not compile) makes an "error" record.
-3. Compute-only: all verified runners are timed *interleaved* (`timing.time_interleaved`), cold L2:
+2. Every runner is verified before it is timed (`verified.verify`, the step every measurement shares): C is
+   poisoned with NaN (or set to C0 when beta != 0), the runner computes once, and a relative error above the
+   format's tolerance makes a "failed" record, never timed. An exception (e.g. a kernel that does not
+   compile) makes an "error" record.
+3. Compute-only: all verified runners are timed *interleaved* (`verified.time_verified`), cold L2:
    the L2 is flushed before every sample, and for problems smaller than the L2 the operands are also
    rotated among enough copies that a CUDA-graph replay stays cold.
 4. End to end: copy A, B and C from host memory (pageable, or pinned with `pinned=True`), compute,
@@ -37,7 +38,8 @@ from .records import COMPUTE, CPU, END_TO_END, ERROR, FAILED, OK, Record, Result
 from .runners import PEER_NAMES, CpuRunner, GpuRunner, Unavailable, all_cpu, all_gpu_rungs, cpu_runner, kind_of
 from .runners import peer_runner, rung_runner
 from .timing import COLD, WARM, TimedCall, Timing, TimingOptions, rotation_count, throttle_names, time_cpu
-from .timing import balanced_orders, time_interleaved
+from .timing import time_interleaved
+from .verified import Check, balanced, time_verified, verify
 
 VERIFY_TOL = FP32.verify_tol  # ||C - ref|| / ||ref|| for fp32 accumulation up to K ~ 16k
 
@@ -381,45 +383,46 @@ class Sweep:
         def reset():
             ops.assign(c_all, c0)
 
-        calls: dict[str, TimedCall] = {}
-        by_label: dict[str, GpuRunner] = {}
-        errors: dict[str, float] = {}
-        for r in runners:
-            try:
-                call = r.bind(a, b, c, alpha, beta)
+        def check(r: GpuRunner) -> Check:
+            bound: list = []
+
+            def error() -> float:
+                bound.append(r.bind(a, b, c, alpha, beta))
                 if beta != 0:
                     ops.assign(c, c0)
                 else:
                     ops.fill_nan(c)  # poison: an element the kernel does not write fails the check
-                call()
-                err = rel_error(ops.as_cupy(c), ref)
-            except Exception as exc:  # compile errors, launch failures: reported, never fatal to the sweep
-                yield self._emit(self._record(r, shape, COMPUTE, status=ERROR, note=_one_line(exc), l2=plan.l2))
-                continue
-            if not err < plan.tolerance:
-                yield self._emit(self._record(r, shape, COMPUTE, status=FAILED, rel_error=err, l2=plan.l2,
-                                              note=f"verification failed: relative error {err:.2e}"))
-                continue
-            rotations = [r.bind(*s, alpha, beta) for s in sets[1:]]
-            calls[r.label] = TimedCall(call, reset=reset if beta != 0 else None, rotations=rotations,
-                                       flush_l2=plan.l2 == COLD)
-            by_label[r.label] = r
-            errors[r.label] = err
+                bound[0]()
+                return rel_error(ops.as_cupy(c), ref)
+
+            def timed() -> TimedCall:
+                rotations = [r.bind(*s, alpha, beta) for s in sets[1:]]
+                return TimedCall(bound[0], reset=reset if beta != 0 else None, rotations=rotations,
+                                 flush_l2=plan.l2 == COLD)
+
+            return Check(r.label, error, timed, r)
+
+        def record(r: GpuRunner, *, status=OK, err=None, note="", t=None) -> Record:
+            return self._record(r, shape, COMPUTE, timing=t, status=status, rel_error=err, note=note, l2=plan.l2)
+
+        # Compile errors, launch failures and wrong results are reported, never fatal to the sweep.
+        failed, passed = verify([check(r) for r in runners], plan.tolerance, record)
+        for rec in failed:
+            yield self._emit(rec)
         del ref
+        calls = {chk.label: timed for chk, _, timed in passed}
+        by_label = {chk.label: chk.subject for chk, _, _ in passed}
 
         if COMPUTE in plan.modes and calls:
             opts = plan.timing
             if self.fmt.tensor_cores:
-                # A whole cycle of balanced orders (timing.balanced_orders), so every call follows every other
-                # equally often: the tensor-core calls run at the power limit, where what ran just before a
-                # batch moves it by several per cent. (The fp32 ladder keeps its least rounds: its slowest
-                # rungs take a third of a second per call.)
-                opts = opts.with_(rounds=max(opts.rounds, len(balanced_orders(len(calls)))))
-            timings = time_interleaved(calls, opts,
-                                       on_round=lambda name: self.on_progress(unit / max(1, opts.rounds),
-                                                                              f"{name} {_fmt(shape)}"))
-            for label, t in timings.items():
-                yield self._emit(self._record(by_label[label], shape, COMPUTE, timing=t, rel_error=errors[label]))
+                # A whole cycle of balanced orders: the tensor-core calls run at the power limit. (The fp32
+                # ladder keeps its least rounds: its slowest rungs take a third of a second per call.)
+                opts = balanced(opts, len(calls))
+            for rec in time_verified(passed, record, opts,
+                                     on_round=lambda name: self.on_progress(unit / max(1, opts.rounds),
+                                                                            f"{name} {_fmt(shape)}")):
+                yield self._emit(rec)
 
         if END_TO_END in plan.modes and calls:
             yield from self._end_to_end(cp, stream, shape, by_label, calls, a, b, c, c0, unit, ops)

@@ -1,15 +1,28 @@
-"""Verify, then time: the measurement of a set of calls that do the same work (a gemmlab call and its torch
-peers), used by `bench.fused` and `bench.batched`.
+"""Verify, then time: the one step every measurement in gemmlab goes through (a sweep's rungs and peers, the
+shape suite, fused layers, batches; `bench.measure` on top for a kernel at a shape).
 
-Each call runs once and its output is checked against a float64 reference (`rel_error64`); a call that
+Each `Check` runs its call once and returns its relative error against a float64 reference; a call that
 raises gets an "error" record, one off by more than the tolerance a "failed" record, and neither is timed.
-The calls that pass are timed interleaved with the L2 flushed, in a whole cycle of balanced orders
-(`timing.balanced_orders`), on the current stream (torch work is not captured in graphs).
+The calls that pass are timed together, interleaved (`timing.time_interleaved`), and each gets a record
+with its timing. The caller builds the records (`record(subject, status=, err=, note=, t=)`), so each
+record type keeps the fields of what it measured while the verifying and the timing are the same for all.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
+
+from .records import ERROR, FAILED
+from .timing import TimedCall, TimingOptions, balanced_orders, time_interleaved
+
+
+@dataclass
+class Check:
+    label: str                      # unique among the checks of one measurement
+    verify: Callable[[], float]     # runs the call once; its relative error against float64
+    timed: Callable[[], TimedCall]  # what to time, built once the call passed
+    subject: Any = None             # handed back to `record`
 
 
 def rel_error64(torch, got, ref) -> float:
@@ -20,44 +33,93 @@ def rel_error64(torch, got, ref) -> float:
     return float(torch.linalg.vector_norm(g - ref) / torch.linalg.vector_norm(ref))
 
 
-def verify_then_time(calls: Sequence[Any], reference: Callable[[Any], Any], tol: float, record: Callable[..., Any],
-                     budget_ms: float, on_progress: Callable[[str], None] | None = None,
-                     before_timing: Callable[[], None] | None = None) -> list:
-    """Records of `calls` (each with .label, .fn, .output): `record(call, status=, err=, note=, t=)` builds one.
-    `reference(call)` is the float64 result a call's output is checked against; `before_timing` runs between
-    the checks and the timings (to free the references)."""
-    import torch
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
-    from .records import ERROR, FAILED
-    from .timing import TimedCall, TimingOptions, balanced_orders, time_interleaved
 
+def verify(checks: Sequence[Check], tol: float, record: Callable[..., Any],
+           on_progress: Callable[[str], None] | None = None) -> tuple[list, list[tuple[Check, float, TimedCall]]]:
+    """Run each check once: (the records of those that raised or missed `tol`, never timed; the others with
+    their error and what to time)."""
     records: list = []
-    timed: dict[str, TimedCall] = {}
-    by_label: dict[str, tuple[Any, float]] = {}
-    for c in calls:
+    passed: list[tuple[Check, float, TimedCall]] = []
+    for c in checks:
         if on_progress:
             on_progress(f"verifying {c.label}")
         try:
-            c.fn()
-            torch.cuda.synchronize()
-            err = rel_error64(torch, c.output(), reference(c))
+            err = c.verify()
+            timed = c.timed() if err < tol else None
         except Exception as exc:  # a call that cannot run here: reported, never fatal
-            lines = str(exc).strip().splitlines()
-            records.append(record(c, status=ERROR, note=f"{type(exc).__name__}: {lines[0] if lines else ''}"))
+            records.append(record(c.subject, status=ERROR, note=_one_line(exc)))
             continue
-        if not err < tol:
-            records.append(record(c, status=FAILED, err=err, note=f"verification failed: relative error {err:.2e}"))
+        if timed is None:
+            records.append(record(c.subject, status=FAILED, err=err,
+                                  note=f"verification failed: relative error {err:.2e} (tolerance {tol:.0e})"))
             continue
-        timed[c.label] = TimedCall(c.fn, flush_l2=True, graph=False)
-        by_label[c.label] = (c, err)
+        passed.append((c, err, timed))
+    return records, passed
+
+
+def time_verified(passed: Sequence[tuple[Check, float, TimedCall]], record: Callable[..., Any], opts: TimingOptions,
+                  on_round: Callable[[str], None] | None = None) -> list:
+    """Time the calls that passed `verify` together, interleaved; a record each, in timing order."""
+    if not passed:
+        return []
+    by_label = {c.label: (c, err) for c, err, _ in passed}
+    timings = time_interleaved({c.label: timed for c, _, timed in passed}, opts, on_round=on_round)
+    return [record(by_label[label][0].subject, err=by_label[label][1], t=t) for label, t in timings.items()]
+
+
+def verify_then_time(checks: Sequence[Check], tol: float, record: Callable[..., Any], opts: TimingOptions, *,
+                     on_progress: Callable[[str], None] | None = None,
+                     on_round: Callable[[str], None] | None = None,
+                     before_timing: Callable[[], None] | None = None) -> list:
+    """`verify`, then `time_verified`: the errors and failed verifications first (untimed), then the timed
+    records. `before_timing` runs between the two (to free the references)."""
+    records, passed = verify(checks, tol, record, on_progress)
     if before_timing:
         before_timing()
-    torch.cuda.empty_cache()
-    opts = TimingOptions(budget_ms=budget_ms)
-    opts = opts.with_(rounds=max(opts.rounds, len(balanced_orders(len(timed)))))
-    timings = time_interleaved(timed, opts, on_round=(lambda name: on_progress(f"timing {name}"))
-                               if on_progress else None) if timed else {}
-    for label, t in timings.items():
-        c, err = by_label[label]
-        records.append(record(c, err=err, t=t))
-    return records
+    if on_round is None and on_progress is not None:
+        on_round = lambda name: on_progress(f"timing {name}")  # noqa: E731
+    return records + time_verified(passed, record, opts, on_round)
+
+
+def balanced(opts: TimingOptions, calls: int) -> TimingOptions:
+    """`opts` with at least a whole cycle of balanced orders (`timing.balanced_orders`) for `calls` calls, so
+    that every call follows every other equally often: at the power limit, what ran just before a batch moves
+    it by several per cent."""
+    return opts.with_(rounds=max(opts.rounds, len(balanced_orders(calls))))
+
+
+def torch_checks(calls: Sequence[Any], reference: Callable[[Any], Any]) -> list[Check]:
+    """Checks of torch-level calls (each with .label, .fn, .output): the output after one call against
+    `reference(call)`, float64; timed as a torch user calls them (a new output each call, on the current
+    stream, the L2 flushed, never captured in a graph)."""
+    import torch
+
+    def error(c) -> float:
+        c.fn()
+        torch.cuda.synchronize()
+        return rel_error64(torch, c.output(), reference(c))
+
+    return [Check(c.label, lambda c=c: error(c), lambda c=c: TimedCall(c.fn, flush_l2=True, graph=False), c)
+            for c in calls]
+
+
+def verify_then_time_torch(calls: Sequence[Any], reference: Callable[[Any], Any], tol: float,
+                           record: Callable[..., Any], budget_ms: float,
+                           on_progress: Callable[[str], None] | None = None,
+                           before_timing: Callable[[], None] | None = None) -> list:
+    """verify_then_time for torch-level calls (`torch_checks`) with `budget_ms` per call and a balanced cycle
+    of orders; the memory torch cached for the references is returned before the timings."""
+    import torch
+
+    def free() -> None:
+        if before_timing:
+            before_timing()
+        torch.cuda.empty_cache()
+
+    checks = torch_checks(calls, reference)
+    opts = balanced(TimingOptions(budget_ms=budget_ms), len(checks))
+    return verify_then_time(checks, tol, record, opts, on_progress=on_progress, before_timing=free)
