@@ -108,3 +108,38 @@ def test_storing_a_tuned_entry_forgets_remembered_launches(tmp_path):
     TunedCache.for_device("Test GPU", (9, 0), 132, root=tmp_path).store("sgemm", "square-L", {"BM": 128}, 40.0)
     gemmlab.matmul(one, one, kernel="cpu_naive")
     assert ("marker",) not in plans
+
+
+def test_candidates_are_pruned_then_measured_together_through_bench_measure(monkeypatch):
+    """The tuner measures what the compiler did not reject through the one measuring function, eight at a time:
+    failed verifications are noted and never best, the best rate wins, the defaults' rate is kept."""
+    from types import SimpleNamespace
+
+    from gemmlab.bench import measure as bench_measure
+    from gemmlab.kernels import get
+    from gemmlab.tune import search
+
+    spec = get("sgemm")
+    defaults = spec.validate(spec.defaults)
+    other = spec.validate(dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, MIN_BLOCKS=5))
+    bad = spec.validate(dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8, MIN_BLOCKS=3))
+    rejected = spec.validate(dict(ORDER=2))
+    monkeypatch.setattr(search, "_prune_by_compiler", lambda spec, p, arch, smem: search.Candidate(
+        p, None, "uses local memory" if p == rejected else None))
+    seen = []
+
+    def fake_measure(entries, shape, **kw):
+        seen.append([p for _, p in entries])
+        rate = {id(defaults): 30.0, id(other): 40.0}
+        return [SimpleNamespace(ok=p is not bad, tflops=rate.get(id(p), 0.0), rel_error=0.5 if p is bad else 1e-7,
+                                note="", status="failed" if p is bad else "ok") for _, p in entries]
+
+    monkeypatch.setattr(bench_measure, "measure", fake_measure)
+    result = search.TuneResult("sgemm", "c", (512, 512, 512), None, 0.0, None)
+    info = SimpleNamespace(arch="sm_90", smem_per_block_optin=232448)
+    search._try_candidates(spec, [defaults, rejected, other, bad], info, (512, 512, 512), 20.0, 0, result, None)
+    assert seen == [[defaults, other, bad]]                       # the rejected one is never measured
+    assert result.best is other and result.best_tflops == 40.0 and result.default_tflops == 30.0
+    notes = [(p, rate, note) for p, rate, note in result.tried]
+    assert notes[0] == (rejected, None, "uses local memory")
+    assert (bad, None, "FAILED verification (rel. error 5.0e-01)") in notes and (other, 40.0, "ok") in notes

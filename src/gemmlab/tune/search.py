@@ -136,7 +136,9 @@ def tune(
     order = search_order(spec, first, seed)
     result = TuneResult(spec.name, shape_class(m, n, k), shape, None, 0.0, None)
     pool = _pool(workers)
-    batch = 32  # compiled together in the pool, then measured MEASURED_TOGETHER at a time
+    # Compiled together in the pool, one candidate per worker (a batch of rung 10 takes half a minute or more
+    # to compile, before the budget is first looked at), then measured MEASURED_TOGETHER at a time.
+    batch = max(MEASURED_TOGETHER, pool._max_workers if pool is not None else 1)
     try:
         for lo in range(0, len(order), batch):
             if time.perf_counter() - start > budget_s and result.best is not None:
