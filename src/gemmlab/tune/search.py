@@ -75,13 +75,19 @@ def _compile_one(args: tuple[str, dict[str, int], str]) -> None:
         pass  # reported by the pruning pass, which compiles again from the cache or fails the same way
 
 
+def _workers(workers: int | None) -> int:
+    """The compile processes to use: as asked, else one per core up to 16."""
+    import os
+
+    return workers or max(1, min(16, (os.cpu_count() or 2)))
+
+
 def _pool(workers: int | None):
     """A process pool for NVRTC (CPU-bound), or None when one worker is all there is."""
     import concurrent.futures as cf
     import multiprocessing as mp
-    import os
 
-    workers = workers or max(1, min(16, (os.cpu_count() or 2)))
+    workers = _workers(workers)
     if workers == 1:
         return None
     return cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
@@ -138,7 +144,7 @@ def tune(
     pool = _pool(workers)
     # Compiled together in the pool, one candidate per worker (a batch of rung 10 takes half a minute or more
     # to compile, before the budget is first looked at), then measured MEASURED_TOGETHER at a time.
-    batch = max(MEASURED_TOGETHER, pool._max_workers if pool is not None else 1)
+    batch = max(MEASURED_TOGETHER, _workers(workers))
     try:
         for lo in range(0, len(order), batch):
             if time.perf_counter() - start > budget_s and result.best is not None:
