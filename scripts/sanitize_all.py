@@ -2,7 +2,8 @@
 (and TF32 where it offers it) on odd shapes, plain and with the fused epilogue where it has one, then the
 payloads that reach the rungs' special paths (sanitize_tensor.py: rung 12's schedules, clusters, TMA stores,
 stream-K; sanitize_deferred.py: deferred stores over several tiles; sanitize_skinny.py: rung 13's splits and
-layouts; sanitize_batched.py: batches; sanitize_transposed.py: rung 10 reading B^T in place). Run after every kernel change:
+layouts; sanitize_batched.py: batches; sanitize_transposed.py: rung 10 reading B^T in place). Run after every
+kernel change:
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 10 python3 scripts/sanitize_all.py; done
 
@@ -42,7 +43,8 @@ for spec in registry.all_specs():
             ran += 1
 torch.cuda.synchronize()
 print(f"sanitize_all: {ran} rung, dtype and shape cases")
-for payload in () if "--rungs-only" in sys.argv else ("sanitize_tensor.py", "sanitize_deferred.py", "sanitize_skinny.py", "sanitize_batched.py",
-                                                         "sanitize_transposed.py"):
+PAYLOADS = ("sanitize_tensor.py", "sanitize_deferred.py", "sanitize_skinny.py", "sanitize_batched.py",
+            "sanitize_transposed.py")
+for payload in () if "--rungs-only" in sys.argv else PAYLOADS:
     runpy.run_path(str(HERE / payload), run_name="__main__")
 print("sanitize_all: done")

@@ -75,9 +75,11 @@ def main() -> None:
         auto = api.explain_choice("float32", shape=(m, n, k), info=device.device_info(), b_kmajor=True).params
         t = time_interleaved(calls, TimingOptions(budget_ms=args.budget_ms))
         base = t["torch"].median_ms
-        pick = f"{auto['BM']}x{auto['BN']} split {auto['SPLIT_K']}" + (f" wave {auto['WAVE']}" if auto["WAVE"] > 1 else "")
+        pick = f"{auto['BM']}x{auto['BN']} split {auto['SPLIT_K']}"
+        pick += f" wave {auto['WAVE']}" if auto["WAVE"] > 1 else ""
         print(f"{m}x{n}x{k} W.t(): torch {base * 1e3:.1f} us; auto ({pick}) x{base / t['auto'].median_ms:.3f}; "
-              + "; ".join(f"{name} x{base / v.median_ms:.3f}" for name, v in t.items() if name not in ("torch", "auto")),
+              + "; ".join(f"{name} x{base / v.median_ms:.3f}" for name, v in t.items()
+                          if name not in ("torch", "auto")),
               flush=True)
 
 

@@ -261,8 +261,8 @@ SGEMM_FORMS = ((1, 1, 16, 1, 1), (1, 1, 4, 1, 1), (4, 264, 16, 1, 1), (8, 264, 4
 @pytest.mark.parametrize("arch", ARCHS)
 def test_sgemm_every_form_fits_its_blocks_per_sm_without_spills(arch):
     """Every tile the shape heuristic can pick, in every form it can pick (split-K with and without a split
-    tail, either sum, either B copy, B row-major or B^T), fits the register budget its MIN_BLOCKS sets (so that many blocks
-    share an SM) without touching local memory, on every architecture. One module per architecture: the
+    tail, either sum, either B copy, B row-major or B^T), fits the register budget its MIN_BLOCKS sets (so
+    that many blocks share an SM) without touching local memory, on every architecture. One module per architecture: the
     instantiations share one parse."""
     spec = get("sgemm")
     classes = sys.modules[spec.heuristic.__module__].SHAPE_CLASSES

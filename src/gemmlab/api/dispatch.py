@@ -340,8 +340,8 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
                    sm_count: int | None = None, b_kmajor: bool = False) -> tuple[dict[str, int], str, str]:
     """(parameters, source, detail): the caller's (`given`), else the device's tuned entry for the
     shape class (keyed by kernel and element type), else the spec's heuristic (for info's SM count, or
-    `sm_count` without a device, and B's layout: `b_kmajor`, read transposed), else the defaults. The element type's defaults (spec.type_defaults)
-    sit under all of them."""
+    `sm_count` without a device, and B's layout: `b_kmajor`, read transposed), else the defaults. The
+    element type's defaults (spec.type_defaults) sit under all of them."""
     base = dict(spec.type_defaults.get(element, {}))
     under = f"; under them the {element} defaults {_fmt_params(base)}" if base else ""
     if given:  # the caller's parameters complete the spec's defaults, not a schedule chosen for them

@@ -600,6 +600,7 @@ def run_plan(plan: Plan, on_record: Callable[[Record], None] | None = None) -> R
 
 
 __all__ = [
-    "DEFAULT_CPU_SIZES", "DEFAULT_GPU_SIZES", "Plan", "Sweep", "default_plan", "host_rel_error", "parse_shape", "rel_error",
+    "DEFAULT_CPU_SIZES", "DEFAULT_GPU_SIZES", "Plan", "Sweep", "default_plan", "host_rel_error", "parse_shape",
+    "rel_error",
     "parse_sizes", "powers_of_two", "run_plan", "split_names", "with_neighbours",
 ]

@@ -349,10 +349,12 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                 }
             }
         } else if constexpr (BT) {
-            const int b_lim = max(N - 1 - pl.b_col, 0);  // columns past b_src inside B (N itself: an opaque copy spilled)
+            // Columns past b_src that lie inside B (from N itself: an opaque copy of it spilled on 128 x 128).
+            const int b_lim = max(N - 1 - pl.b_col, 0);
 #pragma unroll
             for (int i = 0; i < BT_PER; ++i)
-                async_copy4(pl.b_dst + off + 4 * i * A_RSTEP, i ? advance_rows(b_src, min(i * A_RSTEP, b_lim), ldb) : b_src);
+                async_copy4(pl.b_dst + off + 4 * i * A_RSTEP,
+                            i ? advance_rows(b_src, min(i * A_RSTEP, b_lim), ldb) : b_src);
         } else {
 #pragma unroll
             for (int i = 0; i < B4_PER; ++i) {
