@@ -274,10 +274,10 @@ def _bt_factor(m: int, c: ShapeClass, b_kmajor: bool) -> float:
 # the main loop; measured at M >= 2048 0.875 of its row-major speed, 128 x 128 0.96, 128 x 64 level); a copy
 # costs 8 bytes moved per element at about 2.8 TB/s against 1.96e11 multiply-adds per SM and second (the
 # model's unit: 51.8 TFLOP/s over 132 SMs): 0.56 units per element.
-# Measured on the H100, x cuBLAS (docs/journal.md, "a transposed weight in strict fp32"): in place 128 x 11008 x 4096 0.903,
-# 64 x 13824 x 5120 0.844 (swapped 0.725, 0.752); swapped 2048 x 11008 x 4096 0.978, 128 x 28672 x 8192
-# 0.912, 64 x 5120 x 13824 0.762 (in place or copied 0.950, 0.870, 0.726); copied 4096 x 12288 x 4096
-# 0.968 (in place 0.906).
+# Measured on the H100, x cuBLAS (docs/journal.md, "a transposed weight in strict fp32"): in place 128 x 11008 x
+# 4096 0.903, 64 x 13824 x 5120 0.844 (swapped 0.725, 0.752); swapped 2048 x 11008 x 4096 0.978, 128 x 28672 x 8192
+# 0.912, 64 x 5120 x 13824 0.762 (in place or copied 0.950, 0.870, 0.726); copied 4096 x 12288 x 4096 0.968 (in
+# place 0.906).
 COPY_UNITS_PER_ELEMENT = 0.56
 
 
