@@ -30,3 +30,21 @@ def test_without_a_gpu_the_reason_is_one_line():
     with pytest.raises(GemmlabError) as info:
         measure_one("sgemm", 64, 64, 64)
     assert "GPU part skipped" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_kernel_the_sweep_left_out_is_named_with_the_reason(monkeypatch):
+    """Where the sweep measured some kernels but skipped one (a rung this GPU cannot run), measure() says which
+    and why instead of returning a record of another kernel."""
+    from gemmlab.bench import measure as m
+    from gemmlab.bench.records import Record, Results
+
+    def fake_run_plan(plan, on_record=None):
+        rec = Record(kernel="cublas", label="cublas", family="gpu_peer", rung=None, idea="", params={},
+                     dtype="float32", m=64, n=64, k=64, alpha=1.0, beta=0.0, mode="compute", l2="cold", pinned=None)
+        return Results([rec], [{"notes": ["rung wgmma needs compute capability 9.0 (this GPU: 8.0): skipped"]}])
+
+    monkeypatch.setattr(m, "run_plan", fake_run_plan)
+    got = m.measure(["cublas"], (64, 64, 64))
+    assert got[0].kernel == "cublas"
+    with pytest.raises(GemmlabError, match="sgemm was not measured: rung wgmma needs compute capability 9.0"):
+        m.measure(["cublas", "sgemm"], (64, 64, 64))

@@ -53,12 +53,13 @@ def measure(kernels: Iterable[Entry], shape: Sequence[int], *, fmt: str = "fp32"
     records = list(results.records)
     if not records:
         raise GemmlabError("; ".join(notes) or "nothing was measured")
-    return [_take(records, name, params) for name, params in entries]
+    return [_take(records, name, params, notes) for name, params in entries]
 
 
-def _take(records: list[Record], name: str, params: dict) -> Record:
+def _take(records: list[Record], name: str, params: dict, notes: list[str]) -> Record:
     """The record of entry (name, params): peers by name, rungs by their label (the parameters that differ
-    from the defaults), the first left of several equal ones."""
+    from the defaults), the first left of several equal ones. GemmlabError with the sweep's notes (e.g. a rung
+    this GPU cannot run) where there is none."""
     if kind_of(name) == GPU:
         _, full = _validated(name, params)
         want = label_for(name, full, registry.get(name).defaults)
@@ -67,7 +68,7 @@ def _take(records: list[Record], name: str, params: dict) -> Record:
     for i, r in enumerate(records):
         if r.kernel == name and r.label == want:
             return records.pop(i)
-    raise GemmlabError(f"{want}: no record came back (the sweep's notes say why)")
+    raise GemmlabError(f"{want} was not measured: {'; '.join(notes) or 'no record came back'}")
 
 
 def _validated(name: str, params: dict) -> tuple:
