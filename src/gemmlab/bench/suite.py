@@ -193,8 +193,8 @@ def _one_shape(torch, dt: str, group: str, shape: Shape, context: dict) -> list:
         return _record(kernel, dt, group, shape, context, status=status, err=err if kernel == GEMMLAB else None,
                        note=note, t=t)
 
-    recs = verify_then_time(checks, TOLERANCE[dt], record, TimingOptions(budget_ms=context["budget_ms"], rounds=ROUNDS),
-                            before_timing=refs.clear)
+    opts = TimingOptions(budget_ms=context["budget_ms"], rounds=ROUNDS)
+    recs = verify_then_time(checks, TOLERANCE[dt], record, opts, before_timing=refs.clear)
     recs.sort(key=lambda r: r.kernel != GEMMLAB)
     return recs if recs[0].ok else recs[:1]
 

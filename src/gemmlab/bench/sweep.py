@@ -39,7 +39,7 @@ from .runners import PEER_NAMES, CpuRunner, GpuRunner, Unavailable, all_cpu, all
 from .runners import peer_runner, rung_runner
 from .timing import COLD, WARM, TimedCall, Timing, TimingOptions, rotation_count, throttle_names, time_cpu
 from .timing import time_interleaved
-from .verified import Check, balanced, time_verified, verify
+from .verified import Check, balanced, one_line, time_verified, verify
 
 VERIFY_TOL = FP32.verify_tol  # ||C - ref|| / ||ref|| for fp32 accumulation up to K ~ 16k
 
@@ -492,7 +492,7 @@ class Sweep:
         try:
             err = host_rel_error(r.run(a, b, c, plan.alpha, plan.beta), ref)
         except Exception as exc:
-            return self._record(r, shape, COMPUTE, status=ERROR, note=_one_line(exc), l2=WARM)
+            return self._record(r, shape, COMPUTE, status=ERROR, note=one_line(exc), l2=WARM)
         if not err < FP32.verify_tol:
             return self._record(r, shape, COMPUTE, status=FAILED, rel_error=err, l2=WARM,
                                 note=f"verification failed: relative error {err:.2e}")
@@ -580,11 +580,6 @@ def bf16_bits_to_float64(bits: np.ndarray) -> np.ndarray:
 def _fmt(shape: Shape) -> str:
     m, n, k = shape
     return str(m) if m == n == k else f"{m}x{n}x{k}"
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def run_plan(plan: Plan, on_record: Callable[[Record], None] | None = None) -> Results:

@@ -33,7 +33,8 @@ def rel_error64(torch, got, ref) -> float:
     return float(torch.linalg.vector_norm(g - ref) / torch.linalg.vector_norm(ref))
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception as one line of a record's note: its type and the first line of its message."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
@@ -51,7 +52,7 @@ def verify(checks: Sequence[Check], tol: float, record: Callable[..., Any],
             err = c.verify()
             timed = c.timed() if err < tol else None
         except Exception as exc:  # a call that cannot run here: reported, never fatal
-            records.append(record(c.subject, status=ERROR, note=_one_line(exc)))
+            records.append(record(c.subject, status=ERROR, note=one_line(exc)))
             continue
         if timed is None:
             records.append(record(c.subject, status=FAILED, err=err,

@@ -136,11 +136,11 @@ SHAPE_CLASSES = (
 # MIN_K_PER_SLICE_AFTER (333 x 777 x 999: 8 slices of 125 k, summed by the second kernel, measured 0.79 of
 # cuBLAS; 2 slices summed in the kernel 0.56).
 MIN_K_PER_SPLIT = 256
+MIN_K_PER_SLICE_AFTER = 96
 # A split that fills the wave (_fill_split) is taken over the power of two only where its blocks fill at
 # least FILL_MIN_SHARE of the slots and it is predicted at least 5% faster: the powers of two were measured
 # on the long-K shapes (256 x 256 x 65536, 512^3) and a fill predicted within a few percent is noise.
 FILL_MIN_SHARE, FILL_MIN_GAIN = 0.9, 0.95
-MIN_K_PER_SLICE_AFTER = 96
 # The split tail's slices may be shorter: without the split its blocks would leave most of the GPU idle
 # for a whole tile's time.
 MIN_K_PER_TAIL_SLICE = 128
