@@ -23,7 +23,7 @@ def main():
     ap.add_argument("--dtype", default="bfloat16,float32")
     ap.add_argument("--budget", type=float, default=200.0)
     ap.add_argument("--shared", default="none")
-    ap.add_argument("--variants", action="store_true", help="rung 12's tilings on the BF16 shapes, against bmm")
+    ap.add_argument("--variants", action="store_true", help="rung 15's tilings on the BF16 shapes, against bmm")
     args = ap.parse_args()
     if args.variants:
         variants(BATCHES, VARIANTS, budget=args.budget)

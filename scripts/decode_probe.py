@@ -1,8 +1,8 @@
 """Small-M (decoding) products against torch (cuBLAS), side by side: the weights' bytes over the time, their
-share of the datasheet's DRAM bandwidth (the bound of rung 13's model, skinny.stream_seconds), and the ratio. Each call as a torch user makes it (y = x @ W.t(), a new output), L2 flushed.
+share of the datasheet's DRAM bandwidth (the bound of rung 16's model, skinny.stream_seconds), and the ratio. Each call as a torch user makes it (y = x @ W.t(), a new output), L2 flushed.
 
     PYTHONPATH=src python3 scripts/decode_probe.py [--ms 1,8,16,64,128] [--nk 8192x8192,...] [--also wgmma]
-    PYTHONPATH=src python3 scripts/decode_probe.py --warm   # compile rung 13's instantiations in parallel first
+    PYTHONPATH=src python3 scripts/decode_probe.py --warm   # compile rung 16's instantiations in parallel first
 
 --also adds gemmlab with that kernel named (e.g. wgmma, to see where the tiled rung overtakes).
 --row-major times x @ B with B (K x N) row-major instead of a linear layer's transposed weight.
@@ -20,7 +20,7 @@ DATASHEET_TBS = 3.35
 
 
 def warm(variants: list[dict[str, int]], workers: int = 14) -> None:
-    """Compile rung 13 for every MT, type and layout the heuristic can pick, and the --variants (bf16 in and
+    """Compile rung 16 for every MT, type and layout the heuristic can pick, and the --variants (bf16 in and
     out, both layouts), in parallel processes."""
     import concurrent.futures as cf
     import multiprocessing as mp
@@ -38,14 +38,14 @@ def warm(variants: list[dict[str, int]], workers: int = 14) -> None:
         sets.append({**spec.heuristic(mt, 8192, 8192, 132), **v, "A_TYPE": 2, "C_TYPE": 3, "B_LAYOUT": lay})
     with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
         list(ex.map(_compile, sets))
-    print(f"compiled {len(sets)} instantiations of rung 13")
+    print(f"compiled {len(sets)} instantiations of rung 16")
 
 
 def _compile(p):
     from gemmlab.kernels import registry
 
     try:
-        registry.compile_spec(registry.get("skinny"), p, "sm_90")  # rung 13 builds for the device's own arch
+        registry.compile_spec(registry.get("skinny"), p, "sm_90")  # rung 16 builds for the device's own arch
     except ValueError:  # a variant this layout or type cannot take: the probe says so when it times
         pass
 
@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--nk", default="4096x4096,8192x8192,14336x4096,28672x8192,8192x28672")
     ap.add_argument("--also", nargs="*", default=[])
     ap.add_argument("--variants", nargs="*", default=[], help='parameter sets over a rung\'s heuristic, '
-                    '"[kernel:]NT=2,WARPS=8" (rung 13, skinny, where no kernel is named; gemv takes them too)')
+                    '"[kernel:]NT=2,WARPS=8" (rung 16, skinny, where no kernel is named; gemv takes them too)')
     ap.add_argument("--row-major", action="store_true")
     ap.add_argument("--fp32", action="store_true")
     ap.add_argument("--budget-ms", type=float, default=60.0)

@@ -1,4 +1,4 @@
-"""One call on an H100 for rung 12 (wgmma): correctness against float64, then wgmma (and its variants),
+"""One call on an H100 for rung 15 (wgmma): correctness against float64, then wgmma (and its variants),
 mma_sync and cuBLAS (torch.matmul) side by side, and GEMM + bias + GELU against torch eager (and, with --compile,
 torch.compile; where nvmath-python is installed, cuBLASLt's own fused GELU + bias).
 
@@ -210,7 +210,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="input and output type of the timings")
     ap.add_argument("--rounds", type=int, default=10, help="least interleaved rounds (one batch per candidate each)")
     ap.add_argument("--no-mma-sync", action="store_true", help="leave rung 11 out of the timed candidates")
-    ap.add_argument("--sk-compare", action="store_true", help="also time rung 12 with STREAM_K=1 (where its rule takes it)")
+    ap.add_argument("--sk-compare", action="store_true", help="also time rung 15 with STREAM_K=1 (where its rule takes it)")
     ap.add_argument("--compile", default="", metavar="MODE",
                     help="also time the GEMM + bias + GELU layer through torch.compile in this mode (e.g. default)")
     args = ap.parse_args()

@@ -1,10 +1,10 @@
-"""Where the time of a fused epilogue goes (rung 12, BF16): the plain GEMM, bias alone, and bias with each
+"""Where the time of a fused epilogue goes (rung 15, BF16): the plain GEMM, bias alone, and bias with each
 activation, timed interleaved with cuBLAS, each also replayed from a CUDA graph (no host time between
 calls), with the SM clock the harness read beside every timing.
 
     PYTHONPATH=src python3 scripts/fused_probe.py [--sizes 4096,8192] [--variants "DEFER=0" ...] [--no-graphs]
 
---variants adds rung 12 with those parameters (kernel="wgmma") for the plain call and each activation, e.g. to
+--variants adds rung 15 with those parameters (kernel="wgmma") for the plain call and each activation, e.g. to
 see what the deferred stores do for GELU with erf.
 """
 
@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="4096,8192")
     ap.add_argument("--budget-ms", type=float, default=250.0)
     ap.add_argument("--rounds", type=int, default=10, help="least interleaved rounds (one batch per call each)")
-    ap.add_argument("--variants", nargs="*", default=[], help='rung 12 parameter sets, "A=1,B=2"')
+    ap.add_argument("--variants", nargs="*", default=[], help='rung 15 parameter sets, "A=1,B=2"')
     ap.add_argument("--no-graphs", action="store_true", help="leave out the graph replays")
     args = ap.parse_args()
     side = cp.cuda.Stream(non_blocking=True)

@@ -5,7 +5,7 @@ projections x W^T + R (the residual), on LLM shapes, BF16, L2 flushed, each call
 
 Columns: torch eager (matmul, then the epilogue as separate kernels), gemmlab's plain product + torch's
 epilogue, gemmlab fused; the ratios fused / eager and fused / (plain + torch's epilogue). --variants times the
-fused call with rung 12 parameters over its heuristic (to find where a fused call loses).
+fused call with rung 15 parameters over its heuristic (to find where a fused call loses).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ ACTS = {"silu": F.silu, "gelu_tanh": lambda z: F.gelu(z, approximate="tanh")}
 
 
 def _named(p: dict) -> dict:
-    """Parameters of rung 12 go with its name (kernel="auto" takes none)."""
+    """Parameters of rung 15 go with its name (kernel="auto" takes none)."""
     return {"kernel": "wgmma", **p} if p else {}
 
 

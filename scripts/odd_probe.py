@@ -1,11 +1,11 @@
-"""Rung 12's tilings on the suite's odd sizes (BF16), against torch.matmul, interleaved, L2 flushed: which
+"""Rung 15's tilings on the suite's odd sizes (BF16), against torch.matmul, interleaved, L2 flushed: which
 tile shape, cluster and schedule each size wants, beside what kernel="auto" picks.
 
     PYTHONPATH=src:scripts python scripts/odd_probe.py [--budget 100] [--shapes MxNxK,...]
         [--variants "K=V,K=V;K=V"] [--stream-k | --pitch] [--promotion BYTES] [--kmajor]
 
 --stream-k: kernel="auto" against its own choice with STREAM_K = 1 and stream-K's gates on rounds and
-gain opened (rung 12's SK_MIN_ROUNDS, SK_MIN_GAIN), on shapes whose last round of tiles is partial.
+gain opened (rung 15's SK_MIN_ROUNDS, SK_MIN_GAIN), on shapes whose last round of tiles is partial.
 --pitch: the same values read from rows padded to whole 128-byte lines (views into wider arrays), against the
 contiguous operands, for torch and kernel="auto": what the rows' alignment costs each.
 --promotion: the L2 fill width of tensor maps whose rows straddle lines (runtime.tma.STRADDLING_PROMOTION).

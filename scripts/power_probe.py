@@ -15,7 +15,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--sizes", default="4096,8192", help="N (cube) or MxNxK, comma-separated")
 ap.add_argument("--seconds", type=float, default=1.0, help="per turn")
 ap.add_argument("--reps", type=int, default=2, help="turns per call, in alternating order")
-ap.add_argument("--variants", nargs="*", default=[], help="rung 12 parameter sets also run, 'A=1,B=2' ('bt': B given "
+ap.add_argument("--variants", nargs="*", default=[], help="rung 15 parameter sets also run, 'A=1,B=2' ('bt': B given "
                                                           "transposed, with cuBLAS on the same B)")
 ap.add_argument("--no-fused", action="store_true", help="leave out the fused bias + GELU call")
 ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))

@@ -1,8 +1,9 @@
 """Every GPU rung under compute-sanitizer in one process: each rung of the registry in each dtype it takes
 (and TF32 where it offers it) on odd shapes, plain and with the fused epilogue where it has one, then the
-payloads that reach the rungs' special paths (sanitize_tensor.py: rung 12's schedules, clusters, TMA stores,
-stream-K; sanitize_deferred.py: deferred stores over several tiles; sanitize_skinny.py: rung 13's splits and
-layouts; sanitize_batched.py: batches; sanitize_transposed.py: rung 10 reading B^T in place). Run after every
+payloads that reach the rungs' special paths (sanitize_tensor.py: rung 15's schedules, clusters, TMA stores,
+stream-K; sanitize_deferred.py: deferred stores over several tiles; sanitize_skinny.py: rung 16's splits and
+layouts; sanitize_batched.py: batches; sanitize_transposed.py: rung 10 reading B^T in place;
+sanitize_hopper_steps.py: rungs 12-14's tilings, layouts and epilogues). Run after every
 kernel change:
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 10 python3 scripts/sanitize_all.py; done
@@ -44,7 +45,7 @@ for spec in registry.all_specs():
 torch.cuda.synchronize()
 print(f"sanitize_all: {ran} rung, dtype and shape cases")
 PAYLOADS = ("sanitize_tensor.py", "sanitize_deferred.py", "sanitize_skinny.py", "sanitize_batched.py",
-            "sanitize_transposed.py")
+            "sanitize_transposed.py", "sanitize_hopper_steps.py")
 for payload in () if "--rungs-only" in sys.argv else PAYLOADS:
     runpy.run_path(str(HERE / payload), run_name="__main__")
 print("sanitize_all: done")

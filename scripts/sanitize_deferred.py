@@ -1,4 +1,4 @@
-"""The deferred TMA stores of rung 12 (DEFER 1) alone under compute-sanitizer (racecheck on the whole
+"""The deferred TMA stores of rung 15 (DEFER 1) alone under compute-sanitizer (racecheck on the whole
 tensor-core payload, scripts/sanitize_tensor.py, takes longer): several tiles per block, one k step and two,
 a bias with an activation, fp16 and bf16, clusters of one and two.
 

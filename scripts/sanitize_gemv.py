@@ -1,4 +1,4 @@
-"""Rung 14 (gemv) under compute-sanitizer, fp16 and bf16: odd shapes (edges of N, K inside a chunk, rows of A
+"""Rung 17 (gemv) under compute-sanitizer, fp16 and bf16: odd shapes (edges of N, K inside a chunk, rows of A
 beyond one block), every parameter shape, splits of K with the last block's reduction, the full epilogue, K = 0,
 and staged operands.
 

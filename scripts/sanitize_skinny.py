@@ -1,4 +1,4 @@
-"""Rung 13 (skinny) under compute-sanitizer, fp16, bf16 and fp32: both layouts of B, odd shapes (edges of N, K and M, rows of A
+"""Rung 16 (skinny) under compute-sanitizer, fp16, bf16 and fp32: both layouts of B, odd shapes (edges of N, K and M, rows of A
 beyond one block), splits of K with the last block's reduction, the copy engine's slots (COPY 1, 3), the persistent
 stream-K schedule (SCHED 1), the full epilogue, and staged operands.
 

@@ -1,4 +1,4 @@
-"""Rung 12's split over K under compute-sanitizer, bf16 and fp16: a tile's edges in M, N and K, empty slices,
+"""Rung 15's split over K under compute-sanitizer, bf16 and fp16: a tile's edges in M, N and K, empty slices,
 both schedules, clusters, B given transposed, the full epilogue (beta, bias, SiLU, residual) in the second
 launch, and fp32 / 16-bit outputs.
 

@@ -1,7 +1,7 @@
 """Parameter sets of the GPU rungs against kernel="auto" and torch.matmul (cuBLAS) on chosen BF16 shapes, each
 checked against a float64 product first, then timed interleaved with the L2 flushed; one line of ratios to torch
-per shape (x > 1: faster than torch). Groups: "split" (long K on a small C: rung 12's split over K, rung 13),
-"tiles" (rung 12's tiles on odd, square and wide shapes).
+per shape (x > 1: faster than torch). Groups: "split" (long K on a small C: rung 15's split over K, rung 16),
+"tiles" (rung 15's tiles on odd, square and wide shapes).
 
     PYTHONPATH=src python3 scripts/split_probe.py [--groups split,tiles] [--budget-ms 40]
 """

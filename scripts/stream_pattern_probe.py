@@ -1,11 +1,11 @@
 """How fast DRAM delivers a weight matrix (N x K, 16-bit, K contiguous) to the SMs under the read patterns a
-small-M product can use, with no arithmetic: what rung 13's copies could reach at best.
+small-M product can use, with no arithmetic: what rung 16's copies could reach at best.
 
 A warp takes R rows at a time and walks K in runs of RUN bytes per row (R = 16, RUN = 512: a slot of rung
 13's ring); a matrix is split into (R rows) x (K / KSPLIT) pieces handed to warps in turn. Two ways to fetch:
 `ld` (16-byte loads into registers, every lane, all of a step's loads in flight) and `bulk` (one
 cp.async.bulk per row into a per-warp ring of STAGES slots in shared memory, completed on mbarriers, as
-rung 13 with COPY=1), and `blk` (the block's 256 threads together read R rows x RUN bytes per step). L2 flushed before every call (--clean: by a read, as the harness does; else by a
+rung 16 with COPY=1), and `blk` (the block's 256 threads together read R rows x RUN bytes per step). L2 flushed before every call (--clean: by a read, as the harness does; else by a
 memset, which leaves dirty lines for the timed kernel to write back); medians of 9 calls.
 
     PYTHONPATH=src python3 scripts/stream_pattern_probe.py [--clean] [--shapes 8192x8192,28672x8192,8192x28672] [--only ld,blk,bulk]

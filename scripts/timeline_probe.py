@@ -1,4 +1,4 @@
-"""Where rung 12's time goes, per phase, from its traced build (GPU): analysis.timeline over shapes and
+"""Where rung 15's time goes, per phase, from its traced build (GPU): analysis.timeline over shapes and
 parameter variants; one table last. Segments go to $OUT (or --out) as JSON for plots.
 
     PYTHONPATH=src python3 scripts/timeline_probe.py --shapes 4096 8192 --variants "" "HELD=2"

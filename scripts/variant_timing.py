@@ -1,4 +1,4 @@
-"""What the probe scripts share: rung 12 with several parameter sets and kernel="auto" against a torch call
+"""What the probe scripts share: rung 15 with several parameter sets and kernel="auto" against a torch call
 on the same operands, each set checked against the torch result first, then all timed interleaved with the
 L2 flushed; one line of ratios to torch (import it from scripts/)."""
 

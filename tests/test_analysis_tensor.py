@@ -122,7 +122,7 @@ def test_wgmma_persistent_grid_quantization_by_hand():
 
 
 def test_split_over_k_counts_each_unit_over_its_slice(no_nvrtc):
-    """Rung 12's split: 64 units of one 64 x 128 tile over 1/64 of K each; the busiest SM's tensor work is one
+    """Rung 15's split: 64 units of one 64 x 128 tile over 1/64 of K each; the busiest SM's tensor work is one
     slice, so the bound is DRAM (the operands' 33.6 MB), and the slabs are counted as scratch traffic."""
     p = {"BM": 64, "BN": 128, "SCHEDULE": 2, "STAGES": 6, "HELD": 2, "CLUSTER": 1, "SPLIT_K": 64}
     m = model("wgmma", 64, 64, 131072, p, dtype="bfloat16")

@@ -148,7 +148,7 @@ def test_auto_takes_a_rung_with_a_batched_form():
 
     assert api.choose_kernel("bfloat16", (9, 0), shape=(64, 64, 64), batched=True).name == "wgmma"
     assert api.choose_kernel("bfloat16", (8, 0), shape=(64, 64, 64), batched=True).name == "mma_sync"
-    assert api.choose_kernel("float32", (9, 0), shape=(1, 4096, 4096), batched=True).name == "sgemm"  # not rung 13
+    assert api.choose_kernel("float32", (9, 0), shape=(1, 4096, 4096), batched=True).name == "sgemm"  # not rung 16
     assert api.choose_kernel("float32", (9, 0), shape=(1, 4096, 4096)).name == "skinny"
     assert api.choose_kernel("float32", (9, 0), "tf32", shape=(64, 64, 64), batched=True).name == "wgmma"
 

@@ -42,7 +42,7 @@ def test_a_tensor_format_plan_holds_the_rungs_that_run_it_the_peers_and_no_cpu(f
 
 
 def _rec(kernel="wgmma", precision="bf16", dtype="bfloat16", ms=1.0, n=4096, gpu="GPU A", family="gpu",
-         peak=989.0, rung=12):
+         peak=989.0, rung=15):
     return derive(Record(kernel=kernel, label=kernel, family=family, rung=rung if family == "gpu" else None,
                          idea="", params={}, dtype=dtype, m=n, n=n, k=n, alpha=1.0, beta=0.0, mode="compute",
                          l2="cold", pinned=None, precision=precision, median_ms=ms, q1_ms=ms, q3_ms=ms,
@@ -141,7 +141,7 @@ def _layer_recs(run="L1"):
                                            ("cublaslt_fused", "cuBLASLt fused (nvmath)", "gpu_peer", 1.62,
                                             "bias_col+gelu_tanh"),
                                            ("cublas", "cuBLAS product alone", "gpu_peer", 1.58, "")):
-        r = _rec(kernel, "bf16", family=family, ms=ms, n=8192, rung=12)
+        r = _rec(kernel, "bf16", family=family, ms=ms, n=8192, rung=15)
         r.label, r.epilogue, r.run_id = label, epi, run
         out.append(r)
     return out

@@ -250,11 +250,11 @@ def test_bench_suite_prints_a_table_per_dtype_writes_results_and_fails_on_a_fail
 
 def test_bench_suite_exits_0_when_every_shape_verified(monkeypatch, tmp_path):
     asked = {}
-    recs = [_rec(suite.GEMMLAB, "float32", (1, 11008, 4096), 1.25, err=1e-6, rung=13),
+    recs = [_rec(suite.GEMMLAB, "float32", (1, 11008, 4096), 1.25, err=1e-6, rung=16),
             _rec(suite.TORCH, "float32", (1, 11008, 4096), 1.0)]
     _fake_run(monkeypatch, Results(recs, []), asked)
     r = runner.invoke(app, ["bench", "--suite", "--dtype", "float32", "--budget-ms", "20", "--out", str(tmp_path)],
                       terminal_width=250)
     assert r.exit_code == 0, r.output
     assert asked["dtypes"] == ["float32"] and asked["groups"] is None and asked["budget_ms"] == 20
-    assert "W.t()" in r.output and "0.800" in r.output and "13 skinny" in r.output  # the rung auto ran
+    assert "W.t()" in r.output and "0.800" in r.output and "16 skinny" in r.output  # the rung auto ran

@@ -124,13 +124,52 @@ def test_tables_are_not_cut_to_80_columns_in_a_pipe(monkeypatch):
 
 
 def test_explain_with_a_weight_takes_the_rung_that_reads_it_in_place():
-    """--weight: B is W.t(); at M = 1 in bf16 the decision is rung 14 (gemv), with a row-major B rung 13."""
+    """--weight: B is W.t(); at M = 1 in bf16 the decision is rung 17 (gemv), with a row-major B rung 16."""
     from typer.testing import CliRunner
 
     from gemmlab.cli import app
 
     base = ["run", "--cc", "9.0", "--sms", "132", "--dtype", "bfloat16", "--m", "1", "--n", "8192", "--k", "8192"]
     with_weight = CliRunner().invoke(app, base + ["--weight"])
-    assert with_weight.exit_code == 0 and "gemv (rung 14)" in with_weight.output
+    assert with_weight.exit_code == 0 and "gemv (rung 17)" in with_weight.output
     row_major = CliRunner().invoke(app, base)
-    assert row_major.exit_code == 0 and "skinny (rung 13)" in row_major.output
+    assert row_major.exit_code == 0 and "skinny (rung 16)" in row_major.output
+
+
+@pytest.mark.parametrize("cc", [(9, 0), (8, 0)])
+def test_ablation_of_the_tensor_rungs_shows_the_predictions(monkeypatch, cc):
+    """`gemmlab ablation --dtype bfloat16`: mma_sync, then the Hopper steps in ladder order (on sm_90), each
+    against the one before beside its predicted gain; rungs the GPU cannot run are named, not timed."""
+    import dataclasses
+    import types
+
+    from gemmlab.analysis import facts
+    from gemmlab.bench import measure as bench_measure
+    from gemmlab.cli import tune as cli_tune
+    from gemmlab.kernels import get
+
+    asked = {}
+    tflops = {"cublas": 600.0, "mma_sync": 150.0, "tma_wgmma": 390.0, "warp_specialized": 450.0,
+              "persistent": 540.0, "wgmma": 606.0}
+
+    def fake_measure(kernels, shape, *, fmt, budget_ms, on_record=None):
+        asked.update(kernels=list(kernels), shape=shape, fmt=fmt)
+        return [types.SimpleNamespace(kernel=k, ok=True, tflops=tflops[k], rel_error=1e-3) for k in kernels]
+
+    monkeypatch.setattr(bench_measure, "measure", fake_measure)
+    monkeypatch.setattr(cli_tune.device, "device_info",
+                        lambda: dataclasses.replace(facts.H100_SXM, compute_capability=cc))
+    r = runner.invoke(app, ["ablation", "--dtype", "bfloat16", "--size", "1024"], terminal_width=250)
+    assert r.exit_code == 0, r.output
+    assert asked["fmt"] == "bf16" and asked["shape"] == (1024, 1024, 1024)
+    hopper = ["tma_wgmma", "warp_specialized", "persistent", "wgmma"]
+    if cc == (9, 0):
+        assert asked["kernels"] == ["cublas", "mma_sync", *hopper]
+        lo, hi = get("tma_wgmma").expected_gain
+        assert f"{lo:.2f}-{hi:.2f}x" in r.output and "2.60x" in r.output and "(as predicted)" in r.output
+        assert "1.12x" in r.output and "1.05-1.15x" in r.output  # wgmma over persistent: 606 / 540
+    else:
+        assert asked["kernels"] == ["cublas", "mma_sync"]
+        assert "not on this GPU" in r.output and all(name in r.output for name in hopper)
+    r = runner.invoke(app, ["ablation", "--dtype", "int8"])
+    assert r.exit_code != 0 and "int8" in r.output

@@ -146,7 +146,7 @@ def test_run_explain_with_a_compute_capability_needs_no_gpu():
     assert "BK=16" in r.output and "A_TYPE=3" in r.output
     r = runner.invoke(app, ["run", "--explain", "--cc", "9.0", "--precision", "tf32", "--size", "4096"],
                       terminal_width=200)
-    assert r.exit_code == 0 and "compute capability 9.0: wgmma (rung 12)" in r.output, r.output
+    assert r.exit_code == 0 and "compute capability 9.0: wgmma (rung 15)" in r.output, r.output
 
 
 def test_run_cc_shows_the_fp32_heuristic_and_a_named_kernel_that_cannot_run():
@@ -256,7 +256,7 @@ def test_sgemm_split_workspace_rows_are_padded_to_four_floats():
 
 
 def test_an_epilogue_may_bring_the_rungs_preferred_parameters_unless_the_caller_names_them():
-    """GELU with erf runs rung 12 without the deferred stores (spec.epilogue_params); the caller's own
+    """GELU with erf runs rung 15 without the deferred stores (spec.epilogue_params); the caller's own
     DEFER wins, and the other activations keep the default."""
     erf = api.explain_choice("bfloat16", shape=(8192, 8192, 8192), cc=(9, 0), sm_count=132, epilogue=True,
                              activation="gelu_erf")

@@ -1,4 +1,4 @@
-"""Rung 14 (gemv) without a GPU: its parameters, heuristic, workspace and traffic, where kernel="auto" takes it
+"""Rung 17 (gemv) without a GPU: its parameters, heuristic, workspace and traffic, where kernel="auto" takes it
 (small M with B given transposed only), and how the launch path reads a B that is both layouts at once."""
 
 import pytest

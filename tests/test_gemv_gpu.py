@@ -1,9 +1,9 @@
-"""GPU correctness of rung 14 (gemv, small M with B given transposed): every element against a float64
+"""GPU correctness of rung 17 (gemv, small M with B given transposed): every element against a float64
 reference into outputs poisoned with NaN, odd shapes (N not a multiple of 16, K not a multiple of a block step
 or of 8, rows of A beyond one unit's MT), every split of K, blocks that walk several units (16384 columns,
 64 slices), the fused epilogue, weights whose row padding
 holds infinities, repeatability (also replayed from a CUDA graph), staging of unaligned rows, and
-kernel="auto"'s choice of the rung (B as W.t()) and of rung 13 (B row-major).
+kernel="auto"'s choice of the rung (B as W.t()) and of rung 16 (B row-major).
 
 Per-element bound as in test_skinny_gpu: |out - ref| <= u_out |ref| + 1e-5 (|A| |B|)_ij + tiny.
 """
@@ -140,7 +140,7 @@ def test_unaligned_operands_are_staged(gen):
 
 
 def test_auto_takes_the_rung_for_a_transposed_weight_only(gen):
-    """kernel="auto" at M <= 16: rung 14 for x @ W.t(), rung 13 for a row-major B; a named gemv with a
+    """kernel="auto" at M <= 16: rung 17 for x @ W.t(), rung 16 for a row-major B; a named gemv with a
     row-major B is refused with the layout named."""
     x = _rand((4, 4096), "bfloat16", gen)
     w = _rand((2048, 4096), "bfloat16", gen)

@@ -1,4 +1,4 @@
-"""Rung 13 (skinny) without a GPU: its parameters, shared memory and split rule, the dispatcher's choice by
+"""Rung 16 (skinny) without a GPU: its parameters, shared memory and split rule, the dispatcher's choice by
 shape, and that every instantiation the heuristic picks compiles without local memory."""
 
 import pytest
@@ -64,7 +64,7 @@ def test_auto_takes_it_by_shape_only():
         choice = api.explain_choice("bfloat16", shape=shape, cc=cc)
         assert choice.spec.name == "wgmma"
         assert any(c.name == "skinny" and not c.fits for c in choice.candidates)
-    # long K on a tiny C above MAX_M rows: rung 12, which splits K there
+    # long K on a tiny C above MAX_M rows: rung 15, which splits K there
     for shape in ((64, 64, 131072), (256, 256, 65536), (512, 64, 32768), (512, 512, 16384), (128, 1024, 65536)):
         choice = api.explain_choice("bfloat16", shape=shape, cc=cc, sm_count=132)
         assert choice.spec.name == "wgmma" and choice.params["SPLIT_K"] > 1, shape

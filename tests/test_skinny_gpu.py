@@ -1,4 +1,4 @@
-"""GPU correctness of rung 13 (skinny, small M): every element against a float64 reference, outputs
+"""GPU correctness of rung 16 (skinny, small M): every element against a float64 reference, outputs
 poisoned with NaN first, for both layouts of B (row-major K x N, and B^T given as a linear layer's weight),
 odd shapes, every split of K, rows of A beyond one block's MT, the fused epilogue, and kernel="auto"'s
 choice of the rung by shape.

@@ -102,7 +102,8 @@ def test_tf32_sass_rounds_and_uses_tf32_tensor_cores():
 def test_registry_filters_by_dtype():
     fp32 = specs_for_dtype("float32")
     assert SPEC not in fp32 and fp32 and all("float32" in s.dtypes for s in fp32)
-    assert specs_for_dtype("bfloat16") == [SPEC, get("wgmma")] == specs_for_dtype("float16")
+    hopper = [get(n) for n in ("tma_wgmma", "warp_specialized", "persistent", "wgmma")]  # the Hopper steps, in order
+    assert specs_for_dtype("bfloat16") == [SPEC, *hopper] == specs_for_dtype("float16")
     assert get("skinny") in specs_for_dtype("bfloat16", ladder=False)  # a rung for some shapes: not the ladder
     assert gemmlab.api.choose_kernel("bfloat16", (8, 0)).name == "mma_sync"
     assert gemmlab.api.choose_kernel("bfloat16", (9, 0)).name == "wgmma"

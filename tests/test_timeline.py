@@ -1,4 +1,4 @@
-"""analysis.timeline: the phase accounting on made-up records (CPU), and the traced build of rung 12 against
+"""analysis.timeline: the phase accounting on made-up records (CPU), and the traced build of rung 15 against
 the normal one (GPU)."""
 
 import numpy as np

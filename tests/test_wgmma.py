@@ -1,4 +1,4 @@
-"""Rung 12 (wgmma) without a GPU: built for sm_90a only, no local memory, SASS with HGMMA and TMA copies,
+"""Rung 15 (wgmma) without a GPU: built for sm_90a only, no local memory, SASS with HGMMA and TMA copies,
 its spec and the tensor-map checks name what is wrong."""
 
 import os

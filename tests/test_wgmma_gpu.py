@@ -1,4 +1,4 @@
-"""GPU correctness of rung 12 (wgmma, sm_90a): shapes that are not multiples of the tile, every tiling the
+"""GPU correctness of rung 15 (wgmma, sm_90a): shapes that are not multiples of the tile, every tiling the
 spec allows, the fused epilogue, output types, the BLAS rule, and the refusal of operands TMA cannot read.
 Skipped on GPUs other than sm_90."""
 

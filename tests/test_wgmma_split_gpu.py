@@ -1,4 +1,4 @@
-"""GPU correctness of rung 12's split over K (SPLIT_K > 1: every tile's k steps cut into slices, fp32 slabs,
+"""GPU correctness of rung 15's split over K (SPLIT_K > 1: every tile's k steps cut into slices, fp32 slabs,
 a second launch that adds them in slice order and applies the epilogue): every element against float64,
 outputs poisoned with NaN beforehand, shapes off the tile and off the slice, more slices than k steps,
 every epilogue and output type, B given transposed, repeat calls and bitwise repeatability. Skipped on
@@ -122,7 +122,7 @@ def test_split_of_empty_k_applies_beta():
 
 
 def test_auto_splits_long_k_on_a_small_c(rng):
-    """kernel="auto" on a long K over a C of one tile takes rung 12's split (the heuristic), and is right."""
+    """kernel="auto" on a long K over a C of one tile takes rung 15's split (the heuristic), and is right."""
     torch = pytest.importorskip("torch")
     from gemmlab import api
 

@@ -86,7 +86,7 @@ def element_bytes(element: str) -> int:
 A_TYPES = {"float16": 1, "bfloat16": 2}          # the 16-bit inputs every tensor-core rung takes
 TF32 = 3
 INPUT_TYPES = {**A_TYPES, "tf32": TF32}
-STRICT_FP32 = 4                                   # strict fp32 on the CUDA cores (rung 13's fp32 path)
+STRICT_FP32 = 4                                   # strict fp32 on the CUDA cores (rung 16's fp32 path)
 ELEMENT_TYPES = {**INPUT_TYPES, "float32": STRICT_FP32}  # every element type a type-parameterised rung takes
 C_TYPES = {"float32": 1, "float16": 2, "bfloat16": 3}
 TYPE_PARAMS = ("A_TYPE", "C_TYPE")

@@ -21,7 +21,7 @@ Each bound is the least time a resource needs for the kernel's work on it, at th
   latency    seed 000's span: each output is a chain of K dependent FMAs (4 cycles apart), once per wave
              (FP32 formats only: the latency of a chain of tensor-core instructions is not modelled)
 
-For rungs fed by TMA (rung 12) the L1/shared bound is left out: neither the copy engine's writes to
+For rungs fed by TMA (rung 15) the L1/shared bound is left out: neither the copy engine's writes to
 shared memory nor wgmma's reads of it go through the LSU pipe whose wavefronts it counts.
 
 Rates that scale with the SM clock (FMA, L2, L1/shared, latency) are taken at the clock the kernel ran

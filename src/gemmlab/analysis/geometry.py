@@ -18,7 +18,7 @@ stream-K) is reported as untiled; the cache model then falls back to the request
 launch (spec.cluster > 1) rounds the tiles along one side up to whole clusters, so probing it would find
 the cluster's extent rather than a tile's: the tile is probed with the same parameters at a cluster of
 one (the parameter spec.cluster reads set to 1). A persistent rung whose spec geometry lists one block per
-tile (rung 12: the launcher caps the grid at the resident blocks) is tiled here; the cap is the model's.
+tile (rung 15: the launcher caps the grid at the resident blocks) is tiled here; the cap is the model's.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def model_format(spec: KernelSpec, dtype: str | None = None, precision: str | No
 
 def typed_params(spec: KernelSpec, params: dict | None, fmt: Format) -> dict[str, int]:
     """`params` with the rung's type parameters set for `fmt` (as gemmlab.matmul sets them), checked. A
-    rung whose default B layout does not take the format (rung 12's tf32 reads B K-major) gets the first of
+    rung whose default B layout does not take the format (rung 15's tf32 reads B K-major) gets the first of
     its other layouts that does (B^T given), unless the caller named one."""
     given = dict(params or {})
     element = formats.element_type(fmt.dtype, fmt.precision or formats.NATIVE_PRECISION[fmt.dtype])

@@ -5,7 +5,7 @@ of the tile pays for padding: useful work / work done = M N / (ceil(M/tile_m) ti
 Wave quantization: the SMs hold `slots` = SMs x blocks-per-SM tiles at once; T tiles take
 ceil(T / slots) waves, and the last one may be mostly empty: efficiency T / (ceil(T/slots) x slots).
 
-A persistent grid (rung 12) launches no more blocks than can be resident (`resident`, in whole clusters)
+A persistent grid (rung 15) launches no more blocks than can be resident (`resident`, in whole clusters)
 and each block walks the tiles: block b takes tiles b, b + resident, ... So the waves are rounds, tiles /
 resident of them, the last one partly idle; a cluster's blocks take adjacent tiles together, so the tiles
 counted are those of the launch's whole clusters (`tiles_launched`: an odd tile row count is rounded up,

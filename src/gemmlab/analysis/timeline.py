@@ -38,7 +38,7 @@ TRACE_UNITS = 256
 
 PHASES = ("start", "fill", "wait", "main", "epilogue", "between", "end", "tail")
 
-# Field positions, as the kernel writes them (12_wgmma.cu, "timeline").
+# Field positions, as the kernel writes them (15_wgmma.cu, "timeline").
 _B_GT_IN, _B_CLK_IN, _B_SM = 0, 1, 2
 _B_OUT = ((3, 4), (5, 6))  # (global timer, clock) at each consumer's exit
 _U_GT, _U_BEGIN, _U_DATA, _U_MAIN, _U_EPI, _U_TILE, _U_KB, _U_KE = range(8)
@@ -182,7 +182,7 @@ def epilogue_detail(tl: Timeline) -> dict[str, float]:
     to the bias loaded), per box b `compute_b` (its outputs computed: arithmetic and packing), `wait_b` (its
     buffer free: the copy engine done reading it, and the warpgroup's barrier), `store_b` (written to shared
     memory, fenced, barrier, TMA store issued), and `after` (the last store issued to the next unit's start).
-    With deferred stores (rung 12's DEFER 1) a unit's epilogue only packs its outputs (`pack`: all boxes) and
+    With deferred stores (rung 15's DEFER 1) a unit's epilogue only packs its outputs (`pack`: all boxes) and
     the stores run inside the next unit's first k steps, so there are no boxes here."""
     if tl.epilogue is None:
         return {}

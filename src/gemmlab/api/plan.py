@@ -80,7 +80,7 @@ def loaded(kernel: str) -> list[Prepared]:
 def resident_blocks(spec: KernelSpec, p: dict[str, int], kernel, geo: Launch, sm_count: int) -> int:
     """Blocks of a persistent kernel that run at once, in whole clusters: the driver's count of clusters that
     fit (SMs group into GPCs, and a cluster never spans two), or the SM count rounded down to whole clusters
-    where it cannot say; without clusters, the driver's blocks per SM (rung 12's: one; rung 13's small blocks:
+    where it cannot say; without clusters, the driver's blocks per SM (rung 15's: one; rung 16's small blocks:
     several) times the SMs."""
     cluster = spec.cluster(p) if spec.cluster else 1
     if cluster == 1:

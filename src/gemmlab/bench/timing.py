@@ -498,7 +498,7 @@ def interleave(samplers: Mapping[str, object], rounds: int,
     and a call measured only at the start of a run would be measured on a cooler GPU than its peers).
     The rounds follow `balanced_orders`, so each call runs after each other call equally often over a
     cycle of rounds (with two calls: forward, backward). A fixed order, or forward and backward only,
-    always put the same call after a slow neighbour: on an H100 at the power limit, bf16 rung 12 measured
+    always put the same call after a slow neighbour: on an H100 at the power limit, bf16 rung 15 measured
     4-6 % faster against cuBLAS when it ran right after rung 11's slower batches. At least `rounds`
     rounds; `on_round(name)` is called after each turn of those first rounds only, exactly `rounds` times
     per sampler (progress bars).

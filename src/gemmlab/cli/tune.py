@@ -79,41 +79,55 @@ def tune(
 @app.command()
 def ablation(
     size: int = typer.Option(4096, "--size", "-s", help="M = N = K"),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 (the FP32 ladder), bfloat16 or float16 (the "
+                                                         "tensor-core rungs: mma_sync, then the Hopper steps)"),
     budget_ms: float = typer.Option(200.0, help="timing budget per kernel, ms"),
     skip: Optional[list[str]] = typer.Option(None, "--skip", help="rungs to leave out (e.g. naive at large sizes)"),
 ) -> None:
-    """Each rung against the one before it on this GPU, at its default (or tuned) parameters: does every
-    idea on the ladder pay here?"""
+    """Each rung against the one before it on this GPU, at its default (or tuned) parameters, beside what it
+    was predicted to buy: does every idea on the ladder pay here?"""
     from ..bench.measure import measure
+    from ..formats import number_format
 
     try:
+        fmt = number_format(dtype)
         info = device.device_info()
-    except GemmlabError as exc:
+    except (ValueError, GemmlabError) as exc:
         fail(str(exc))
-    names = [s.name for s in registry.specs_for_dtype("float32") if s.name not in (skip or [])]
+    ladder = [s for s in registry.specs_for_dtype(fmt.dtype) if s.name not in (skip or [])]
+    runnable = [s for s in ladder if registry.cc_problem(s, info.compute_capability) is None]
+    left_out = [f"{s.name} ({registry.cc_problem(s, info.compute_capability)})" for s in ladder if s not in runnable]
     with Progress(TextColumn("{task.description}"), BarColumn(), console=console, transient=True) as prog:
-        task = prog.add_task("ablation", total=len(names) + 1)
+        task = prog.add_task("ablation", total=len(runnable) + 1)
         try:
-            results = measure(["cublas", *names], (size, size, size), budget_ms=budget_ms,
-                              on_record=lambda r: prog.update(task, advance=1, description=r.kernel))
+            results = measure(["cublas", *(s.name for s in runnable)], (size, size, size), fmt=fmt.name,
+                              budget_ms=budget_ms, on_record=lambda r: prog.update(task, advance=1, description=r.kernel))
         except GemmlabError as exc:
             fail(str(exc))
     by_name = {r.kernel: r for r in results}
     cublas = by_name.get("cublas")
-    t = Table(title=f"ablation at {size}^3 on {info.name}: each rung against the previous one")
-    for col in ("rung", "kernel", "TFLOP/s", "x previous", "% cuBLAS", "verdict"):
+    t = Table(title=f"ablation, {fmt.dtype} at {size}^3 on {info.name}: each rung against the previous one")
+    for col in ("rung", "kernel", "TFLOP/s", "x previous", "predicted", "% cuBLAS", "verdict"):
         t.add_column(col)
     prev = None
-    for spec in registry.specs_for_dtype("float32"):
+    for spec in runnable:
         r = by_name.get(spec.name)
         if r is None:
             continue
+        gain = spec.expected_gain
+        predicted = f"{gain[0]:.2f}-{gain[1]:.2f}x" if gain else "-"
         if not r.ok:
-            t.add_row(f"{spec.rung:02d}", spec.name, "-", "-", "-", f"[red]failed verification ({r.rel_error:.1e})[/red]")
+            t.add_row(f"{spec.rung:02d}", spec.name, "-", "-", predicted, "-",
+                      f"[red]failed verification ({r.rel_error:.1e})[/red]")
             continue
         ratio = r.tflops / prev.tflops if prev and prev.ok and prev.tflops else None
         verdict = "" if ratio is None else ("helps" if ratio > 1.02 else "hurts" if ratio < 0.98 else "no change")
-        t.add_row(f"{spec.rung:02d}", spec.name, f"{r.tflops:.2f}", f"{ratio:.2f}x" if ratio else "-",
+        if ratio is not None and gain:
+            verdict += " (as predicted)" if gain[0] <= ratio <= gain[1] else \
+                " (above the prediction)" if ratio > gain[1] else " (below the prediction)"
+        t.add_row(f"{spec.rung:02d}", spec.name, f"{r.tflops:.2f}", f"{ratio:.2f}x" if ratio else "-", predicted,
                   f"{100 * r.tflops / cublas.tflops:.0f}%" if cublas and cublas.ok else "-", verdict)
         prev = r
     console.print(t)
+    if left_out:
+        console.print("not on this GPU: " + "; ".join(left_out))

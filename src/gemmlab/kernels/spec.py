@@ -272,6 +272,10 @@ class KernelSpec:
     # Blocks (or persistent units) that share one tile of C along K, for (params): each runs 1 / that of the
     # tile's k steps (a split over K). The analysis counts work per unit with it. None: 1.
     k_slices: Callable[[dict[str, int]], int] | None = None
+    # What the rung was predicted to buy over the rung before it at large squares (4096^3 and up), as a range
+    # of (its time / this rung's time), written before it was measured (the .cu header's "Predicted" line);
+    # `gemmlab ablation` prints it beside the measurement. None: no such prediction recorded.
+    expected_gain: tuple[float, float] | None = None
     # The shapes kernel="auto" takes the rung for: (M, N, K, dtype) -> None where it is built for the shape,
     # else why not. None: every shape. (A named rung runs any shape: this says where it is the right choice.)
     fits_shape: Callable[[int, int, int, str], str | None] | None = None

@@ -25,7 +25,7 @@ L2_BYTES_PER_CLK_PER_SM_NOMINAL = 64
 # Tensor-core instructions. Where wgmma exists (sm_90) the dense rate per clock is wgmma's; the warp-level
 # mma.sync reaches only a share of it. That share is measured, not published: on the reference H100 the
 # mma.sync peak microbenchmark ran at 659 TFLOP/s (BF16) against wgmma's 987 at 1980 MHz, 0.67
-# (docs/journal.md, rung 12). Elsewhere mma.sync is the tensor cores' own instruction and runs at the rate.
+# (docs/journal.md, rung 15). Elsewhere mma.sync is the tensor cores' own instruction and runs at the rate.
 TENSOR_INSTRUCTIONS = ("wgmma", "mma.sync")
 MMA_SYNC_SHARE = {(9, 0): 0.67}
 

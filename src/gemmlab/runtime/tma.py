@@ -64,7 +64,7 @@ def _arg_dtype() -> np.dtype:
 def l2_promotion(row_bytes: int) -> int:
     """The L2 fill width (bytes) of a map whose rows are `row_bytes` apart: 256 where every row starts on a
     128-byte line, STRADDLING_PROMOTION where rows straddle lines. With 256-byte fills on rows that straddle
-    (3000 bf16 elements: 6,000 bytes), each 128-byte box row pulls two wide fills, and rung 12's main loop
+    (3000 bf16 elements: 6,000 bytes), each 128-byte box row pulls two wide fills, and rung 15's main loop
     took 1,187 cycles per k step at 3000^3 against 807 at 3072^3. Measured, BF16 x cuBLAS, flushed
     (docs/journal.md, "2026-11-27: rows that straddle lines"): 3000^3 0.74 -> 0.85 with 128-byte fills,
     5000^3 0.81 -> 0.91 (no promotion: 0.84, 0.92); on whole lines 256-byte fills stay ahead (5000^3 in

@@ -5,7 +5,7 @@
     y = layer(x)            # act(x @ weight.T + bias), one kernel in inference
 
 Same parameters as nn.Linear (weight out_features x in_features, bias out_features, the same
-initialisation), so state dicts load both ways. The weight is read transposed in place (rung 12 reads
+initialisation), so state dicts load both ways. The weight is read transposed in place (rung 15 reads
 Wᵀ K-major), the bias and the activation run in the product's epilogue; under autograd see
 gemmlab.torch.ops for what is kept for the backward.
 """

@@ -9,7 +9,7 @@ semantics (C overwritten) are kept around it by copying the result into C.
 Autograd. With z = alpha·A·B + beta·C + bias and out = act(z) + R:
     dR = dOut,  dz = dOut · act'(z),  dA = alpha · dz · Bᵀ,  dB = alpha · Aᵀ · dz,
     dbias = the sum of dz over rows (per-column bias) or columns (per-row bias),  dC = beta · dz.
-dA and dB run on gemmlab's kernels: Bᵀ is a transposed view of B, which rung 12 reads in place (K-major);
+dA and dB run on gemmlab's kernels: Bᵀ is a transposed view of B, which rung 15 reads in place (K-major);
 Aᵀ is copied row-major by torch (M x K elements, a small share of the product). In a batch the same holds
 per product; the gradient of an operand the products share (2-D, or a batch of one) is the sum over them. With an activation, the
 forward under autograd keeps z: it runs the product with bias and beta·C fused (z, M x N of the output

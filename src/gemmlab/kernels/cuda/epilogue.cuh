@@ -108,7 +108,7 @@ __device__ __forceinline__ float tanh_fast(float x) { return 1.0f - __fdividef(2
 // the fast exponential (a multiply and MUFU.EX2), an add and the fast division (MUFU.RCP and a multiply),
 // about half the FP32 work of 0.5 x (1 + tanh_fast(u)), and no cancellation where 1 + tanh(u) is small
 // (x < -2). Relative error about 1e-5 at most on [-12, 12]; the limits are exact (e^z = inf gives -0, e^z = 0
-// gives x). Used by rung 12's epilogues from registers (measured 0.941 -> 0.972 of the plain call at 8192^3,
+// gives x). Used by rung 15's epilogues from registers (measured 0.941 -> 0.972 of the plain call at 8192^3,
 // docs/journal.md). Not in `activate`: inlined into rung 11's unrolled epilogue, it made ptxas compile
 // its 16-bit-output instantiations with 40 registers and 2 KB of spills (234 registers, none, with the
 // tanh form).

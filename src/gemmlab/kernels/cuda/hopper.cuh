@@ -1,6 +1,6 @@
 // hopper.cuh: the PTX of Hopper (sm_90) that the rungs share, written once: tensor maps and the copy engine
-// (TMA tile copies, 1-D bulk copies, bulk groups), mbarriers, proxy fences, clusters, stmatrix, wgmma
-// descriptors and fences. Only a kernel compiled for sm_90 or later may call these; a rung that also runs on
+// (TMA tile copies, 1-D bulk copies, bulk groups), mbarriers, proxy fences, clusters, stmatrix, named
+// warpgroup barriers, setmaxnreg, and wgmma itself (descriptors, fences, commit / wait, the k steps). Only a kernel compiled for sm_90 or later may call these; a rung that also runs on
 // older GPUs calls them under `#if __CUDA_ARCH__ >= 900` (unused, they generate no code).
 #pragma once
 
@@ -210,3 +210,107 @@ __device__ __forceinline__ void fence_fragment(unsigned (&a)[4]) {
 // and 4 j + 2 h + 1 of acc[mt] (the layout of m64nN: warp w holds rows 16 w + g and 16 w + g + 8).
 __device__ __forceinline__ int acc_row(int mt, int warp, int g, int h) { return mt * 64 + warp * 16 + g + 8 * h; }
 
+__device__ __forceinline__ unsigned lds32(unsigned addr) {
+    unsigned v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+    return v;
+}
+
+// A named barrier of one warpgroup's 128 threads (ids 1-15; 0 is __syncthreads').
+__device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+
+// Warp specialisation's register split: every thread of a warpgroup gives registers back to the SM's pool
+// (dec: a producer that only issues copies) or takes them from it (inc: consumers holding accumulators).
+// N is a multiple of 8 in 24..256; the launch's registers per thread must allow the counts to balance.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+// ------------------------------------------------------------------------------------------ wgmma
+#define WG_REGS64 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_REGS96 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define WG_REGS128 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+#define WG_ACC8(i) "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), "+f"(d[(i) + 4]), \
+    "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
+#define WG_ACC64(i) WG_ACC8(i), WG_ACC8((i) + 8), WG_ACC8((i) + 16), WG_ACC8((i) + 24), WG_ACC8((i) + 32), \
+    WG_ACC8((i) + 40), WG_ACC8((i) + 48), WG_ACC8((i) + 56)
+
+// One k step of D (64 x N, fp32, N / 2 registers per thread) += A (64 x k, K-major, from desc_a) * B (k x N).
+// fp16 / bf16 (k = 16): immediates scale-d 1, scale-a 1, scale-b 1, transpose-a 0, transpose-b TRANS_B
+// (1: B N-major, row-major K x N; 0: B K-major, given as B^T). tf32 (k = 8): both operands must be K-major (B given as N x K), and the
+// instruction has no transpose immediates; the tensor cores use the top 19 bits of each fp32 input.
+template <int N, int A_TYPE, int TRANS_B>
+__device__ __forceinline__ void wgmma_step(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
+    static_assert(N == 128 || N == 192 || N == 256, "wgmma tiles of N = 128, 192 or 256 columns");
+    if constexpr (N == 192) {  // (fp16 / bf16: a tile width that fills the last round of some shapes, e.g. 3000^3)
+        static_assert(A_TYPE != 3, "N = 192 is built for fp16 / bf16");
+        if constexpr (A_TYPE == 1) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {" WG_REGS96 "}, %96, %97, 1, 1, 1, 0, %98;\n"
+                         : WG_ACC64(0), WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88)
+                         : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {" WG_REGS96 "}, %96, %97, 1, 1, 1, 0, %98;\n"
+                         : WG_ACC64(0), WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88)
+                         : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        }
+    } else if constexpr (N == 256) {
+        if constexpr (A_TYPE == 1) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, %130;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        } else if constexpr (A_TYPE == 2) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_REGS128 "}, %128, %129, 1, 1, 1, 0, %130;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" WG_REGS128 "}, %128, %129, 1, 1, 1;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
+        }
+    } else {
+        if constexpr (A_TYPE == 1) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, %66;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        } else if constexpr (A_TYPE == 2) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_REGS64 "}, %64, %65, 1, 1, 1, 0, %66;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" WG_REGS64 "}, %64, %65, 1, 1, 1;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
+        }
+    }
+}
+
+// One k step with A from registers, tf32 (k = 8): D (64 x N) += A (64 x 8) * B (8 x N, K-major, from desc_b).
+// a[0..3] hold A in mma.sync's m16n8k8 layout, warp w of the warpgroup taking rows 16 w .. 16 w + 15:
+// (row g, k t), (g + 8, t), (g, t + 4), (g + 8, t + 4) with g = lane / 4, t = lane % 4 (rows relative to
+// the warp's first). The registers are read asynchronously: they must keep their values until the wgmma
+// has completed (wgmma.wait_group).
+template <int N>
+__device__ __forceinline__ void wgmma_step_rs_tf32(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long desc_b) {
+    static_assert(N == 128 || N == 256, "wgmma tiles of N = 128 or 256 columns");
+    if constexpr (N == 256) {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" WG_REGS128 "}, {%128, %129, %130, %131}, %132, 1, 1, 1;\n"
+                     : WG_ACC64(0), WG_ACC64(64) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    } else {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" WG_REGS64 "}, {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+                     : WG_ACC64(0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    }
+}

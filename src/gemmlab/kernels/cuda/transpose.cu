@@ -1,4 +1,4 @@
-// Helper (not a rung): out = in^T, for operands a rung must read in the other order (rung 12's TF32 path
+// Helper (not a rung): out = in^T, for operands a rung must read in the other order (rung 15's TF32 path
 // reads B K-major; a row-major B is transposed into a temporary first).
 //
 // in: rows x cols, rows `ldi` elements apart; out: cols x rows, rows `ldo` elements apart. A block moves a

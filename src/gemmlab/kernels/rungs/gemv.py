@@ -1,10 +1,10 @@
-"""Rung 14: small M (decoding) with the weights loaded straight into registers. All warps of a block take the
+"""Rung 17: small M (decoding) with the weights loaded straight into registers. All warps of a block take the
 same 16 NT rows of the weight W (B given transposed, N x K: y = x @ W.t()) and split each block step's K
 between them, so DRAM sees long runs of few rows; each lane's 16-byte loads are its MMA fragments (a
 permutation of k applied alike to both operands); fp16 / bf16 on the tensor cores as C^T = B^T A^T, fp32
 accumulators, slices of K over blocks (SPLIT) added in a fixed order; the fused epilogue.
 
-Its model is rung 13's: the bytes that must cross the DRAM interface over the bandwidth (`skinny.stream_seconds`).
+Its model is rung 16's: the bytes that must cross the DRAM interface over the bandwidth (`skinny.stream_seconds`).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def split_for(m: int, n: int, k: int, sms: int, p: dict[str, int]) -> int:
 def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
     """Where kernel="auto" takes this rung: fp16 / bf16 at M <= skinny.MAX_M, B given transposed (the
     dispatcher passes over it for a row-major B: B_LAYOUT's one choice); above 16 rows a tiled rung is faster
-    (rung 13's rule). At N >= 16384 too: 28672 x 8192 at M = 1-16 ran at 0.98-1.06 x torch against rung 12's
+    (rung 16's rule). At N >= 16384 too: 28672 x 8192 at M = 1-16 ran at 0.98-1.06 x torch against rung 15's
     0.96-1.00 (docs/journal.md)."""
     if dtype == "float32":
         return "fp16 / bf16 only; strict fp32 at small M runs on skinny"
@@ -132,8 +132,8 @@ def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
 
 SPEC = KernelSpec(
     name="gemv",
-    rung=14,
-    source="14_gemv.cu",
+    rung=17,
+    source="17_gemv.cu",
     template="gemv_gemm",
     idea="small M: the weights straight into registers, a block's warps side by side along K of the same rows "
          "(long runs per row); tensor cores on C^T = B^T A^T, fragments as loaded",

@@ -1,4 +1,4 @@
-"""Rung 13: small M (decoding). Each warp streams its columns of B once through a private ring in shared memory
+"""Rung 16: small M (decoding). Each warp streams its columns of B once through a private ring in shared memory
 (each lane's cp.async, or Hopper's copy engine: COPY), split over K (a grid of slices, or a persistent grid of
 equal runs across the items: SCHED); fp16 / bf16 on the tensor cores as C^T = B^T A^T (fp32 accumulate), strict
 fp32 on the CUDA cores; the fused epilogue.
@@ -166,10 +166,10 @@ def stream_seconds(m: int, n: int, k: int, p: dict[str, int], dram_bytes_per_s: 
 def fits_shape(m: int, n: int, k: int, dtype: str = "bfloat16") -> str | None:
     """Where kernel="auto" takes this rung (measured against the tiled rungs on the same calls, H100,
     docs/journal.md):
-    - fp16 / bf16 decoding, M <= MAX_M and N < WIDE_N. At M = 32 and N = 8192 rung 12 ran at 0.78 x cuBLAS,
-      this rung at 0.69; at M = 64, rung 12 at 0.98-1.03; with N = 28672, rung 12's 128-column tiles already
+    - fp16 / bf16 decoding, M <= MAX_M and N < WIDE_N. At M = 32 and N = 8192 rung 15 ran at 0.78 x cuBLAS,
+      this rung at 0.69; at M = 64, rung 15 at 0.98-1.03; with N = 28672, rung 15's 128-column tiles already
       give every SM a column of B to stream (1.0 x cuBLAS at M = 1-32, this rung 0.65-0.93);
-    - not fp16 / bf16 with long K on a tiny C above MAX_M rows: rung 12 splits K there (wgmma.split_for;
+    - not fp16 / bf16 with long K on a tiny C above MAX_M rows: rung 15 splits K there (wgmma.split_for;
       64 x 64 x 131072 0.98 x cuBLAS against this rung's 0.22, 256 x 256 x 65536 0.86 against 0.30);
     - fp32, M <= 16, or M <= MAX_M_FP32 with N >= 256: rung 10 (32-row tiles at the least; a transposed B, a
       linear layer's weight, copied first) ran at 0.12-0.30 x cuBLAS at M = 1-16, this rung at 0.89-1.28;
@@ -254,8 +254,8 @@ def best_split(columns: int, slots: int, most: int) -> int:
 
 SPEC = KernelSpec(
     name="skinny",
-    rung=13,
-    source="13_skinny.cu",
+    rung=16,
+    source="16_skinny.cu",
     template="skinny_gemm",
     idea="small M: each warp streams its columns of B once through a private ring (cp.async or the copy "
          "engine), split over K or persistent stream-K; tensor cores on C^T = B^T A^T (fp32 on the CUDA cores)",

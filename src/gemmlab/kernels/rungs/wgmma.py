@@ -1,4 +1,4 @@
-"""Rung 12: Hopper wgmma fed by TMA, warp-specialised and persistent (fp16 / bf16 in, fp32 accumulate).
+"""Rung 15: Hopper wgmma fed by TMA, warp-specialised and persistent (fp16 / bf16 in, fp32 accumulate).
 
 Built for sm_90a only (wgmma and setmaxnreg exist on no other target). The element types and the epilogue
 follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launch needs beyond the common
@@ -248,7 +248,7 @@ def split_for(m: int, n: int, k: int, sms: int) -> int:
     per value) that keeps the units to one wave and the slices to SPLIT_MIN_STEPS k steps or more, for a C
     whose tiles would keep at most SPLIT_MAX_SHARE of the SMs busy unsplit. Measured, BF16 x cuBLAS, L2
     flushed (docs/journal.md, "2026-11-27: long K on a small C" and "decoding, third round"): 64 x 64 x 131072
-    0.22 (rung 13) -> 0.98 with 64 slices; 256 x 256 x 65536 0.86 with 32 slices of 128 x 128 tiles, 0.92
+    0.22 (rung 16) -> 0.98 with 64 slices; 256 x 256 x 65536 0.86 with 32 slices of 128 x 128 tiles, 0.92
     with 16 of 64 x 128; 512 x 512 x 16384 0.85 / 0.87 the same way (8 / 4); and, once the second launch
     took one lane per 4 columns for a few slices (26 -> 9 us for two slabs of 128 x 11008), down
     projections at 64-128 tokens: 128 x 4096 x 11008 (B^T) 0.89 -> 0.98 with 2 slices, 64 x 5120 x 13824 0.90
@@ -423,8 +423,8 @@ def b_box_rows(p: dict[str, int]) -> int:
 
 SPEC = KernelSpec(
     name="wgmma",
-    rung=12,
-    source="12_wgmma.cu",
+    rung=15,
+    source="15_wgmma.cu",
     template="wgmma_gemm",
     idea="Hopper: TMA into swizzled shared memory, wgmma from producer/consumer warpgroups, persistent grid",
     params=(
@@ -489,4 +489,7 @@ SPEC = KernelSpec(
     # Measured, BF16 down projections x W^T + R against torch eager: from registers 0.90-0.96 (docs/journal.md).
     epilogue_params={"gelu_erf": {"DEFER": 0}, "residual": {"DEFER": 0}},
     trace=Trace("GEMMLAB_TRACE", lambda p: 128 // element_bytes(p)),
+    # Over rung 14 (persistent): the epilogue through TMA stores under the next tile's k steps, the tiles
+    # chosen per shape (15_wgmma.cu's header).
+    expected_gain=(1.05, 1.15),
 )

@@ -3,16 +3,16 @@
 //
 // Each warpgroup (4 warps, 128 threads) holds one 64 x 256 fp32 accumulator tile (128 registers per thread)
 // and multiplies the same shared-memory operands into it again and again: A is 64 x 64 and B^T 256 x 64,
-// both K-major and 128-byte swizzled, as rung 12 lays out one stage of its ring, and each trip walks their
+// both K-major and 128-byte swizzled, as rung 15 lays out one stage of its ring, and each trip walks their
 // k in four steps of 16 (one commit group of four wgmma). A group is committed and the warpgroup waits only
 // for the group before it, so one group is always queued behind the one the tensor cores are working on.
 // The operands are written once at kernel start and never change: the tensor cores do the full work of
 // every wgmma whatever the values, and nothing here waits on global memory.
 // One m64n256k16 is 2 * 64 * 256 * 16 = 524288 FLOPs; one trip is four of them per warpgroup. Each wgmma
 // reads 10 KiB of operands (2 KiB of A, 8 KiB of B), 80 bytes per clock per SM at the datasheet's 4096
-// FLOP/clk, the same ratio as rung 12's main loop with 64-row warpgroup tiles.
+// FLOP/clk, the same ratio as rung 15's main loop with 64-row warpgroup tiles.
 // Expected: close to the datasheet figure at the SM clock held during the run, and well above the
-// mma.sync benchmark (about 669 TFLOP/s on an H100, less than rung 12 reaches).
+// mma.sync benchmark (about 669 TFLOP/s on an H100, less than rung 15 reaches).
 // Needs sm_90a (wgmma exists on no other target, not even plain sm_90); elsewhere the kernel body is
 // empty and the runner does not launch it.
 //

@@ -1,4 +1,4 @@
-// Rung 13 - skinny: small M (decoding), where the product is a read of B. Every warp streams its own columns
+// Rung 16 - skinny: small M (decoding), where the product is a read of B. Every warp streams its own columns
 // of B once through a ring in shared memory, split over K; tensor cores on C^T = B^T A^T.
 //
 // Idea: with M = 1 ... 64 rows of A (the tokens of a decoding step) and B the weights, a GEMM does 2 M

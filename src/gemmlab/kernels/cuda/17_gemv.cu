@@ -1,7 +1,7 @@
-// Rung 14 - gemv: small M (decoding) with the weights loaded straight into registers, the warps of a block
+// Rung 17 - gemv: small M (decoding) with the weights loaded straight into registers, the warps of a block
 // side by side along K of the same rows, so that DRAM sees long runs of each row.
 //
-// Idea: rung 13 gives every warp its own 16 columns of C (rows of the weight W = B^T) and a private ring;
+// Idea: rung 16 gives every warp its own 16 columns of C (rows of the weight W = B^T) and a private ring;
 // eight warps of a block then read 128 different rows of W at once in runs of a few hundred bytes. What
 // DRAM delivers depends on that pattern as much as on the bytes in flight (scripts/stream_pattern_probe.py):
 // when the threads of a block together read 16 rows x 1-4 KB per step, the same 134 MB weight streams at
@@ -14,7 +14,7 @@
 // - Two steps of loads in flight per thread (two register sets, loaded one step ahead), and two to four
 //   blocks per SM (__launch_bounds__ keeps a thread at 128 registers), so that one block's first bytes are
 //   covered by the others' streams: 32-64 KB of W in flight per SM.
-// - The tensor core's roles are swapped as in rung 13 (C^T = B^T A^T): W's rows on the m16 side, the tokens
+// - The tensor core's roles are swapped as in rung 16 (C^T = B^T A^T): W's rows on the m16 side, the tokens
 //   on the n8 side (MT = 8 or 16 rows of A per block). Fragment rows g and g + 8 are columns 2g and 2g + 1
 //   of the block's 16, so each lane ends with (row m, columns n, n + 1) pairs for the shared epilogue.
 // - One unit of work per block (16 NT columns x a slice of K x MT rows of A). A persistent grid whose blocks
@@ -23,15 +23,15 @@
 // - The warps' sums over their k are added through shared memory in warp order; the slices of K (SPLIT,
 //   grid.y) write their sums to a workspace and the last of a tile's slices to finish (an atomic counter)
 //   adds them in slice order: the result does not depend on timing.
-// Changed from rung 13: the block's warps share columns and split K between them; registers instead of a
+// Changed from rung 16: the block's warps share columns and split K between them; registers instead of a
 // ring; B only as given transposed (N x K, K contiguous: a linear layer's weight W, as x @ W.t()); fp16 /
-// bf16 only (strict fp32 on these loads, FMAs reading A's rows per chunk, measured slower than rung 13's
+// bf16 only (strict fp32 on these loads, FMAs reading A's rows per chunk, measured slower than rung 16's
 // panel: docs/journal.md).
 // Traffic: W read once per tile of MT rows of A; A's rows once per block (L1 holds them for the block's
 // warps); C once; SPLIT x M x N fp32 partial sums through L2.
 // Bottleneck left: DRAM bandwidth for W; the fill of each block's first steps and the last wave's tail.
 // Predicted (from the probe of this main loop, before it was a rung): 0.96-1.13 x cuBLAS at M = 1-8 and
-// 0.93-1.05 at M = 16 on 4096-14336 x 4096-28672 weights (rung 13: 0.74-0.97). Measured (H100, bf16, L2
+// 0.93-1.05 at M = 16 on 4096-14336 x 4096-28672 weights (rung 16: 0.74-0.97). Measured (H100, bf16, L2
 // flushed): 0.97-1.15 x cuBLAS at M = 1-8 and 0.98-1.02 at M = 16 on 23-470 MB weights, 2.0-3.0 TB/s;
 // docs/journal.md has each version.
 
