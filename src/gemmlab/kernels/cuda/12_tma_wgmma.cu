@@ -30,7 +30,7 @@
 // Traffic: per tile BM x K of A and K x BN of B from L2, C once.
 // Predicted: 0.55-0.70 of cuBLAS BF16 at 4096^3 (two blocks per SM of 128 x 128 at three stages; each
 // slot waits out its wgmmas, about a tenth of a k step's time exposed per slot, and the epilogues and
-// tile starts are not hidden); docs/performance.md has the measurement.
+// tile starts are not hidden). Measured: 2.90 x rung 11 at 4096^3 (0.67 of cuBLAS), 2.83 x at 8192^3 (0.71).
 #include "common.cuh"
 #include "epilogue.cuh"
 #include "hopper.cuh"

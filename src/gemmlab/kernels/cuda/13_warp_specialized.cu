@@ -26,7 +26,7 @@
 // Traffic: per tile BM x K of A and K x BN of B from L2, C once (B once per 128 rows instead of per 128 x 128
 // tile of rung 12: half as many B reads per output).
 // Predicted: 1.15-1.35 x rung 12 at 4096^3 and 8192^3 (the wgmma waits leave the critical path, a third
-// less shared memory read per multiply-add); docs/performance.md has the measurement.
+// less shared memory read per multiply-add). Measured: 1.25 x at 4096^3 (0.84 of cuBLAS), 1.29 x at 8192^3 (0.92).
 #include "common.cuh"
 #include "epilogue.cuh"
 #include "hopper.cuh"
