@@ -165,3 +165,54 @@ def test_explain_wgmma_on_the_preset_states_its_clock(no_nvrtc):
     assert r.exit_code == 0 and "tf32" in r.output, r.output
     r = CliRunner().invoke(app, ["explain", "mma_sync", "--dtype", "float32", "--device", "h100"])
     assert r.exit_code != 0 and "tf32" in r.output
+
+
+@pytest.mark.parametrize("name", ["tma_wgmma", "warp_specialized", "persistent"])
+def test_hopper_steps_traffic_in_bytes_by_hand(name):
+    # 1000 x 700 x 300 in fp16. Rungs 12 and 13: one block per tile, A once per tile column, B once per tile
+    # row. Rung 14: B once per cluster of two tile rows (multicast).
+    p = {"BM": 128, "BN": 128} if name == "tma_wgmma" else {"BM": 128, "BN": 256}
+    rows, cols = 8, (6 if name == "tma_wgmma" else 3)
+    m = model(name, 1000, 700, 300, p, dtype="float16")
+    b_reads = 4 if name == "persistent" else rows
+    assert m.requested_bytes == 2 * 1000 * 300 * cols + 2 * 300 * 700 * b_reads + 2 * 1000 * 700
+    assert (m.geometry.tile_m, m.geometry.tile_n) == (p["BM"], p["BN"])
+    if name == "persistent":  # the launcher caps the grid at one resident block per SM, in whole clusters
+        assert m.resident and m.resident % 2 == 0
+
+
+def test_explain_names_power_where_the_kernel_ran_at_the_limit(no_nvrtc):
+    """The power part: run back to back at the board's limit, the limiter is power, and the clock, the draw and
+    the share of the tensor peak at that clock are stated; below the limit the model's verdict stands."""
+    from gemmlab.analysis.explain import PowerState
+
+    flops = 2 * 8192**3
+    at_limit = PowerState(ms=flops / 700e12 * 1e3, sm_mhz=1500.0, watts=699.0, limit_w=700.0, power_limited=True)
+    e = explain("wgmma", 8192, 8192, 8192, device=H100, dtype="bfloat16", power=at_limit)
+    assert e.limiter == "power"
+    peak_at_1500 = e.prediction.compute_peak * 1500 / e.prediction.sm_clock_mhz
+    assert "limited by power" in e.paragraph and "699 W of its 700 W limit" in e.paragraph
+    assert "1500 MHz" in e.paragraph and f"{100 * 700e12 / peak_at_1500:.1f}% of the" in e.paragraph
+    rows = {r[0].strip(): r[2] for r in e.rows}
+    assert rows["board draw (of the limit)"] == "699 W of 700 W (at the limit)"
+    assert rows["SM clock"] == "1500 MHz (NVML)"
+    # a rate above the peak at the clock measured is impossible: no share over 100 % is printed
+    slow_clock = PowerState(ms=at_limit.ms, sm_mhz=1000.0, watts=699.0, limit_w=700.0, power_limited=True)
+    e = explain("wgmma", 8192, 8192, 8192, device=H100, dtype="bfloat16", power=slow_clock)
+    assert "higher clock than measured" in e.paragraph and "%" not in e.paragraph.split("limited by power")[1]
+    below = PowerState(ms=at_limit.ms, sm_mhz=1980.0, watts=400.0, limit_w=700.0, power_limited=False)
+    e = explain("wgmma", 8192, 8192, 8192, device=H100, dtype="bfloat16", power=below)
+    assert e.limiter != "power" and "below the limit" in e.paragraph
+    # the draw alone within 5 % of the limit counts, where NVML named no reason
+    near = PowerState(ms=at_limit.ms, sm_mhz=1600.0, watts=680.0, limit_w=700.0, power_limited=False)
+    assert near.at_limit and not PowerState(1.0, None, None, None, False).at_limit
+
+
+def test_profile_runs_carry_their_format():
+    from dataclasses import asdict
+
+    from gemmlab.analysis.ncu import ProfileRun
+
+    r = ProfileRun("wgmma", 4096, 4096, 4096, {}, "bf16")
+    assert asdict(r)["fmt"] == "bf16" and r.label == "wgmma 4096x4096x4096 bf16"
+    assert ProfileRun("naive", 64, 64, 64).label == "naive 64x64x64"

@@ -54,6 +54,25 @@ def pct(x: float | None) -> str:
 
 
 @dataclass
+class PowerState:
+    """The kernel run back to back (bench.sustained): milliseconds per call, the median SM clock and board
+    draw meanwhile, the board's enforced limit (None where NVML gave none), and whether NVML named the power
+    cap as a clock-event reason in every turn."""
+
+    ms: float
+    sm_mhz: float | None
+    watts: float | None
+    limit_w: float | None
+    power_limited: bool
+    clock_basis: str = "NVML"   # where sm_mhz comes from: "counted on the SMs between calls", or NVML's reading
+
+    @property
+    def at_limit(self) -> bool:
+        """At the power limit: NVML said so, or the draw is within 5 % of the limit."""
+        return self.power_limited or bool(self.watts and self.limit_w and self.watts >= 0.95 * self.limit_w)
+
+
+@dataclass
 class Explanation:
     model: KernelModel
     prediction: Prediction
@@ -67,9 +86,14 @@ class Explanation:
     rows: list[Row]
     bound_rows: list[tuple[str, str, str, str]]   # resource, work, time, share of the limiter
     paragraph: str
+    power: PowerState | None = None
 
     @property
     def limiter(self) -> str:
+        """The model's verdict; "power" where the kernel, run back to back, sat at the board's power limit
+        (its clock is then set by the draw, and a compute bound holds at that clock, not the boost clock)."""
+        if self.power is not None and self.power.at_limit:
+            return "power"
         return verdict(self.prediction, self.measured_s)
 
 
@@ -179,8 +203,10 @@ def _paragraph(e_model: KernelModel, pred: Prediction, measured_s: float | None,
 def explain(kernel: str | KernelSpec, m: int, n: int, k: int, params: dict | None = None, device=None,
             ceilings: Ceilings | None = None, measured_s: float | None = None,
             measured_clock_mhz: float | None = None, counters=None, *, dtype: str | None = None,
-            precision: str | None = None, out_dtype: str | None = None) -> Explanation:
-    """`dtype`, `precision`, `out_dtype`: the format (models.model_format; default: the rung's own)."""
+            precision: str | None = None, out_dtype: str | None = None,
+            power: PowerState | None = None) -> Explanation:
+    """`dtype`, `precision`, `out_dtype`: the format (models.model_format; default: the rung's own). `power`:
+    the kernel run back to back (clock, draw, limit), which adds the power part to the rows and paragraph."""
     spec = registry.get(kernel) if isinstance(kernel, str) else kernel
     dev, _ = facts.resolve(device)
     if params is None and spec.heuristic is not None:  # what gemmlab.matmul runs when none are named
@@ -203,8 +229,55 @@ def explain(kernel: str | KernelSpec, m: int, n: int, k: int, params: dict | Non
     bound_rows = [(b.resource, f"{fmt_count(b.amount)} {b.unit}", fmt_s(b.seconds),
                    f"{100 * b.seconds / lim.seconds:.0f}%" if lim.seconds else "-") for b in pred.bounds]
     para = _paragraph(mdl, pred, measured_s, measured_clock_mhz, nxt, nmodel, npred)
+    if power is not None:
+        rows += _power_rows(mdl, pred, power)
+        para = para + " " + _power_sentence(mdl, pred, power)
     return Explanation(mdl, pred, ceil, measured_s, measured_clock_mhz, counters, nxt, nmodel, npred, rows,
-                       bound_rows, para)
+                       bound_rows, para, power)
+
+
+def _peak_at(pred: Prediction, mhz: float | None) -> float | None:
+    """The compute peak scaled to `mhz` (the bounds' peak is at pred.sm_clock_mhz)."""
+    return pred.compute_peak * mhz / pred.sm_clock_mhz if mhz and pred.sm_clock_mhz else None
+
+
+def _share(rate: float, peak: float | None) -> str | None:
+    """The rate as a share of the peak at the clock measured, or None; over 100 % is impossible, so then the
+    clock measured is not the clock the calls ran at, and that is said instead of a share."""
+    if not peak:
+        return None
+    if rate > peak:
+        return f"above the {peak / 1e12:.0f} TFLOP/s peak at that clock: the calls ran at a higher clock than measured"
+    return f"{100 * rate / peak:.1f}% of the {peak / 1e12:.0f} TFLOP/s peak at that clock"
+
+
+def _power_rows(mdl: KernelModel, pred: Prediction, pw: PowerState) -> list[Row]:
+    peak = _peak_at(pred, pw.sm_mhz)
+    rate = mdl.flops / (pw.ms * 1e-3)
+    draw = f"{pw.watts:.0f} W" if pw.watts else "-"
+    limit = f" of {pw.limit_w:.0f} W" if pw.limit_w else ""
+    return [
+        ("back to back: time per call", "", fmt_s(pw.ms * 1e-3)),
+        ("  board draw (of the limit)", "", draw + limit + (" (at the limit)" if pw.at_limit else "")),
+        ("  SM clock", "", f"{pw.sm_mhz:.0f} MHz ({pw.clock_basis})" if pw.sm_mhz else "-"),
+        (f"  TFLOP/s, share of the {mdl.fmt.unit if mdl.fmt.tensor_cores else 'FP32'} peak at that clock", "",
+         f"{rate / 1e12:.1f}, " + (_share(rate, peak) or "-")),
+    ]
+
+
+def _power_sentence(mdl: KernelModel, pred: Prediction, pw: PowerState) -> str:
+    peak = _peak_at(pred, pw.sm_mhz)
+    rate = mdl.flops / (pw.ms * 1e-3)
+    clock = (f"the SM clock settled at {pw.sm_mhz:.0f} MHz ({pw.clock_basis})" if pw.sm_mhz else
+             "no clock was measured")
+    share = f"it reached {rate / 1e12:.0f} TFLOP/s" + (f", {_share(rate, peak)}" if peak else "")
+    if pw.at_limit:
+        limit = f" of its {pw.limit_w:.0f} W limit" if pw.limit_w else " at its power limit"
+        return (f"Run back to back, it is limited by power: the board drew {pw.watts:.0f} W{limit}, {clock}, and "
+                f"{share}; a faster kernel at this size must spend less energy per product, not fewer cycles.")
+    draw = f"the board drew {pw.watts:.0f} W" + (f" of {pw.limit_w:.0f}" if pw.limit_w else "") if pw.watts else \
+        "NVML gave no draw"
+    return f"Run back to back, {draw} (below the limit), {clock}, and {share}."
 
 
 def _rows(mdl: KernelModel, pred: Prediction, ceil: Ceilings, measured_s, clock, counters) -> list[Row]:

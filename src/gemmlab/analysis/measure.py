@@ -20,18 +20,20 @@ from ..runtime.device import DeviceInfo, device_info
 
 
 def resolve_params(spec: KernelSpec, m: int, n: int, k: int, given: dict | None,
-                   device: DeviceInfo | None = None) -> dict[str, int]:
-    """The parameters a call runs with: the given ones, else what `gemmlab.matmul` would pick (tuned entry
-    or heuristic), else the defaults; always the full validated set."""
+                   device: DeviceInfo | None = None, element: str = "float32") -> dict[str, int]:
+    """The parameters a call on `element` operands ("float32", "tf32", "float16", "bfloat16") runs with: the
+    given ones, else what `gemmlab.matmul` would pick (tuned entry or heuristic), else the defaults; always
+    the full validated set (type parameters at their defaults: `bench.measure.callable_params` strips them
+    for a call, and the model sets them from the format)."""
     if given:
         return spec.validate(given)
     if device is not None and device.index >= 0:
         try:
-            return spec.validate(api.default_params(spec, m, n, k, device))
+            return spec.validate(api.default_params(spec, m, n, k, device, element=element))
         except Exception:
             pass
     if spec.heuristic is not None and device is not None:
-        return spec.validate(spec.heuristic(m, n, k, device.sm_count, "float32"))  # fp32 operands
+        return spec.validate(spec.heuristic(m, n, k, device.sm_count, element))
     return spec.validate({})
 
 

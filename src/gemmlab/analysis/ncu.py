@@ -63,15 +63,19 @@ class NcuUnavailable(GemmlabError):
 
 @dataclass
 class ProfileRun:
+    """One launch to profile: the rung, the shape, parameters as a call takes them, and the operands' number
+    format (formats.FORMATS: "fp32", "tf32", "fp16", "bf16"; C in the format's dtype)."""
+
     kernel: str
     m: int
     n: int
     k: int
     params: dict = field(default_factory=dict)
+    fmt: str = "fp32"
 
     @property
     def label(self) -> str:
-        return f"{self.kernel} {self.m}x{self.n}x{self.k}"
+        return f"{self.kernel} {self.m}x{self.n}x{self.k}" + ("" if self.fmt == "fp32" else f" {self.fmt}")
 
 
 @dataclass

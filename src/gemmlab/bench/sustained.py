@@ -25,13 +25,15 @@ from ..runtime.device import require_cupy
 @dataclass
 class Turn:
     """One turn of one call: milliseconds per call, median SM MHz and board watts while it ran (None where NVML
-    gave none), the calls made, and NVML's throttle-reason bit masks seen."""
+    gave none), the calls made, NVML's throttle-reason bit masks seen, and the SM clock measured on the GPU
+    between the calls (runtime.clocks.ClockProbe; None without probes)."""
 
     ms: float
     sm_mhz: float | None
     watts: float | None
     calls: int
     reasons: tuple[int, ...] = ()
+    probe_mhz: float | None = None
 
 
 @dataclass
@@ -56,6 +58,11 @@ class Sustained:
     @property
     def watts(self) -> float | None:
         return self._median("watts")
+
+    @property
+    def probe_mhz(self) -> float | None:
+        """The SM clock counted on the GPU between calls (cycles over global-timer nanoseconds)."""
+        return self._median("probe_mhz")
 
     @property
     def kcycles(self) -> float | None:
@@ -86,10 +93,12 @@ def rounds(names: Sequence[str], turns: int, take: Callable[[str], Turn]) -> dic
 
 
 def time_sustained(calls: Mapping[str, Callable[[], object]], seconds: float = 1.0, turns: int = 2,
-                   warmup_s: float = 2.0, settle_calls: int = 20, device_index: int | None = None) -> dict[str, Sustained]:
+                   warmup_s: float = 2.0, settle_calls: int = 20, device_index: int | None = None,
+                   probe_every: int = 0) -> dict[str, Sustained]:
     """Each call run back to back for `seconds` per turn, `turns` turns in alternating order (module
-    docstring). GPU only; the calls run on the current stream."""
-    from ..runtime.clocks import ClockSampler
+    docstring). GPU only; the calls run on the current stream. `probe_every` > 0: a clock probe
+    (runtime.clocks.ClockProbe, 20 us) after every that many calls, its time taken out of the call's."""
+    from ..runtime.clocks import ClockProbe, ClockSampler
 
     if not calls:
         raise ValueError("time_sustained needs at least one call")
@@ -115,17 +124,51 @@ def time_sustained(calls: Mapping[str, Callable[[], object]], seconds: float = 1
         cp.cuda.Device().synchronize()
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         n = 0
+        probe = ClockProbe() if probe_every > 0 else None
         with ClockSampler(dev, interval_s=0.005) as cs:
             start.record()
             t = time.perf_counter()
             while time.perf_counter() - t < seconds:
                 for _ in range(10):
                     fn()
-                n += 10
+                    n += 1
+                    if probe is not None and n % probe_every == 0:
+                        probe.record()
                 if n % 200 == 0:  # keep the host within a few hundred calls of the GPU
                     cp.cuda.Device().synchronize()
             stop.record()
             stop.synchronize()
-        return Turn(cp.cuda.get_elapsed_time(start, stop) / n, cs.sm_mhz, cs.watts, n, tuple(sorted(cs.throttle)))
+        elapsed_ms = cp.cuda.get_elapsed_time(start, stop) - (probe.probe_ns * 1e-6 if probe else 0.0)
+        return Turn(elapsed_ms / n, cs.sm_mhz, cs.watts, n, tuple(sorted(cs.throttle)),
+                    probe.mhz if probe else None)
 
     return rounds(names, turns, take)
+
+
+def sustained_call(kernel: str, m: int, n: int, k: int, params: Mapping[str, int] | None = None, *,
+                   fmt: str = "fp32", seconds: float = 1.0, turns: int = 1, warmup_s: float = 1.0) -> Sustained:
+    """One rung at M x N x K in number format `fmt` ("fp32", "tf32", "fp16", "bf16"), run back to back
+    (time_sustained): random operands in [-1, 1), C of the format's dtype; bfloat16 operands are torch tensors
+    (CuPy has none), the others CuPy arrays. `params` as a call takes them (no type parameters)."""
+    from .. import api
+    from ..formats import format_named
+
+    nf = format_named(fmt)
+    cp = require_cupy()
+    rng = cp.random.default_rng(0)
+    a = rng.uniform(-1, 1, (m, k), dtype=cp.float32)
+    b = rng.uniform(-1, 1, (k, n), dtype=cp.float32)
+    if nf.dtype == "bfloat16":
+        import torch
+
+        a, b = (torch.from_dlpack(x).to(torch.bfloat16) for x in (a, b))
+        c = torch.empty((m, n), dtype=torch.bfloat16, device=a.device)
+    else:
+        a, b = a.astype(nf.dtype), b.astype(nf.dtype)
+        c = cp.empty((m, n), dtype=nf.dtype)
+    p = dict(params or {})
+
+    def call() -> None:
+        api.matmul(a, b, c, kernel=kernel, precision=nf.precision, **p)
+
+    return time_sustained({kernel: call}, seconds=seconds, turns=turns, warmup_s=warmup_s, probe_every=5)[kernel]

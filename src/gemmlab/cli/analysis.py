@@ -114,7 +114,8 @@ def micro(
                   f"{r.sm_clock_mhz:.0f}" if r.sm_clock_mhz else "-", _rate(r.datasheet, r.unit), _pct(r.pct_datasheet))
     console.print(t)
     for r in ceil.results:
-        console.print(f"[dim]{r.name}: {r.detail}; datasheet: {r.basis}[/dim]", highlight=False)
+        console.print(f"[dim]{r.name}: {r.detail}; datasheet: {r.basis}; SM clock: {r.clock_basis}[/dim]",
+                      highlight=False)
     if any(not r.published for r in ceil.results):
         console.print("[dim]* nominal figure: NVIDIA publishes no L2 bandwidth for this chip[/dim]")
     if any(r.sm_clock_mhz is None for r in ceil.results):
@@ -141,6 +142,8 @@ def explain(
     dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, tf32, float16 or bfloat16 (default: the "
                                                               "rung's own)"),
     out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help="C's dtype (default: the inputs')"),
+    sustained_s: float = typer.Option(1.0, "--sustained", help="seconds of calls back to back for the power part "
+                                                               "(clock, draw, the limit; 0: none)"),
 ) -> None:
     """What limits KERNEL at M x N x K: the numbers, the model against measurement, and a paragraph."""
     from ..analysis import facts
@@ -156,30 +159,32 @@ def explain(
         dev, is_preset = facts.resolve(preset)
     except ValueError as exc:
         fail(str(exc))
-    if not is_preset and fmt.name != "fp32" and (measure or ncu):
-        console.print(f"[yellow]model only: timing and counters are taken for fp32 rungs; {fmt.name} bounds at the "
-                      f"device's boost clock[/yellow]", highlight=False)
+    if not is_preset and fmt.out_dtype != fmt.dtype and (measure or ncu):
+        console.print(f"[yellow]model only: timings and counters are taken with C in the inputs' dtype, not "
+                      f"{fmt.out_dtype}[/yellow]", highlight=False)
         measure = ncu = False
-    measured_s = clock = counters = None
+    measured_s = clock = counters = power = None
     if is_preset:
         why = "" if preset else f" (GPU unavailable: {device.gpu_unavailable_reason()})"
         console.print(f"[yellow]model only, on the {dev.name} facts{escape(why)}[/yellow]", highlight=False)
-    elif fmt.name == "fp32":
+    else:
         from ..analysis.measure import resolve_params
-        from ..bench.measure import measure_one as time_kernel
+        from ..bench.measure import callable_params, measure_one as time_kernel
 
-        params = resolve_params(spec, M, N, K, params, dev)
+        params = callable_params(spec.name, resolve_params(spec, M, N, K, params, dev, fmt.element))
         if measure:
-            r = time_kernel(spec.name, M, N, K, params)
+            r = time_kernel(spec.name, M, N, K, params, fmt=fmt.name)
             if not r.ok:
                 fail(f"{spec.name} at {M}x{N}x{K} was not timed: {_why_not(r)}")
             measured_s, clock = r.seconds, r.sm_clock_mhz
+            if sustained_s > 0:
+                power = _power_state(spec.name, M, N, K, params, fmt.name, sustained_s)
         if ncu:
-            counters = _ncu_or_note([(spec.name, M, N, K, params)])
+            counters = _ncu_or_note([(spec.name, M, N, K, params)], fmt.name)
             counters = counters[0] if counters else None
     ceil = _ceilings(dev, ceilings, measure and not is_preset)
     e = explain_kernel(spec, M, N, K, params or None, dev, ceil, measured_s, clock, counters, dtype=fmt.dtype,
-                       precision=fmt.precision, out_dtype=fmt.out_dtype)
+                       precision=fmt.precision, out_dtype=fmt.out_dtype, power=power)
     t = Table(title=f"{spec.name} {fmt.name} {e.model.params}  {M}x{N}x{K}  ({ceil.source} ceilings)")
     for col in ("quantity", "model", "measured"):
         t.add_column(col)
@@ -195,13 +200,25 @@ def explain(
     console.print(e.paragraph, highlight=False)
 
 
+def _power_state(name: str, M: int, N: int, K: int, params: dict, fmt: str, seconds: float):
+    """The kernel run back to back for `seconds` (bench.sustained): its clock, draw and the board's limit."""
+    from ..analysis.explain import PowerState
+    from ..bench.sustained import sustained_call
+
+    s = sustained_call(name, M, N, K, params, fmt=fmt, seconds=seconds)
+    limit = device.clocks_now(device.device_info().index).get("power_limit_w")
+    if s.probe_mhz:
+        return PowerState(s.ms, s.probe_mhz, s.watts, limit, s.power_limited, "counted on an SM between calls")
+    return PowerState(s.ms, s.sm_mhz, s.watts, limit, s.power_limited, "NVML's reading")
+
+
 # ------------------------------------------------------------------------------------------- profile
 
 
-def _ncu_or_note(entries):
+def _ncu_or_note(entries, fmt: str = "fp32"):
     from ..analysis import ncu as ncu_mod
 
-    runs = [ncu_mod.ProfileRun(name, M, N, K, dict(p or {})) for name, M, N, K, p in entries]
+    runs = [ncu_mod.ProfileRun(name, M, N, K, dict(p or {}), fmt) for name, M, N, K, p in entries]
     try:
         return ncu_mod.profile(runs)
     except ncu_mod.NcuUnavailable as exc:
@@ -217,44 +234,54 @@ def profile(
     n: Optional[int] = typer.Option(None, "--n"),
     k: Optional[int] = typer.Option(None, "--k"),
     param: Optional[list[str]] = typer.Option(None, "--param", "-p", help="NAME=VALUE, applied to every kernel"),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, tf32, float16 or bfloat16 (the operands and C; "
+                                                          "the tensor-core rungs take the last three)"),
 ) -> None:
     """ncu counters of one launch per kernel (DRAM, L2, L1, bank conflicts, occupancy) beside the model."""
     from ..analysis import ncu as ncu_mod
     from ..analysis.bounds import predict
     from ..analysis.explain import fmt_bytes, fmt_count, fmt_s
     from ..analysis.measure import resolve_params
-    from ..bench.measure import measure_one as time_kernel
+    from ..analysis.models import model_format
+    from ..bench.measure import callable_params, measure_one as time_kernel
     from ..analysis.models import model_kernel
 
     dev = _gpu_or_fail()
     M, N, K = _shape(size, m, n, k)
     given = parse_params(param)
-    specs = [_spec_or_fail(x, fp32=True) for x in kernels]
+    specs = [_spec_or_fail(x) for x in kernels]
     try:
-        entries = [(s.name, M, N, K, resolve_params(s, M, N, K, given, dev)) for s in specs]
+        fmts = [model_format(s, dtype) for s in specs]
+        entries = [(s.name, M, N, K, callable_params(s.name, resolve_params(s, M, N, K, given, dev, f.element)))
+                   for s, f in zip(specs, fmts)]
     except ValueError as exc:
         fail(str(exc))
+    fmt = fmts[0]
+
+    def model(name, p):
+        return model_kernel(name, M, N, K, p, dev, dtype=fmt.dtype, precision=fmt.precision)
+
     ceil = _ceilings(dev, None, True)
-    counters = _ncu_or_note(entries)
+    counters = _ncu_or_note(entries, fmt.name)
     if counters is None:
-        t = Table(title=f"time-based check at {M}x{N}x{K} (no counters)")
+        t = Table(title=f"time-based check at {M}x{N}x{K} {fmt.name} (no counters)")
         for col in ("kernel", "limiter (model)", "bound", "measured", "bound / measured", "SM MHz"):
             t.add_column(col)
         for name, *_, p in entries:
-            r = time_kernel(name, M, N, K, p)
-            pred = predict(model_kernel(name, M, N, K, p, dev), ceil, r.sm_clock_mhz)
+            r = time_kernel(name, M, N, K, p, fmt=fmt.name)
+            pred = predict(model(name, p), ceil, r.sm_clock_mhz)
             t.add_row(name, pred.limiter.resource, fmt_s(pred.seconds), fmt_s(r.seconds),
                       f"{pred.seconds / r.seconds:.2f}" if r.ok else "failed",
                       f"{r.sm_clock_mhz:.0f}" if r.sm_clock_mhz else "-")
         console.print(t)
         return
-    t = Table(title=f"ncu (--clock-control none, cold L2) against the model at {M}x{N}x{K}")
+    t = Table(title=f"ncu (--clock-control none, cold L2) against the model at {M}x{N}x{K} {fmt.name}")
     for col in ("kernel", "DRAM model / ncu", "L1<->L2 model / ncu", "sum ratio", "L1 hit model / ncu",
                 "smem wavefronts model / ncu", "bank conflicts ld / st", "occupancy theor. / achieved", "SM MHz",
                 "time"):
         t.add_column(col, justify="left" if col == "kernel" else "right")
     for (name, *_, p), c in zip(entries, counters):
-        mdl = model_kernel(name, M, N, K, p, dev)
+        mdl = model(name, p)
         cmp_ = ncu_mod.compare_traffic(mdl, c)
         hit = c.get("l1_global_load_hit_sectors"), c.get("l1_global_load_sectors")
         t.add_row(

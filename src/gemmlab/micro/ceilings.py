@@ -29,13 +29,14 @@ class MicroResult:
     median_ms: float
     iqr_ms: float
     samples: int
-    sm_clock_mhz: float | None     # NVML median during the timed launches
+    sm_clock_mhz: float | None     # during the timed launches: counted in the kernel, or NVML's median (clock_basis)
     mem_clock_mhz: float | None
     datasheet: float | None        # at the device's boost clock
     datasheet_at_clock: float | None  # at the measured SM clock (same as datasheet for DRAM)
     basis: str                     # how the datasheet figure is derived
     detail: str                    # what the kernel did
     published: bool = True
+    clock_basis: str = "NVML"      # "counted in the kernel" (cycles over global-timer ns per block), or "NVML"
 
     @property
     def pct_datasheet(self) -> float | None:

@@ -128,3 +128,53 @@ def sample_once(index: int = 0) -> float | None:
     with ClockSampler(index) as cs:
         time.sleep(0.0)
     return cs.sm_mhz
+
+
+def cycles_per_ns_mhz(pairs) -> float | None:
+    """The median clock in MHz of (cycles, nanoseconds) pairs, those with a positive duration; None if none.
+    What an SM counted over what the global timer counted: the clock it ran at, by construction."""
+    rates = [1e3 * float(c) / float(ns) for c, ns in pairs if ns > 0 and c > 0]
+    return float(statistics.median(rates)) if rates else None
+
+
+class ClockProbe:
+    """The SM clock measured on the GPU: `record()` enqueues a one-thread kernel (cuda/clock_probe.cu) on the
+    current stream that spins for `spin_us` of the global timer and counts the SM cycles meanwhile; `mhz` is
+    the median over the probes recorded (after the stream has finished them), `probe_ns` their summed
+    nanoseconds (to take out of a timing they sat in). At most `slots` probes are kept. GPU only."""
+
+    SOURCE = "clock_probe.cu"
+
+    def __init__(self, slots: int = 1024, spin_us: float = 20.0):
+        from pathlib import Path
+
+        import numpy as np
+
+        from . import compiler, launch
+        from .device import device_info, require_cupy
+
+        cp = require_cupy()
+        module = compiler.compile_file(Path(__file__).parent / "cuda" / self.SOURCE, ["clock_probe"],
+                                       device_info().arch)
+        self._kernel = launch.load(module, "clock_probe")
+        self._buf = cp.zeros(2 * slots, dtype=cp.uint64)
+        self._slots, self._n = slots, 0
+        self._spin = np.int64(int(spin_us * 1e3))
+        self._np = np
+
+    def record(self) -> None:
+        if self._n < self._slots:
+            self._kernel((1, 1, 1), (1, 1, 1), (self._buf, self._np.int32(self._n), self._spin))
+            self._n += 1
+
+    def _pairs(self) -> list[tuple[int, int]]:
+        data = self._buf[: 2 * self._n].get().reshape(-1, 2)
+        return [(int(c), int(ns)) for c, ns in data]
+
+    @property
+    def mhz(self) -> float | None:
+        return cycles_per_ns_mhz(self._pairs()) if self._n else None
+
+    @property
+    def probe_ns(self) -> int:
+        return sum(ns for _, ns in self._pairs()) if self._n else 0

@@ -223,6 +223,10 @@ def clocks_now(index: int = 0) -> dict[str, Any]:
                 "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
                 "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
             }
+            try:  # the limit the board enforces now (the draw settles there under a sustained load)
+                out["power_limit_w"] = pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0
+            except Exception:
+                pass
             try:
                 out["throttle_reasons"] = int(pynvml.nvmlDeviceGetCurrentClocksEventReasons(h))
             except Exception:

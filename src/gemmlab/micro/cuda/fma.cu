@@ -7,10 +7,13 @@
 // (add, compare, branch) per trip, 1% of the CHAINS * UNROLL = 256 FMAs at 8 x 32.
 // FLOPs counted: 2 per FMA. x and y are kernel arguments, so nothing can be folded at compile time; the
 // chains are summed and stored only if the sum equals a value it never takes, which keeps every chain live
-// without a memory write per thread.
+// without a memory write per thread. `clocks`: each block's (cycles, ns) over its run (block_clock.cuh).
+#include "block_clock.cuh"
+
 template <int CHAINS, int UNROLL>
 __global__ void __launch_bounds__(256)
-fma_peak(float* __restrict__ sink, int trips, float x, float y) {
+fma_peak(float* __restrict__ sink, int trips, float x, float y, unsigned long long* __restrict__ clocks) {
+    const BlockClock start = block_clock_start();
     float v[CHAINS];
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) v[c] = (float)(threadIdx.x + c);
@@ -25,4 +28,5 @@ fma_peak(float* __restrict__ sink, int trips, float x, float y) {
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) s += v[c];
     if (s == -1.0f) sink[blockIdx.x * blockDim.x + threadIdx.x] = s;
+    block_clock_stop(start, clocks);
 }

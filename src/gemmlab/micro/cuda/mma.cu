@@ -6,10 +6,14 @@
 // instruction; on sm_90 the datasheet rate is reached only by the asynchronous warpgroup instruction
 // (wgmma), so mma.sync there is expected to stay well short of it.
 // Needs sm_80 or later; on older targets the kernel body is empty and the runner does not launch it.
+// `clocks`: each block's (cycles, ns) over its run (block_clock.cuh).
+#include "block_clock.cuh"
+
 template <int BF16, int CHAINS>
 __global__ void __launch_bounds__(256)
-mma_peak(float* __restrict__ sink, int trips) {
+mma_peak(float* __restrict__ sink, int trips, unsigned long long* __restrict__ clocks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const BlockClock start = block_clock_start();
     // Small, lane-dependent operands (0x2c00 is 1/16 in fp16, 0x3d80 is 1/16 in bf16): the accumulators
     // grow slowly and stay finite.
     const unsigned base = BF16 ? 0x3d803d80u : 0x2c002c00u;
@@ -41,5 +45,6 @@ mma_peak(float* __restrict__ sink, int trips) {
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) s += d[c][0] + d[c][1] + d[c][2] + d[c][3];
     if (s == -1.0f) sink[blockIdx.x * blockDim.x + threadIdx.x] = s;
+    block_clock_stop(start, clocks);
 #endif
 }

@@ -19,6 +19,8 @@
 // BF16: 1 bf16 inputs, 0 fp16. WARPGROUPS: warpgroups per block (1 or 2), each with its own accumulators
 // over the same operands.
 
+#include "block_clock.cuh"
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define WGMMA_PEAK_ENABLED 1
 #endif
@@ -74,7 +76,7 @@ __device__ __forceinline__ void mma_64x256x16(float (&d)[128], unsigned long lon
 
 template <int BF16, int WARPGROUPS>
 __global__ void __launch_bounds__(WARPGROUPS * 128)
-wgmma_peak(float* __restrict__ sink, int trips) {
+wgmma_peak(float* __restrict__ sink, int trips, unsigned long long* __restrict__ clocks) {
     static_assert(WARPGROUPS == 1 || WARPGROUPS == 2, "1 or 2 warpgroups per block");
 #ifdef WGMMA_PEAK_ENABLED
     // The 128-byte swizzle repeats every 1024 bytes: the operands start on such a boundary.
@@ -90,6 +92,7 @@ wgmma_peak(float* __restrict__ sink, int trips) {
     __syncthreads();
 
     const unsigned a_tile = (unsigned)__cvta_generic_to_shared(tiles), b_tile = a_tile + A_BYTES;
+    const BlockClock start = block_clock_start();  // (cycles, ns) of the trips: block_clock.cuh
     float d[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) d[i] = 0.0f;
@@ -112,5 +115,6 @@ wgmma_peak(float* __restrict__ sink, int trips) {
 #pragma unroll
     for (int i = 0; i < 128; ++i) s += d[i];
     if (s == -1.0f) sink[blockIdx.x * blockDim.x + threadIdx.x] = s;
+    block_clock_stop(start, clocks);
 #endif
 }
