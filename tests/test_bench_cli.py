@@ -109,3 +109,60 @@ def test_a_run_that_measures_nothing_says_so_and_fails(args, message, tmp_path):
 def test_cpu_scale_must_be_positive():
     r = runner.invoke(app, ["bench", "--cpu-scale", "-1"], terminal_width=200)
     assert r.exit_code == 1 and "--cpu-scale must be positive" in r.output, r.output
+
+
+@pytest.mark.parametrize("cc", [(9, 0), (8, 0), (7, 5)])
+def test_the_main_jobs_tensor_section_is_the_rungs_this_gpu_runs(monkeypatch, cc):
+    """On a GPU with tensor cores the main job adds BF16 at four squares, compute only, with the peers: the
+    tensor rungs in ladder order (on Hopper mma_sync and the Hopper steps up to rung 15; before it mma_sync
+    alone), and no section where no tensor rung runs."""
+    import dataclasses
+
+    from gemmlab.analysis import facts
+    from gemmlab.bench import main_job
+    from gemmlab.bench.records import COMPUTE
+
+    monkeypatch.setattr(device, "gpu_unavailable_reason", lambda: None)
+    monkeypatch.setattr(device, "device_info", lambda *a: dataclasses.replace(facts.H100_SXM, compute_capability=cc))
+    monkeypatch.setattr("gemmlab.bench.peers.torch_unavailable_reason", lambda: None)
+    if cc < (8, 0):
+        assert "no tensor-core rung" in main_job.why_not()
+        return
+    assert main_job.why_not() is None
+    plan = main_job.tensor_plan(budget_ms=40)
+    names = [n for n, _ in plan.gpu]
+    hopper = ["tma_wgmma", "warp_specialized", "persistent", "wgmma"]
+    assert names == (["mma_sync", *hopper] if cc == (9, 0) else ["mma_sync"])
+    assert plan.fmt == "bf16" and plan.modes == (COMPUTE,) and plan.timing.budget_ms == 40
+    assert [s[0] for s in plan.shapes] == list(main_job.TENSOR_SIZES) and {"cublas", "torch"} <= set(plan.peers)
+
+
+@pytest.mark.parametrize("args,with_section", [([], True), (["--sizes", "16"], False), (["--dtype", "float32"], False),
+                                               (["--no-peers"], False)])
+def test_only_the_main_job_adds_the_tensor_section(monkeypatch, tmp_path, args, with_section):
+    from gemmlab.bench import main_job
+    from gemmlab.bench.records import Results
+    from gemmlab.cli import _measure
+
+    ran = []
+
+    class FakeSweep:
+        notes = []
+
+    def fake_run(plan, command):
+        ran.append(plan.fmt)
+        return Results([], []), False, FakeSweep()
+
+    monkeypatch.setattr(device, "gpu_unavailable_reason", lambda: None)
+    monkeypatch.setattr(_measure, "build_plan", lambda **kw: main_job.Plan(shapes=[], fmt="fp32"))
+    monkeypatch.setattr(_measure, "run", fake_run)
+    monkeypatch.setattr(_measure, "nothing_measured", lambda *a: None)
+    monkeypatch.setattr(_measure, "write_outputs", lambda *a, **k: {"json": "r.json", "csv": "r.csv", "html": "r.html",
+                                                                    "markdown": "r.md"})
+    monkeypatch.setattr(_measure, "summary", lambda *a: None)
+    monkeypatch.setattr(main_job, "why_not", lambda: None)
+    monkeypatch.setattr(main_job, "tensor_plan", lambda budget_ms=None: main_job.Plan(shapes=[], fmt="bf16"))
+    monkeypatch.setattr(main_job, "measure_layer", lambda command, budget_ms=None: ran.append("layer") or Results([], []))
+    r = runner.invoke(app, ["bench", *args, "--out", str(tmp_path)], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert ran == (["fp32", "bf16", "layer"] if with_section else ["fp32"])

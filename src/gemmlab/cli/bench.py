@@ -59,6 +59,9 @@ def bench(
         from ._app import fail
 
         fail(f"{'--only' if only is not None else '--quick'} goes with --suite")
+    # The main job: no choice of sizes, shapes, kernels or format. On a GPU with tensor cores it adds the BF16
+    # section and a fused layer (bench.main_job) to the FP32 ladder, in one report.
+    main_job = not (sizes or shape or kernel or neighbours or dtype or precision or batch is not None)
     dtype = dtype or "float32"
     if batch is not None:
         _bench_batch(batch, shared, sizes, shape, dtype, budget_ms, out)
@@ -66,7 +69,10 @@ def bench(
     plan = _measure.build_plan(sizes=sizes, shapes=shape, kernels=kernel, neighbours=neighbours, no_peers=no_peers,
                                no_cpu=no_cpu, budget_ms=budget_ms, pinned=pinned, cpu_scale=cpu_scale,
                                dtype=dtype, precision=precision)
-    results, interrupted, sweep = _measure.run(plan, command=" ".join(["gemmlab", *sys.argv[1:]]))
+    command = " ".join(["gemmlab", *sys.argv[1:]])
+    results, interrupted, sweep = _measure.run(plan, command=command)
+    if main_job and not interrupted and not no_peers:
+        interrupted = _tensor_section(results, command, budget_ms)
     if not interrupted:
         _measure.nothing_measured(results, sweep)
     target = out or _measure.default_out(sweep)
@@ -79,6 +85,34 @@ def bench(
         raise typer.Exit(130)
     if any(not r.ok for r in results.records):
         raise typer.Exit(1)
+
+
+def _tensor_section(results, command: str, budget_ms: Optional[float]) -> bool:
+    """The main job's BF16 section and fused layer, merged into `results`; True when interrupted."""
+    from rich.markup import escape
+
+    from ..bench import main_job
+    from ..runtime import device
+
+    if device.gpu_unavailable_reason():  # (said already: the GPU part was skipped)
+        return False
+    why = main_job.why_not()
+    if why:
+        console.print(f"[dim]no tensor-core section: {escape(why)}[/dim]", highlight=False)
+        return False
+    more, interrupted, _ = _measure.run(main_job.tensor_plan(budget_ms), command=command)
+    results.records += more.records
+    results.runs += more.runs
+    if interrupted:
+        return True
+    try:
+        with console.status(f"fused layer: {escape(main_job.LAYER.describe())}"):
+            layer = main_job.measure_layer(command, budget_ms)
+    except KeyboardInterrupt:
+        return True
+    results.records += layer.records
+    results.runs += layer.runs
+    return False
 
 
 def _require_gpu_and_torch(command: str) -> None:
