@@ -216,3 +216,23 @@ def test_profile_runs_carry_their_format():
     r = ProfileRun("wgmma", 4096, 4096, 4096, {}, "bf16")
     assert asdict(r)["fmt"] == "bf16" and r.label == "wgmma 4096x4096x4096 bf16"
     assert ProfileRun("naive", 64, 64, 64).label == "naive 64x64x64"
+
+
+def test_delivered_bytes_count_every_block_of_a_cluster(no_nvrtc):
+    """The crossbar delivers a multicast box to every block of the cluster: the model's bytes to the SMs are
+    those of the same tiles without clusters; without multicast they are its L1 <-> L2 bytes."""
+    from gemmlab.analysis.ncu import Counters, ProfileRun, compare_traffic, delivered_model
+
+    p = {"BM": 128, "BN": 256, "CLUSTER": 2}
+    shared = model("wgmma", 4096, 4096, 4096, p, dtype="bfloat16")
+    alone = model("wgmma", 4096, 4096, 4096, {**p, "CLUSTER": 1}, dtype="bfloat16")
+    assert delivered_model(shared) == pytest.approx(alone.cache.l2_bytes)
+    assert shared.cache.l2_bytes < 0.75 * alone.cache.l2_bytes  # B once per cluster in L2's reads
+    steps = model("warp_specialized", 4096, 4096, 4096, dtype="bfloat16")
+    assert delivered_model(steps) == steps.cache.l2_bytes
+    c = Counters(ProfileRun("wgmma", 4096, 4096, 4096, {}, "bf16"), "k",
+                 {"dram_read_bytes": 1.5e8, "dram_write_bytes": 3e7, "l2_bytes": 1e9, "l2_from_l1_sectors": 3e7,
+                  "xbar_read_bytes": 1.6e9, "xbar_write_bytes": 3.4e7})
+    cmp_ = compare_traffic(shared, c)
+    assert cmp_.measured_delivered == pytest.approx(1.634e9) and cmp_.model_delivered == pytest.approx(alone.cache.l2_bytes)
+    assert cmp_.delivered_ratio == pytest.approx(alone.cache.l2_bytes / 1.634e9)

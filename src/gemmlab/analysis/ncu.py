@@ -49,6 +49,10 @@ METRICS: dict[str, str] = {
     "sm_clock_hz": "sm__cycles_elapsed.avg.per_second",
     "duration_s": "gpu__time_duration.sum",
     "ffma_thread_inst": "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+    # What the crossbar carries to the SMs and back, every SM counted: a box two SMs share (TMA multicast, or
+    # requests the hardware combines) is counted twice here and once in the L2's own sectors.
+    "xbar_read_bytes": "l1tex__m_xbar2l1tex_read_bytes.sum",
+    "xbar_write_bytes": "l1tex__m_l1tex2xbar_write_bytes.sum",
 }
 REQUIRED = ("dram_read_bytes", "dram_write_bytes", "l2_bytes")
 
@@ -108,6 +112,12 @@ class Counters:
         if v is not None:
             return v, "lts__t_sectors_srcunit_tex x 32"
         return self.get("l2_bytes"), "lts__t_bytes"
+
+    @property
+    def delivered_bytes(self) -> float | None:
+        """Bytes the crossbar delivered to the SMs plus those it took from them (None where not collected)."""
+        r, w = self.get("xbar_read_bytes"), self.get("xbar_write_bytes")
+        return None if r is None or w is None else r + w
 
     @property
     def sm_clock_mhz(self) -> float | None:
@@ -270,6 +280,10 @@ class TrafficComparison:
     measured_dram: float | None
     measured_l2: float | None
     l2_metric: str
+    # Bytes between the SMs and the crossbar, every SM counted (a multicast box once per receiving block):
+    # the model's, and ncu's xbar2l1tex + l1tex2xbar bytes.
+    model_delivered: float | None = None
+    measured_delivered: float | None = None
 
     @staticmethod
     def _ratio(a: float, b: float | None) -> float | None:
@@ -293,8 +307,31 @@ class TrafficComparison:
         r = self.sum_ratio
         return None if r is None else abs(r - 1.0) <= tol
 
+    @property
+    def delivered_ratio(self) -> float | None:
+        return self._ratio(self.model_delivered, self.measured_delivered) if self.model_delivered else None
+
+
+def delivered_model(model: KernelModel) -> float:
+    """The model's bytes between the SMs and L2 with every block counted: its L1 <-> L2 bytes, except that a
+    rung whose clusters share an operand by multicast (spec.cluster > 1) receives it once per block, as
+    without clusters."""
+    spec, p = model.spec, dict(model.params)
+    if spec.cluster is None or spec.cluster(p) <= 1:
+        return model.cache.l2_bytes
+    from .models import model_kernel
+
+    names = [q.name for q in spec.params if q.name == "CLUSTER"]
+    if not names:
+        return model.cache.l2_bytes
+    alone = model_kernel(spec, model.m, model.n, model.k, {**p, "CLUSTER": 1}, model.device, compile=False,
+                         dtype=model.fmt.dtype, precision=model.fmt.precision, out_dtype=model.fmt.out_dtype)
+    return alone.cache.l2_bytes
+
 
 def compare_traffic(model: KernelModel, counters: Counters) -> TrafficComparison:
     l2, metric = counters.l2_compared_bytes
+    delivered = counters.delivered_bytes
     return TrafficComparison(f"{model.name} {model.shape}", model.cache.dram_bytes, model.cache.l2_bytes,
-                             counters.dram_bytes, l2, metric)
+                             counters.dram_bytes, l2, metric, delivered_model(model) if delivered else None,
+                             delivered)

@@ -276,7 +276,8 @@ def profile(
         console.print(t)
         return
     t = Table(title=f"ncu (--clock-control none, cold L2) against the model at {M}x{N}x{K} {fmt.name}")
-    for col in ("kernel", "DRAM model / ncu", "L1<->L2 model / ncu", "sum ratio", "L1 hit model / ncu",
+    for col in ("kernel", "DRAM model / ncu", "L1<->L2 model / ncu", "sum ratio", "SMs<->xbar model / ncu",
+                "L1 hit model / ncu",
                 "smem wavefronts model / ncu", "bank conflicts ld / st", "occupancy theor. / achieved", "SM MHz",
                 "time"):
         t.add_column(col, justify="left" if col == "kernel" else "right")
@@ -288,6 +289,8 @@ def profile(
             name, f"{fmt_bytes(cmp_.model_dram)} / {fmt_bytes(cmp_.measured_dram)}",
             f"{fmt_bytes(cmp_.model_l2)} / {fmt_bytes(cmp_.measured_l2)}",
             f"{cmp_.sum_ratio:.2f}" if cmp_.sum_ratio else "-",
+            (f"{fmt_bytes(cmp_.model_delivered)} / {fmt_bytes(cmp_.measured_delivered)} ({cmp_.delivered_ratio:.2f})"
+             if cmp_.delivered_ratio else "-"),
             f"{100 * mdl.cache.l1_hit_rate:.0f}% / " + (f"{100 * hit[0] / hit[1]:.0f}%" if hit[0] is not None and hit[1] else "-"),
             f"{fmt_count(mdl.l1.smem_load_wavefronts)} / {fmt_count(c.get('smem_load_wavefronts'))}",
             f"{fmt_count(c.get('smem_load_bank_conflicts'))} / {fmt_count(c.get('smem_store_bank_conflicts'))}",
@@ -295,7 +298,10 @@ def profile(
             f"{c.sm_clock_mhz:.0f}" if c.sm_clock_mhz else "-", fmt_s(c.get("duration_s")))
     console.print(t)
     l2_metric = counters[0].l2_compared_bytes[1] if counters else ""
-    console.print(f"[dim]L1<->L2 measured as {l2_metric}; a sum ratio within 0.75..1.25 is within the model's stated 25%.[/dim]")
+    console.print(f"[dim]L1<->L2 measured as {l2_metric}; a sum ratio within 0.75..1.25 is within the model's stated 25%. "
+                  "SMs<->xbar: what the crossbar delivered to the SMs and took from them (l1tex__m_xbar2l1tex_read_bytes + "
+                  "l1tex__m_l1tex2xbar_write_bytes), every SM counted: a box two SMs share is counted once in L2's "
+                  "sectors and twice here.[/dim]")
     dropped = sorted({d for c in counters for d in c.dropped})
     if dropped:
         console.print(f"[dim]metrics this ncu does not know, left out: {', '.join(dropped)}[/dim]")
