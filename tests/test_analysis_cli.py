@@ -61,7 +61,9 @@ def test_explain_on_a_named_preset_and_bad_input():
 
 @pytest.mark.parametrize("cmd, extra", [
     ("roofline", ["--size", "256"]),
+    ("roofline", ["--size", "1024", "--dtype", "bfloat16"]),
     ("sawtooth", ["blocktile_2d", "--n-from", "1024", "--n-to", "1280", "--step", "64"]),
+    ("sawtooth", ["warp_specialized", "--dtype", "bfloat16", "--n-from", "1024", "--n-to", "1280", "--step", "64"]),
     ("cliff", ["--sizes", "256,512"]),
 ])
 def test_model_only_figures(tmp_path, cmd, extra):
@@ -176,3 +178,26 @@ def test_profile_reports_counter_permission(tmp_path, monkeypatch):
     monkeypatch.setattr(ncu, "find_ncu", lambda: str(exe))
     with pytest.raises(ncu.NcuUnavailable, match="ERR_NVGPUCTRPERM"):
         ncu.profile([ncu.ProfileRun(fp32_specs()[0].name, 64, 64, 64)], workdir=tmp_path)
+
+
+def test_roofline_of_a_tensor_format_has_the_tensor_roof(monkeypatch, tmp_path):
+    """--dtype bfloat16: the format's ladder (mma_sync and the Hopper rungs on the preset H100), under the
+    tensor cores' peak, not the FP32 one; a rung that does not take the format is named."""
+    from gemmlab.analysis import figures
+
+    seen = {}
+    real = figures.roofline_figure
+
+    def fake_figure(ceil, points, title="", datasheet=None, wavefront_bps=None, peak=None):
+        seen.update(points=[p.label for p in points], peak=peak, title=title)
+        return real(ceil, points, title, datasheet, wavefront_bps, peak)
+
+    monkeypatch.setattr(figures, "roofline_figure", fake_figure)
+    r = runner.invoke(app, ["roofline", "--model-only", "--dtype", "bfloat16", "--size", "1024", "--out", str(tmp_path / "r.png")],
+                      terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert seen["points"][:5] == ["mma_sync", "tma_wgmma", "warp_specialized", "persistent", "wgmma"]
+    assert seen["peak"][1] > 500e12 and "bf16 peak" in seen["peak"][0] and "bfloat16" in seen["title"]
+    r = runner.invoke(app, ["roofline", "--model-only", "--dtype", "bfloat16", "-k", "naive"])
+    assert r.exit_code != 0 and "naive" in r.output
+

@@ -36,8 +36,10 @@ LEVEL_NAMES = {"DRAM": "DRAM bytes", "L2": "L1<->L2 bytes", "L1": "L1/shared wav
 
 
 def roofline_figure(ceilings: Ceilings, points: list[RooflinePoint], title: str = "",
-                    datasheet: Ceilings | None = None, wavefront_bps: float | None = None):
-    """Log-log roofline: FP32 peak, DRAM, L2 and L1/shared slopes; each kernel at three intensities.
+                    datasheet: Ceilings | None = None, wavefront_bps: float | None = None,
+                    peak: tuple[str, float] | None = None):
+    """Log-log roofline: the compute peak (`peak`: its label and FLOP/s, e.g. the tensor cores' in bf16; the
+    FP32 peak by default), DRAM, L2 and L1/shared slopes; each kernel at three intensities.
 
     A kernel's three markers share one height (its FLOP/s) and sit at its intensity with respect to DRAM
     bytes, L1 <-> L2 bytes and L1 / shared-memory wavefronts (x 128 bytes): the roof above each marker
@@ -48,11 +50,12 @@ def roofline_figure(ceilings: Ceilings, points: list[RooflinePoint], title: str 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 6))
     xs = [10 ** (e / 20) for e in range(-50, 81)]  # 10^-2.5 .. 10^4 FLOP/B
-    peak = ceilings.fp32_flops
+    label, peak = peak or (f"FP32 peak {ceilings.fp32_flops / 1e12:.1f} TFLOP/s ({ceilings.source})",
+                           ceilings.fp32_flops)
+    fp32_roof = peak == ceilings.fp32_flops
     slopes = [("DRAM", ceilings.dram_bps, "tab:red", 1.5), ("L2", ceilings.l2_bps, "tab:orange", 1.5),
               ("L1 hits", ceilings.l1_bps, "tab:green", 0.7), ("shared", ceilings.smem_bps, "tab:olive", 0.7)]
-    ax.plot([xs[0], xs[-1]], [peak / 1e12] * 2, color="black", lw=2,
-            label=f"FP32 peak {peak / 1e12:.1f} TFLOP/s ({ceilings.source})")
+    ax.plot([xs[0], xs[-1]], [peak / 1e12] * 2, color="black", lw=2, label=label)
     for name, bw, col, lw in slopes:
         ax.plot(xs, [min(peak, bw * x) / 1e12 for x in xs], color=col, lw=lw,
                 label=f"{name} {bw / 1e9:,.0f} GB/s ({ceilings.source})")
@@ -60,9 +63,11 @@ def roofline_figure(ceilings: Ceilings, points: list[RooflinePoint], title: str 
         ax.plot(xs, [min(peak, wavefront_bps * x) / 1e12 for x in xs], color="tab:green", lw=2, ls="-.",
                 label=f"L1/shared data stage, 128 B/cycle/SM: {wavefront_bps / 1e9:,.0f} GB/s")
     if datasheet is not None:
-        ax.plot([xs[0], xs[-1]], [datasheet.fp32_flops / 1e12] * 2, color="black", lw=1, ls="--",
-                label=f"FP32 datasheet {datasheet.fp32_flops / 1e12:.1f} TFLOP/s")
-        ax.plot(xs, [min(datasheet.fp32_flops, datasheet.dram_bps * x) / 1e12 for x in xs], color="tab:red",
+        sheet_peak = datasheet.fp32_flops if fp32_roof else peak
+        if fp32_roof:
+            ax.plot([xs[0], xs[-1]], [datasheet.fp32_flops / 1e12] * 2, color="black", lw=1, ls="--",
+                    label=f"FP32 datasheet {datasheet.fp32_flops / 1e12:.1f} TFLOP/s")
+        ax.plot(xs, [min(sheet_peak, datasheet.dram_bps * x) / 1e12 for x in xs], color="tab:red",
                 lw=1, ls="--", label=f"DRAM datasheet {datasheet.dram_bps / 1e9:,.0f} GB/s")
     cmap = plt.get_cmap("tab10")
     for i, p in enumerate(points):

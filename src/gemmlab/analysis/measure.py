@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 from .. import api
 from ..bench.measure import measure_one
 from ..bench.records import Record
+from ..formats import format_named
 from ..kernels import registry
 from ..kernels.spec import KernelSpec
 from ..runtime.device import DeviceInfo, device_info
@@ -38,14 +39,15 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, given: dict | None,
 
 
 def sweep(kernel: str, shapes: Sequence[tuple[int, int, int]], params: dict | None = None, *,
-          budget_ms: float = 60.0, on_result: Callable[[Record], None] | None = None) -> list[Record]:
-    """Time one kernel over many shapes with fixed parameters (the defaults when none are given), each shape
-    verified and timed by `bench.measure`."""
+          budget_ms: float = 60.0, on_result: Callable[[Record], None] | None = None,
+          fmt: str = "fp32") -> list[Record]:
+    """Time one kernel over many shapes with fixed parameters (the defaults when none are given) in number
+    format `fmt`, each shape verified and timed by `bench.measure`."""
     spec = registry.get(kernel)
     p = spec.validate(params or {})
     out = []
     for m, n, k in shapes:
-        r = measure_one(kernel, m, n, k, p, budget_ms=budget_ms)
+        r = measure_one(kernel, m, n, k, p, budget_ms=budget_ms, fmt=fmt)
         out.append(r)
         if on_result:
             on_result(r)
@@ -66,7 +68,7 @@ class Calibration:
 
 
 def calibrate_single_block_speed(kernel: str, params: dict | None = None, k: int = 4096, *,
-                                 budget_ms: float = 100.0) -> Calibration:
+                                 budget_ms: float = 100.0, fmt: str = "fp32") -> Calibration:
     """Time a grid of exactly one tile per SM and one of blocks-per-SM tiles per SM, same tile work.
 
     An SM that one block fills (s1 = 1) takes b times as long for b blocks; one that needs all b to stay
@@ -77,7 +79,8 @@ def calibrate_single_block_speed(kernel: str, params: dict | None = None, k: int
     dev = device_info()
     spec = registry.get(kernel)
     p = spec.validate(params or {})
-    mdl = model_kernel(spec, 4096, 4096, k, p, dev)
+    nf = format_named(fmt)
+    mdl = model_kernel(spec, 4096, 4096, k, p, dev, dtype=nf.dtype, precision=nf.precision)
     b = max(1, mdl.occupancy.blocks_per_sm)
     if b == 1:
         return Calibration(kernel, p, 1, 1.0, None, None, "one block per SM: the wave model needs no calibration")
@@ -89,8 +92,8 @@ def calibrate_single_block_speed(kernel: str, params: dict | None = None, k: int
         one, full = (g.tile_m * S, g.tile_n, k), (g.tile_m * S, g.tile_n * b, k)
     else:
         one, full = (g.tile_m, g.tile_n * S, k), (g.tile_m * b, g.tile_n * S, k)
-    r1 = measure_one(kernel, *one, p, budget_ms=budget_ms)
-    rb = measure_one(kernel, *full, p, budget_ms=budget_ms)
+    r1 = measure_one(kernel, *one, p, budget_ms=budget_ms, fmt=fmt)
+    rb = measure_one(kernel, *full, p, budget_ms=budget_ms, fmt=fmt)
     if not (r1.ok and rb.ok):
         return Calibration(kernel, p, b, 1.0, r1, rb, "a calibration grid failed verification: not calibrated")
     s1 = rb.seconds / (b * r1.seconds) if r1.seconds > 0 else 1.0

@@ -318,47 +318,61 @@ def roofline(
     ceilings: Optional[Path] = typer.Option(None, help="ceilings JSON (default: measured ones cached for this GPU)"),
     model_only: bool = typer.Option(False, help="plot the model's attainable rates (no GPU needed)"),
     budget_ms: float = typer.Option(150.0, help="timing budget per kernel, ms"),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 (the FP32 ladder), tf32, float16 or bfloat16 (the "
+                                                          "tensor-core rungs; their peak is the roof)"),
 ) -> None:
-    """Roofline with the measured ceilings and every kernel's point at one size."""
+    """Roofline with the measured ceilings and every kernel's point at one size, in one number format."""
     from ..analysis import facts
-    from ..analysis.bounds import predict
+    from ..analysis.bounds import compute_rate, predict
     from ..analysis.figures import RooflinePoint, roofline_figure
-    from ..analysis.models import model_kernel
+    from ..analysis.models import model_format, model_kernel
     from ..analysis.report import wavefront_bps
+    from ..bench.measure import callable_params
     from ..micro.ceilings import Ceilings
 
-    from ..analysis.models import fp32_specs, is_fp32
-
-    names = kernel or [s.name for s in fp32_specs()]
-    specs = [_spec_or_fail(x) for x in names]
-    for s in specs:
-        if not is_fp32(s) and not model_only:
-            fail(f"the measured roofline draws the fp32 rungs; {s.name} takes {', '.join(s.dtypes)} "
-                 "(--model-only models it in its own format)")
     if model_only:
         dev, _ = facts.resolve(None)
     else:
         dev = _gpu_or_fail()
+    dt, precision = ("float32", "tf32") if dtype == "tf32" else (dtype, None)
+    if kernel:
+        specs = [_spec_or_fail(x) for x in kernel]
+    else:  # the format's ladder that this GPU runs (all of it for the model)
+        specs = [s for s in registry.specs_for(dt, precision)
+                 if model_only or registry.cc_problem(s, dev.compute_capability) is None]
+    try:
+        fmts = {s.name: model_format(s, dt, precision) for s in specs}
+    except ValueError as exc:
+        fail(str(exc))
+    if not specs:
+        fail(f"no rung runs {dtype} on {dev.name}")
     ceil = _ceilings(dev, ceilings, not model_only)
+    mhz = ceil.sm_clock_mhz or dev.sm_clock_khz / 1e3
+    # The roof: the fastest unit among the rungs' (wgmma's tensor rate over mma.sync's, FP32 FMA for fp32).
+    unit_rates = [compute_rate(f, dev, ceil, mhz) for f in fmts.values()]
+    resource, roof, basis = max(unit_rates, key=lambda u: u[1])
+    roof_label = f"{'FP32' if resource == 'FMA' else next(iter(fmts.values())).name} peak {roof / 1e12:.1f} TFLOP/s ({basis})"
     points = []
     t = Table(title=f"roofline points at {size}^3 ({'model' if model_only else 'measured'})")
     for col in ("kernel", "TFLOP/s", "FLOP/B DRAM", "FLOP/B L2", "FLOP/B L1/shared", "limiter (model)", "SM MHz"):
         t.add_column(col, justify="left" if col == "kernel" else "right")
     for s in specs:
+        f = fmts[s.name]
         if model_only:
-            p = s.heuristic(size, size, size, dev.sm_count) if s.heuristic else None
-            mdl = model_kernel(s, size, size, size, p, dev)
+            p = s.heuristic(size, size, size, dev.sm_count, f.element) if s.heuristic else None
+            mdl = model_kernel(s, size, size, size, p, dev, dtype=f.dtype, precision=f.precision)
             pred = predict(mdl, ceil)
             rate, clock, lim = pred.attainable_flops, None, pred.limiter.resource
         else:
             from ..analysis.bounds import verdict
             from ..bench.measure import measure_one as time_kernel
 
-            r = time_kernel(s.name, size, size, size, None, budget_ms=budget_ms)
+            r = time_kernel(s.name, size, size, size, None, budget_ms=budget_ms, fmt=f.name)
             if not r.ok:
                 console.print(f"[red]{s.name} was not timed ({_why_not(r)}); left out[/red]")
                 continue
-            mdl = model_kernel(s, size, size, size, r.params, dev)
+            mdl = model_kernel(s, size, size, size, callable_params(s.name, r.params), dev, dtype=f.dtype,
+                               precision=f.precision)
             pred = predict(mdl, ceil, r.sm_clock_mhz)
             rate, clock, lim = 2.0 * size**3 / r.seconds, r.sm_clock_mhz, verdict(pred, r.seconds)
         points.append(RooflinePoint(s.name, rate, {"DRAM": mdl.dram_intensity, "L2": mdl.l2_intensity,
@@ -366,8 +380,9 @@ def roofline(
         t.add_row(s.name, f"{rate / 1e12:.2f}", f"{mdl.dram_intensity:.3g}", f"{mdl.l2_intensity:.3g}",
                   f"{mdl.l1_intensity:.3g}", lim, f"{clock:.0f}" if clock else "-")
     console.print(t)
-    fig = roofline_figure(ceil, points, f"{dev.name}, {size}^3", Ceilings.datasheet(dev) if ceil.source == "measured" else None,
-                          wavefront_bps(dev, ceil))
+    fig = roofline_figure(ceil, points, f"{dev.name}, {size}^3, {dtype}",
+                          Ceilings.datasheet(dev) if ceil.source == "measured" else None, wavefront_bps(dev, ceil),
+                          peak=(roof_label, roof))
     out.parent.mkdir(parents=True, exist_ok=True)
     _save_figure(fig, out)
     console.print(f"roofline written to {out} (ceilings: {ceil.source})")
@@ -388,19 +403,20 @@ def sawtooth(
     out: Path = typer.Option(Path("sawtooth.png"), help="figure file"),
     model_only: bool = typer.Option(False, help="draw the model alone (no GPU needed)"),
     budget_ms: float = typer.Option(40.0, help="timing budget per size, ms"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, tf32, float16 or bfloat16 (default: the "
+                                                              "rung's own)"),
 ) -> None:
     """Tile and wave quantization across N: the measured sawtooth with the model overlaid."""
     from .. import api
     from ..analysis import facts
     from ..analysis.figures import sawtooth_figure
-    from ..analysis.models import sawtooth_quants
+    from ..analysis.models import model_format, sawtooth_quants, typed_params
     from ..analysis.quantization import fit_sawtooth, model_time_units
 
-    spec = _spec_or_fail(kernel, fp32=not model_only) if kernel else api.choose_kernel("float32")
     try:
-        from ..analysis.models import model_format, typed_params
-
-        params = typed_params(spec, parse_params(param), model_format(spec))
+        spec = _spec_or_fail(kernel) if kernel else api.choose_kernel(dtype or "float32")
+        fmt = model_format(spec, dtype)
+        params = typed_params(spec, parse_params(param), fmt)
     except ValueError as exc:
         fail(str(exc))
     if n_from < 1 or n_to < n_from or step < 1:
@@ -421,16 +437,16 @@ def sawtooth(
         return
     from ..analysis.measure import calibrate_single_block_speed, sweep
 
-    cal = calibrate_single_block_speed(spec.name, params, k)
+    cal = calibrate_single_block_speed(spec.name, params, k, fmt=fmt.name)
     console.print(f"{spec.name} {params}: {b} block(s) per SM; single-block speed s1 = {cal.single_block_speed:.2f}"
                   + (f" ({cal.note})" if cal.note else ""), highlight=False)
-    meas = sweep(spec.name, shapes, params, budget_ms=budget_ms)
+    meas = sweep(spec.name, shapes, params, budget_ms=budget_ms, fmt=fmt.name)
     bad = [r for r in meas if not r.ok]
     if bad:
         fail(f"{spec.name} at N = {bad[0].n} was not timed: {_why_not(bad[0])}")
     fit = fit_sawtooth(quants, [r.seconds for r in meas], cal.single_block_speed)
     fig = sawtooth_figure(ns, fit.predicted_tflops, fit.measured_tflops, fit.rel_errors,
-                          f"{spec.name} {geo.tile_m}x{geo.tile_n} tiles, M = {m}, K = {k}, {dev.name}", geo.tile_n,
+                          f"{spec.name} {fmt.name} {geo.tile_m}x{geo.tile_n} tiles, M = {m}, K = {k}, {dev.name}", geo.tile_n,
                           f"quantization model (s1 = {fit.single_block_speed:.2f}, one fitted scale)")
     out.parent.mkdir(parents=True, exist_ok=True)
     _save_figure(fig, out)
