@@ -69,3 +69,20 @@ def test_wgmma_peak_beats_mma_sync_on_sm_90():
     # the boost clock's uncertainty (beyond that the work would be miscounted)
     assert wgmma.value > mma.value, f"wgmma {wgmma.value:.3g} <= mma.sync {mma.value:.3g} FLOP/s"
     assert wgmma.value < 1.1 * wgmma.datasheet, f"{wgmma.value:.3g} vs datasheet {wgmma.datasheet:.3g}"
+
+
+def test_compute_peaks_count_their_clock_and_never_pass_the_peak_per_clock():
+    """The compute peaks' share of the datasheet per clock is counted in the SMs' own cycles: at most 100 %
+    whatever the clock did (NVML's reading once put wgmma at 105 %), and the clock shown agrees with it."""
+    from gemmlab.micro.bench import run_micro
+    from gemmlab.runtime.device import device_info
+
+    names = ["fp32_fma", "tensor_bf16"] + (["tensor_fp16_wgmma", "tensor_bf16_wgmma"]
+                                           if device_info().compute_capability == (9, 0) else [])
+    for r in run_micro(names, budget_ms=30):
+        assert r.clock_basis.startswith("from the work per SM-cycle"), (r.name, r.clock_basis)
+        assert 0 < r.pct_per_cycle <= 100.05, (r.name, r.pct_per_cycle)
+        assert r.pct_at_clock == r.pct_per_cycle
+        assert abs(100 * r.value / r.datasheet_at_clock - r.pct_per_cycle) < 0.01, r.name
+    dram = run_micro(["dram_read"], budget_ms=30)[0]
+    assert dram.pct_per_cycle is None and dram.clock_basis == "NVML"

@@ -101,6 +101,11 @@ def compute_rate(fmt: Format | None, dev, ceilings: Ceilings, mhz: float) -> tup
     run = next((r for r in ceilings.results if r.name == name and r.value > 0), None)
     if ceilings.source == "measured" and run is not None:
         at = run.sm_clock_mhz or ref_mhz
+        if run.pct_per_cycle is not None:  # its share of the peak per clock, counted in the SMs' cycles
+            sheet = datasheet.for_benchmark(run.name, dev, mhz)
+            if sheet is not None:
+                return "tensor", sheet.value * run.pct_per_cycle / 100.0, (
+                    f"{name} measured, {run.pct_per_cycle:.1f}% of the peak per clock (counted in the kernel)")
         return "tensor", run.value * mhz / at, f"{name} measured, {run.value / 1e12:.0f} TFLOP/s at {at:.0f} MHz"
     sheet = datasheet.tensor(dev, fmt.dtype, mhz, fmt.precision, fmt.instruction)
     if sheet is None:

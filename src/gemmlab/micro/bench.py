@@ -19,7 +19,7 @@ from ..runtime import compiler, launch
 from ..runtime.device import DeviceInfo, device_info, require_cupy
 from . import datasheet
 from .ceilings import MicroResult
-from ..runtime.clocks import ClockSampler, cycles_per_ns_mhz
+from ..runtime.clocks import ClockSampler, sm_spans
 
 CUDA_DIR = Path(__file__).with_name("cuda")
 THREADS = 256
@@ -57,7 +57,7 @@ class _Prepared:
     amount: float        # FLOPs or bytes per call
     detail: str
     keep: tuple = ()     # device buffers that must outlive the timing
-    clocks: Any = None   # (cycles, ns) per block of the last launch (block_clock.cuh), for the compute peaks
+    clocks: Any = None   # per-block SM, cycles and ns of the last launch (block_clock.cuh): the compute peaks
 
 
 def _kernel(file: str, expr: str, dev: DeviceInfo, arch: str | None = None) -> launch.LoadedKernel:
@@ -84,7 +84,7 @@ def _fma(dev: DeviceInfo) -> _Prepared:
     per_trip = 2.0 * FMA_CHAINS * FMA_UNROLL * grid * THREADS
     trips = max(1, int(TARGET_S * datasheet.fp32_fma(dev).value / per_trip))
     sink = cp.zeros(grid * THREADS, dtype=cp.float32)
-    clocks = cp.zeros(2 * grid, dtype=cp.uint64)
+    clocks = cp.zeros(5 * grid, dtype=cp.uint64)
     args = (sink, np.int32(trips), np.float32(0.999), np.float32(0.001), clocks)
     return _Prepared(lambda: k((grid, 1, 1), (THREADS, 1, 1), args), per_trip * trips,
                      f"{FMA_CHAINS} chains x {FMA_UNROLL} unrolled x {trips} trips; {grid} blocks of {THREADS} "
@@ -99,7 +99,7 @@ def _tensor_peak(k: launch.LoadedKernel, dev: DeviceInfo, bf16: bool, grid: int,
     sheet = datasheet.tensor(dev, "bfloat16" if bf16 else "float16")
     trips = max(1, int(TARGET_S * (sheet.value if sheet else fallback_rate) / per_trip))
     sink = cp.zeros(grid * threads, dtype=cp.float32)
-    clocks = cp.zeros(2 * grid, dtype=cp.uint64)
+    clocks = cp.zeros(5 * grid, dtype=cp.uint64)
     args = (sink, np.int32(trips), clocks)
     return _Prepared(lambda: k((grid, 1, 1), (threads, 1, 1), args), per_trip * trips, detail.format(trips=trips),
                      (sink, clocks), clocks)
@@ -238,14 +238,18 @@ def run_one(name: str, dev: DeviceInfo | None = None, *, budget_ms: float = 150.
     with ClockSampler(dev.index) as clocks:
         timing = time_gpu(prepared.fn, budget_ms=budget_ms, warmup_ms=20.0, flush_l2=False, noise_target=0.005)
     value = prepared.amount / (timing.median_ms * 1e-3)
-    # The compute peaks count their own clock (each block's cycles over its nanoseconds, the last launch): a
-    # rate per clock from it cannot pass the hardware's. The others (memory) keep NVML's reading.
-    mhz, basis = clocks.sm_mhz, "NVML"
-    if prepared.clocks is not None:
-        counted = cycles_per_ns_mhz(prepared.clocks.get().reshape(-1, 2).tolist())
-        if counted:
-            mhz, basis = counted, "counted in the kernel"
     sheet = datasheet.for_benchmark(name, dev)
+    # The compute peaks count what each SM did in its own cycles (the last launch; block_clock.cuh): the share
+    # of the peak per clock is the work over the SMs' cycles, which no clock reading can push past 100 %. The
+    # clock shown is the one at which the measured rate is that share of the datasheet (rate / share / the
+    # datasheet per MHz), so the columns agree. The others (memory) keep NVML's reading.
+    mhz, basis, per_cycle = clocks.sm_mhz, "NVML", None
+    if prepared.clocks is not None:
+        cycles, ns = sm_spans(prepared.clocks.get().reshape(-1, 5).tolist())
+        one = datasheet.for_benchmark(name, dev, 1.0)  # the datasheet's work per MHz: per cycle x SMs x 1e6
+        if cycles and ns and one is not None:
+            per_cycle = 100.0 * prepared.amount / (cycles * one.value / 1e6 / dev.sm_count)
+            mhz, basis = value / (per_cycle / 100.0) / one.value, "from the work per SM-cycle counted in the kernel"
     at_clock = datasheet.for_benchmark(name, dev, mhz) if mhz else None
     return MicroResult(
         name=name, value=value, unit=BENCHMARKS[name][1], median_ms=timing.median_ms, iqr_ms=timing.iqr_ms,
@@ -253,7 +257,7 @@ def run_one(name: str, dev: DeviceInfo | None = None, *, budget_ms: float = 150.
         datasheet=sheet.value if sheet else None,
         datasheet_at_clock=(at_clock.value if at_clock else None) if sheet else None,
         basis=sheet.basis if sheet else "", detail=prepared.detail,
-        published=sheet.published if sheet else True, clock_basis=basis,
+        published=sheet.published if sheet else True, clock_basis=basis, pct_per_cycle=per_cycle,
     )
 
 

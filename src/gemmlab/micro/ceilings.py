@@ -36,7 +36,10 @@ class MicroResult:
     basis: str                     # how the datasheet figure is derived
     detail: str                    # what the kernel did
     published: bool = True
-    clock_basis: str = "NVML"      # "counted in the kernel" (cycles over global-timer ns per block), or "NVML"
+    clock_basis: str = "NVML"      # "counted in the kernel" (the SMs' cycles over their ns), or "NVML"
+    # Compute peaks: the work over the SMs' own cycles (one launch) against the datasheet's per clock, in %:
+    # at most 100 by construction. None for the memory benchmarks and results saved before it existed.
+    pct_per_cycle: float | None = None
 
     @property
     def pct_datasheet(self) -> float | None:
@@ -44,6 +47,10 @@ class MicroResult:
 
     @property
     def pct_at_clock(self) -> float | None:
+        """Of the datasheet at the clock the run had: counted per SM-cycle for the compute peaks, else the rate
+        over the datasheet at the clock read."""
+        if self.pct_per_cycle is not None:
+            return self.pct_per_cycle
         return 100.0 * self.value / self.datasheet_at_clock if self.datasheet_at_clock else None
 
     def as_dict(self) -> dict:

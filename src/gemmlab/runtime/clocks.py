@@ -130,6 +130,27 @@ def sample_once(index: int = 0) -> float | None:
     return cs.sm_mhz
 
 
+def sm_spans(records) -> tuple[int, int]:
+    """(SM cycles, nanoseconds) summed over the SMs of one launch, from per-block records (SM id, start cycle,
+    end cycle, start ns, end ns; micro/cuda/block_clock.cuh): per SM, its first block's start to its last
+    block's end, in that SM's cycles and in global-timer nanoseconds. Blocks that did not run (all zero) are
+    left out."""
+    first_c: dict[int, int] = {}
+    last_c: dict[int, int] = {}
+    first_t: dict[int, int] = {}
+    last_t: dict[int, int] = {}
+    for sm, c0, c1, t0, t1 in records:
+        if t1 <= 0 or c1 <= c0:
+            continue
+        first_c[sm] = min(first_c.get(sm, c0), c0)
+        last_c[sm] = max(last_c.get(sm, c1), c1)
+        first_t[sm] = min(first_t.get(sm, t0), t0)
+        last_t[sm] = max(last_t.get(sm, t1), t1)
+    cycles = sum(last_c[s] - first_c[s] for s in first_c)
+    ns = sum(last_t[s] - first_t[s] for s in first_t)
+    return int(cycles), int(ns)
+
+
 def cycles_per_ns_mhz(pairs) -> float | None:
     """The median clock in MHz of (cycles, nanoseconds) pairs, those with a positive duration; None if none.
     What an SM counted over what the global timer counted: the clock it ran at, by construction."""
