@@ -49,7 +49,6 @@ __global__ void __launch_bounds__(128, 1)
                    const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
                    const __grid_constant__ TensorMap tmap_a, const __grid_constant__ TensorMap tmap_b) {
     constexpr int BK = 64;                       // one 128-byte swizzle row of 16-bit elements per k step
-    constexpr int KSTEP = 16;                    // k per wgmma
     constexpr int MT = BM / 64, ACC = BN / 2;    // m64 tiles; fp32 accumulators per thread per m64 tile
     constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
     constexpr int B_CHUNK = BK * 128;            // row-major B: 64 k rows of 64 columns (128 bytes), one box
@@ -112,24 +111,10 @@ __global__ void __launch_bounds__(128, 1)
     for (int kt = 0; kt < k_tiles; ++kt) {
         const int s = kt % STAGES;
         mbar_wait(smem_u32(&full_bar[s]), (unsigned)((kt / STAGES) & 1));  // the slot's copies have landed
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / KSTEP; ++kk) {
-            // N-major B: 16 k rows further is 16 x 128 bytes into each chunk; K-major B and A: 32 bytes further
-            // (the hardware applies the swizzle to the final address).
-            const unsigned long long desc_b = desc_add(desc_b0, s * STAGE_BYTES + (B_KMAJOR ? kk * 32 : kk * KSTEP * 128));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-                wgmma_step<BN, A_TYPE, B_KMAJOR ? 0 : 1>(acc[mt], desc_add(desc_a0, s * STAGE_BYTES + mt * 64 * 128 + kk * 32),
-                                                         desc_b);
-        }
-        wgmma_commit();
-        wgmma_wait<0>();  // this slot's wgmmas are done
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
-        __syncthreads();  // ... in every warp: the slot may be overwritten
+        // 4 k steps x MT wgmmas out of slot s (hopper.cuh; the hardware applies the swizzle to the final address)
+        wgmma_k_tile<MT, BN, A_TYPE, B_KMAJOR>(acc, desc_add(desc_a0, s * STAGE_BYTES), desc_add(desc_b0, s * STAGE_BYTES));
+        wgmma_retire(acc);  // this slot's wgmmas are done
+        __syncthreads();    // ... in every warp: the slot may be overwritten
         if (tid == 0 && kt + STAGES < k_tiles) issue(kt + STAGES);
     }
 

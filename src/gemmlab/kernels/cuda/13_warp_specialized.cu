@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(384, 1)
                           const void* __restrict__ B, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
                           int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr,
                           int epilogue, const __grid_constant__ TensorMap tmap_a, const __grid_constant__ TensorMap tmap_b) {
-    constexpr int BK = 64, KSTEP = 16;
+    constexpr int BK = 64;
     constexpr int CONSUMERS = 2, WG_M = BM / CONSUMERS;
     constexpr int MT = WG_M / 64, ACC = BN / 2;
     constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -118,22 +118,9 @@ __global__ void __launch_bounds__(384, 1)
         for (int kt = 0; kt < k_tiles; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(smem_u32(&full_bar[s]), (unsigned)((kt / STAGES) & 1));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BK / KSTEP; ++kk) {
-                const unsigned long long desc_b =
-                    desc_add(desc_b0, s * STAGE_BYTES + (B_KMAJOR ? kk * 32 : kk * KSTEP * 128));
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-                    wgmma_step<BN, A_TYPE, B_KMAJOR ? 0 : 1>(
-                        acc[mt], desc_add(desc_a0, s * STAGE_BYTES + mt * 64 * 128 + kk * 32), desc_b);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();  // this warp's share of the slot's wgmmas is done
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+            wgmma_k_tile<MT, BN, A_TYPE, B_KMAJOR>(acc, desc_add(desc_a0, s * STAGE_BYTES),
+                                                   desc_add(desc_b0, s * STAGE_BYTES));
+            wgmma_retire(acc);  // this warp's share of the slot's wgmmas is done
             if (lane == 0) mbar_arrive(smem_u32(&empty_bar[s]));  // the slot back to the producer
         }
         float* stage = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + STAGES * STAGE_BYTES) +

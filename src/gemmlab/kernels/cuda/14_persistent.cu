@@ -40,7 +40,7 @@ __device__ __forceinline__ void persistent_body(int M, int N, int K, float alpha
                                                 const float* __restrict__ bias,
                                                 const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
                                                 const TensorMap& tmap_a, const TensorMap& tmap_b) {
-    constexpr int BK = 64, KSTEP = 16;
+    constexpr int BK = 64;
     constexpr int CONSUMERS = 2, WG_M = BM / CONSUMERS;
     constexpr int MT = WG_M / 64, ACC = BN / 2;
     constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -150,22 +150,9 @@ __device__ __forceinline__ void persistent_body(int M, int N, int K, float alpha
             const unsigned long long desc_b0 = smem_desc(base + A_BYTES, B_KMAJOR ? 16 : B_CHUNK, 1024);
             for (int kt = 0; kt < k_tiles; ++kt) {
                 mbar_wait(smem_u32(&full_bar[s]), phase);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BK / KSTEP; ++kk) {
-                    const unsigned long long desc_b =
-                        desc_add(desc_b0, s * STAGE_BYTES + (B_KMAJOR ? kk * 32 : kk * KSTEP * 128));
-#pragma unroll
-                    for (int mt = 0; mt < MT; ++mt)
-                        wgmma_step<BN, A_TYPE, B_KMAJOR ? 0 : 1>(
-                            acc[mt], desc_add(desc_a0, s * STAGE_BYTES + mt * 64 * 128 + kk * 32), desc_b);
-                }
-                wgmma_commit();
-                wgmma_wait<0>();
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+                wgmma_k_tile<MT, BN, A_TYPE, B_KMAJOR>(acc, desc_add(desc_a0, s * STAGE_BYTES),
+                                                       desc_add(desc_b0, s * STAGE_BYTES));
+                wgmma_retire(acc);
                 if (lane == 0) {  // the slot back to the producers of every block of the cluster
                     if constexpr (CLUSTER == 1) {
                         mbar_arrive(smem_u32(&empty_bar[s]));

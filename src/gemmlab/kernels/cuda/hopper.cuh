@@ -314,3 +314,33 @@ __device__ __forceinline__ void wgmma_step_rs_tf32(float (&d)[N / 2], const unsi
                      : WG_ACC64(0) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
     }
 }
+
+// One k tile (one 128-byte swizzle row: 64 fp16 / bf16) of MT m64 wgmma tiles, issued as one commit group,
+// for the Hopper steps (rungs 12-14). desc_a: this warpgroup's first row of A in the slot (m64 tile mt is
+// 64 rows of 128 bytes further, the next k step 32 bytes); desc_b: B in the slot, K-major (laid out like A,
+// 32 bytes per k step) or N-major (16 k rows of 128 bytes per k step; 64-column chunks at the descriptor's
+// leading offset). Asynchronous: wgmma_retire before the accumulators are read or the slot is reused.
+template <int MT, int BN, int A_TYPE, bool B_KMAJOR>
+__device__ __forceinline__ void wgmma_k_tile(float (&acc)[MT][BN / 2], unsigned long long desc_a,
+                                             unsigned long long desc_b) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {  // 4 steps of k = 16
+        const unsigned long long b = desc_add(desc_b, B_KMAJOR ? kk * 32 : kk * 16 * 128);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            wgmma_step<BN, A_TYPE, B_KMAJOR ? 0 : 1>(acc[mt], desc_add(desc_a, mt * 64 * 128 + kk * 32), b);
+    }
+    wgmma_commit();
+}
+
+// Every wgmma this warp issued has completed (its reads of shared memory too); the accumulators may be read.
+template <int MT, int ACC>
+__device__ __forceinline__ void wgmma_retire(float (&acc)[MT][ACC]) {
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) fence_accumulators(acc[mt]);
+}
+
