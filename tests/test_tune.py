@@ -143,3 +143,49 @@ def test_candidates_are_pruned_then_measured_together_through_bench_measure(monk
     notes = [(p, rate, note) for p, rate, note in result.tried]
     assert notes[0] == (rejected, None, "uses local memory")
     assert (bad, None, "FAILED verification (rel. error 5.0e-01)") in notes and (other, 40.0, "ok") in notes
+
+
+def test_a_large_space_is_sampled_quickly_with_the_types_at_their_defaults():
+    """Rung 10's space (540,672 valid sets) is sampled, not enumerated: bounded, seeded, each set once, the
+    given sets first, type parameters (set from a call's arrays) never varied."""
+    import time
+
+    from gemmlab.tune import search
+
+    spec = get("sgemm")
+    first = [spec.heuristic(512, 512, 512, 132), spec.defaults]
+    t0 = time.perf_counter()
+    order = search_order(spec, first=first, seed=3)
+    assert time.perf_counter() - t0 < 10
+    assert order[0] == spec.validate(first[0]) and order[1] == spec.validate(spec.defaults)
+    assert len(order) <= search.MAX_SAMPLED + len(first) and len(order) > 1000
+    assert len({tuple(sorted(p.items())) for p in order}) == len(order)
+    assert all(p[t] == spec.defaults[t] for p in order[2:] for t in spec.type_params)
+    assert all(not spec.problems(p) for p in order)
+    assert search_order(spec, first=first, seed=3) == order and search_order(spec, first=first, seed=4) != order
+
+
+def test_a_search_where_nothing_passes_stops(monkeypatch):
+    """Every candidate failing (or rejected) must not keep the tuner searching the whole space: it stops once
+    GIVE_UP_AFTER budgets are spent, with no best."""
+    from types import SimpleNamespace
+
+    from gemmlab.runtime import device
+    from gemmlab.tune import search
+
+    clock = [0.0]
+    monkeypatch.setattr(search.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(device, "device_info", lambda *a: SimpleNamespace(sm_count=132, arch="sm_90",
+                                                                        smem_per_block_optin=232448))
+    monkeypatch.setattr(search, "precompile", lambda *a, **k: None)
+    monkeypatch.setattr(search, "_pool", lambda workers: None)
+    calls = []
+
+    def nothing_passes(spec, params, info, shape, per_ms, seed, result, on_step):
+        calls.append(len(params))
+        clock[0] += 1.0  # one second per group measured
+        result.tried += [(p, None, "FAILED verification") for p in params]
+
+    monkeypatch.setattr(search, "_try_candidates", nothing_passes)
+    result = search.tune(get("sgemm"), (512, 512, 512), budget_s=5.0)
+    assert result.best is None and len(calls) == 5 * search.GIVE_UP_AFTER + 1

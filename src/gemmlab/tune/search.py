@@ -9,6 +9,7 @@ product before it is timed, and one that fails verification is reported, never c
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from dataclasses import dataclass, field
@@ -55,14 +56,55 @@ def _prune_by_compiler(spec: KernelSpec, p: dict[str, int], arch: str, smem_limi
     return Candidate(p, r)
 
 
+# A space whose product of searched choices is at most this is enumerated whole; a larger one is sampled:
+# rung 10's product holds 540,672 valid sets, which took 35 s to enumerate (and a quadratic de-duplication
+# after it never finished), while a budget of minutes measures a few hundred.
+MAX_ENUMERATED = 20_000
+MAX_SAMPLED = 4096        # sets drawn from a sampled space
+SAMPLE_TRIES = 50         # draws per set kept before a sparse space is given up on
+
+
+def _searched(spec: KernelSpec) -> list:
+    """The parameters a search varies: those marked searched, except the type parameters (a call sets those
+    from its arrays; the tuner measures one format at their defaults)."""
+    return [p for p in spec.params if p.searched and p.name not in spec.type_params]
+
+
 def search_order(spec: KernelSpec, first: Iterable[dict[str, int]] = (), seed: int = 0) -> list[dict[str, int]]:
-    """Every valid parameter set once: the `first` ones (e.g. defaults, heuristic), then a seeded shuffle."""
-    space = spec.search_space()
-    random.Random(seed).shuffle(space)
+    """Valid parameter sets, each once: the `first` ones (e.g. defaults, heuristic), then the space in a seeded
+    random order, with the type parameters at their defaults. A space of more than MAX_ENUMERATED combinations
+    is sampled (up to MAX_SAMPLED valid sets, seeded) instead of enumerated."""
+    rng = random.Random(seed)
+    searched = _searched(spec)
+    fixed = {p.name: p.default for p in spec.params if p not in searched}
+    combos = 1
+    for p in searched:
+        combos *= len(p.choices)
+    if combos <= MAX_ENUMERATED:
+        names = [p.name for p in searched]
+        space = [dict(fixed, **dict(zip(names, values)))
+                 for values in itertools.product(*(p.choices for p in searched))]
+        space = [d for d in space if not spec.constraints(d)]
+        rng.shuffle(space)
+    else:
+        space, seen = [], set()
+        for _ in range(MAX_SAMPLED * SAMPLE_TRIES):
+            if len(space) >= MAX_SAMPLED:
+                break
+            d = dict(fixed, **{p.name: rng.choice(p.choices) for p in searched})
+            key = tuple(d[p.name] for p in searched)
+            if key in seen:
+                continue
+            seen.add(key)
+            if not spec.constraints(d):
+                space.append(d)
     ordered: list[dict[str, int]] = []
+    keys: set[tuple] = set()
     for p in [*first, *space]:
         full = spec.validate(p)
-        if full not in ordered:
+        key = tuple(sorted(full.items()))
+        if key not in keys:
+            keys.add(key)
             ordered.append(full)
     return ordered
 
@@ -145,14 +187,19 @@ def tune(
     # Compiled together in the pool, one candidate per worker (a batch of rung 10 takes half a minute or more
     # to compile, before the budget is first looked at), then measured MEASURED_TOGETHER at a time.
     batch = max(MEASURED_TOGETHER, _workers(workers))
+    def spent() -> bool:
+        """The budget is spent: past it with a best found, or past GIVE_UP_AFTER budgets without one."""
+        elapsed = time.perf_counter() - start
+        return elapsed > budget_s and (result.best is not None or elapsed > GIVE_UP_AFTER * budget_s)
+
     try:
         for lo in range(0, len(order), batch):
-            if time.perf_counter() - start > budget_s and result.best is not None:
+            if spent():
                 break
             chunk = order[lo:lo + batch]
             precompile(spec, chunk, info.arch, pool=pool)
             for at in range(0, len(chunk), MEASURED_TOGETHER):
-                if time.perf_counter() - start > budget_s and result.best is not None:
+                if spent():
                     break
                 _try_candidates(spec, chunk[at:at + MEASURED_TOGETHER], info, shape, per_candidate_ms, seed,
                                 result, on_step)
@@ -163,6 +210,7 @@ def tune(
 
 
 MEASURED_TOGETHER = 8  # candidates verified, then timed interleaved, in one measurement
+GIVE_UP_AFTER = 3      # budgets spent with no candidate passing: the search stops and says none did
 
 
 def _try_candidates(spec, params, info, shape, per_candidate_ms, seed, result, on_step) -> None:
