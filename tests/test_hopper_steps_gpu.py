@@ -12,7 +12,7 @@ import pytest
 import gemmlab
 from gemmlab.kernels import get
 
-from test_tensor_gpu import ACTS, TOL, _host, _make, _rel, epilogue_case
+from test_tensor_gpu import ACTS, TOL, _host, _make, _rel, check_epilogue_elementwise, epilogue_case
 
 pytestmark = pytest.mark.gpu
 STEPS = ("tma_wgmma", "warp_specialized", "persistent")
@@ -114,29 +114,7 @@ def test_epilogue_element_by_element(kernel, activation, bias_mode, rng):
     """The plain and the act(alpha AB + bias) epilogues straight from the accumulators, edge blocks included
     (300 x 520: partial tiles both ways), and a C whose rows are an odd number of elements apart (the staged
     path): element by element, fp32 and bf16 out, nothing written past N."""
-    import cupy as cp
-
-    torch = pytest.importorskip("torch")
-    m, n, k = 300, 520, 200
-    a, a64 = _make("bfloat16", (m, k), rng)
-    b, b64 = _make("bfloat16", (k, n), rng)
-    bias, b_ref = None, 0.0
-    if bias_mode:
-        vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
-        bias = cp.asarray(vec)
-        b_ref = vec.astype(np.float64).reshape(m, 1) if bias_mode == "row" else vec.astype(np.float64)
-    want = ACTS[activation](1.5 * (a64 @ b64) + b_ref)
-    for out_dtype, tol in (("float32", 1e-4), ("bfloat16", 1e-2)):
-        out = _host(gemmlab.matmul(a, b, alpha=1.5, bias=bias, activation=activation, out_dtype=out_dtype,
-                                   kernel=kernel))
-        bad = np.abs(out - want) > tol * (np.abs(want) + np.abs(want).max())
-        assert not bad.any(), (kernel, out_dtype, np.argwhere(bad)[:5])
-    wide = torch.full((m, n + 1), float("nan"), device="cuda")
-    gemmlab.matmul(a, b, wide[:, :n], alpha=1.5, bias=bias, activation=activation, kernel=kernel)
-    got = _host(wide)
-    assert np.isnan(got[:, n]).all()
-    bad = np.abs(got[:, :n] - want) > 1e-4 * (np.abs(want) + np.abs(want).max())
-    assert not bad.any(), (kernel, "odd ldc", np.argwhere(bad)[:5])
+    check_epilogue_elementwise(rng, activation, bias_mode, kernel=kernel)
 
 
 @pytest.mark.parametrize("kernel", STEPS)

@@ -81,6 +81,35 @@ def test_other_tiles(dtype, params, rng):
         assert _rel(_host(out), a64 @ b64) <= TOL
 
 
+
+def check_epilogue_elementwise(rng, activation, bias_mode, **call):
+    """act(1.5 A B + bias) straight from the accumulators at 300 x 520 x 200 (partial tiles both ways), fp32 and
+    bf16 out, then into a C whose rows are 521 apart (no pairs: the staged path), element by element against
+    float64 (one misplaced row or column cannot hide in a norm), nothing written past N. `call`: the kernel and
+    its parameters."""
+    import cupy as cp
+
+    torch = _torch()
+    m, n, k = 300, 520, 200
+    a, a64 = _make("bfloat16", (m, k), rng)
+    b, b64 = _make("bfloat16", (k, n), rng)
+    bias, b_ref = None, 0.0
+    if bias_mode:
+        vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
+        bias = cp.asarray(vec)
+        b_ref = vec.astype(np.float64).reshape(m, 1) if bias_mode == "row" else vec.astype(np.float64)
+    want = ACTS[activation](1.5 * (a64 @ b64) + b_ref)
+    for out_dtype, tol in (("float32", 1e-4), ("bfloat16", 1e-2)):
+        out = _host(gemmlab.matmul(a, b, alpha=1.5, bias=bias, activation=activation, out_dtype=out_dtype, **call))
+        bad = np.abs(out - want) > tol * (np.abs(want) + np.abs(want).max())
+        assert not bad.any(), (call, out_dtype, np.argwhere(bad)[:5])
+    wide = torch.full((m, n + 1), float("nan"), device="cuda")
+    gemmlab.matmul(a, b, wide[:, :n], alpha=1.5, bias=bias, activation=activation, **call)
+    got = _host(wide)
+    assert np.isnan(got[:, n]).all()  # nothing written past N
+    bad = np.abs(got[:, :n] - want) > 1e-4 * (np.abs(want) + np.abs(want).max())
+    assert not bad.any(), (call, "odd ldc", np.argwhere(bad)[:5])
+
 def epilogue_case(make, m, n, k, bias_mode, activation, rng):
     """An epilogue test's operands and the float64 reference of act(1.5 A B - 0.5 C + bias) + R:
     (a, b, c, residual, bias, want). make(shape, rng) -> (device array, its float64 values)."""

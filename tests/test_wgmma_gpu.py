@@ -8,7 +8,7 @@ import pytest
 import gemmlab
 from gemmlab.kernels import get
 
-from test_tensor_gpu import ACTS, TOL, _host, _make, _rel, epilogue_case
+from test_tensor_gpu import ACTS, TOL, _host, _make, _rel, check_epilogue_elementwise, epilogue_case
 
 pytestmark = pytest.mark.gpu
 SPEC = get("wgmma")
@@ -76,29 +76,7 @@ def test_epilogue_of_interior_blocks_element_by_element(params, activation, bias
     blocks included (300 x 520: partial tiles in both directions, with either tiling); a C whose rows are
     an odd number of elements apart takes the staged path. Checked element by element, fp32 and bf16 out,
     so one misplaced column or row cannot hide in a norm."""
-    import cupy as cp
-
-    m, n, k = 300, 520, 200
-    a, a64 = _make("bfloat16", (m, k), rng)
-    b, b64 = _make("bfloat16", (k, n), rng)
-    bias, b_ref = None, 0.0
-    if bias_mode:
-        vec = rng.uniform(-1, 1, m if bias_mode == "row" else n).astype(np.float32)
-        bias = cp.asarray(vec)
-        b_ref = vec.astype(np.float64).reshape(m, 1) if bias_mode == "row" else vec.astype(np.float64)
-    want = ACTS[activation](1.5 * (a64 @ b64) + b_ref)
-    for out_dtype, tol in (("float32", 1e-4), ("bfloat16", 1e-2)):
-        out = _host(gemmlab.matmul(a, b, alpha=1.5, bias=bias, activation=activation, out_dtype=out_dtype,
-                                   kernel="wgmma", **params))
-        bad = np.abs(out - want) > tol * (np.abs(want) + np.abs(want).max())
-        assert not bad.any(), (out_dtype, np.argwhere(bad)[:5])
-    torch = pytest.importorskip("torch")
-    wide = torch.full((m, n + 1), float("nan"), device="cuda")  # rows 521 apart: no pairs, the staged path
-    gemmlab.matmul(a, b, wide[:, :n], alpha=1.5, bias=bias, activation=activation, kernel="wgmma", **params)
-    got = _host(wide)
-    assert np.isnan(got[:, n]).all()  # nothing written past N
-    bad = np.abs(got[:, :n] - want) > 1e-4 * (np.abs(want) + np.abs(want).max())
-    assert not bad.any(), ("odd ldc", np.argwhere(bad)[:5])
+    check_epilogue_elementwise(rng, activation, bias_mode, kernel="wgmma", **params)
 
 
 def test_beta_zero_never_reads_c_and_output_types(rng):

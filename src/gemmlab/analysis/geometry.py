@@ -90,8 +90,8 @@ def outputs_per_thread(spec: KernelSpec, p: dict) -> int:
     return max(1, (tm * tn) // max(1, threads))
 
 
-def _one_cluster(spec: KernelSpec, p: dict) -> dict:
-    """`p` with a cluster of one block, for probing tiles (p itself where the launch is not clustered)."""
+def one_cluster(spec: KernelSpec, p: dict) -> dict:
+    """`p` with a cluster of one block, e.g. for probing tiles (p itself where the launch is not clustered)."""
     if spec.cluster is None or spec.cluster(p) <= 1:
         return p
     for name in p:
@@ -107,7 +107,7 @@ def _one_cluster(spec: KernelSpec, p: dict) -> dict:
 def infer(spec: KernelSpec, m: int, n: int, k: int, params: dict | None = None) -> Geometry:
     p0 = spec.validate(params or {})
     launch = spec.launch(m, n, k, p0)
-    p = _one_cluster(spec, p0)
+    p = one_cluster(spec, p0)
     tm = _largest_single_block(spec, p, "m")
     tn = _largest_single_block(spec, p, "n")
     opt = outputs_per_thread(spec, p)

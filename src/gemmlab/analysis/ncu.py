@@ -316,15 +316,14 @@ def delivered_model(model: KernelModel) -> float:
     """The model's bytes between the SMs and L2 with every block counted: its L1 <-> L2 bytes, except that a
     rung whose clusters share an operand by multicast (spec.cluster > 1) receives it once per block, as
     without clusters."""
-    spec, p = model.spec, dict(model.params)
-    if spec.cluster is None or spec.cluster(p) <= 1:
-        return model.cache.l2_bytes
+    from .geometry import one_cluster
     from .models import model_kernel
 
-    names = [q.name for q in spec.params if q.name == "CLUSTER"]
-    if not names:
+    spec, p = model.spec, dict(model.params)
+    single = one_cluster(spec, p)
+    if single is p:
         return model.cache.l2_bytes
-    alone = model_kernel(spec, model.m, model.n, model.k, {**p, "CLUSTER": 1}, model.device, compile=False,
+    alone = model_kernel(spec, model.m, model.n, model.k, single, model.device, compile=False,
                          dtype=model.fmt.dtype, precision=model.fmt.precision, out_dtype=model.fmt.out_dtype)
     return alone.cache.l2_bytes
 

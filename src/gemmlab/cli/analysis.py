@@ -242,9 +242,8 @@ def profile(
     from ..analysis.bounds import predict
     from ..analysis.explain import fmt_bytes, fmt_count, fmt_s
     from ..analysis.measure import resolve_params
-    from ..analysis.models import model_format
+    from ..analysis.models import model_format, model_kernel
     from ..bench.measure import callable_params, measure_one as time_kernel
-    from ..analysis.models import model_kernel
 
     dev = _gpu_or_fail()
     M, N, K = _shape(size, m, n, k)
