@@ -177,11 +177,22 @@ def _reference_cache(name, m, n, k, sms, b, l2, stream=False):
     def bcol(c):
         return k * math.ceil(4 * min(g.tile_n, n - c * g.tile_n) / 32) * 32
 
-    groups = {}
-    for i in range(T):
-        groups.setdefault(i if stream else (i // slots, (i % slots) % sms), []).append(tile(i))
-    l2_loads = sum(sum(arow(r) for r in {t[0] for t in ts}) + sum(bcol(c) for c in {t[1] for t in ts})
+    def fetched(key):
+        groups = {}
+        for i in range(T):
+            groups.setdefault(key(i), []).append(tile(i))
+        return sum(sum(arow(r) for r in {t[0] for t in ts}) + sum(bcol(c) for c in {t[1] for t in ts})
                    for ts in groups.values())
+
+    def sm(i):
+        return (i % slots) % sms
+
+    # Delivered: per (wave, SM). Looked up in L2: the two SMs of a TPC once, for the blocks they run as a
+    # pair (every round with one block per SM, the first round with several).
+    xbar = fetched(lambda i: i if stream else (i // slots, "sm", sm(i)))
+    paired = (lambda i: not stream and sms % 2 == 0 and (b == 1 or i < slots))
+    l2_loads = fetched(lambda i: (i // slots, "tpc", sm(i) // 2) if paired(i) else
+                       (i if stream else (i // slots, "sm", sm(i))))
     waves = [[tile(i) for i in range(w * slots, min(T, (w + 1) * slots))] for w in range(math.ceil(T / slots))]
 
     def foot(ws):
@@ -197,7 +208,7 @@ def _reference_cache(name, m, n, k, sms, b, l2, stream=False):
             if u not in last or foot(waves[last[u]:wi]) > l2:
                 dram += size
             last[u] = wi
-    return l2_loads, dram
+    return l2_loads, xbar, dram
 
 
 @pytest.mark.parametrize("name, size, sms, b, l2, stream", [
@@ -207,6 +218,8 @@ def _reference_cache(name, m, n, k, sms, b, l2, stream=False):
     ("smem_tiled", 192, 4, 2, 1 << 20, False),
     ("blocktile_2d", 1000, 5, 2, 1 << 20, False),
     ("blocktile_2d", 1000, 5, 2, 100 << 20, False),
+    ("blocktile_2d", 1000, 4, 1, 100 << 20, False),   # one block per SM: TPC partners paired every round
+    ("smem_tiled", 192, 4, 1, 1 << 20, False),
 ])
 def test_cache_model_matches_a_brute_force_reference(name, size, sms, b, l2, stream):
     import dataclasses
@@ -221,8 +234,9 @@ def test_cache_model_matches_a_brute_force_reference(name, size, sms, b, l2, str
     c = cache_traffic(spec, size, size, size, p, g, l1_traffic(spec, size, size, size, p, g), dev, b,
                       replacement="lru")
     assert c.stream == stream
-    ref_l2, ref_dram = _reference_cache(name, size, size, size, sms, b, l2, stream)
+    ref_l2, ref_xbar, ref_dram = _reference_cache(name, size, size, size, sms, b, l2, stream)
     assert c.l2_load_bytes == pytest.approx(min(ref_l2, c.l1_requested_bytes))
+    assert c.xbar_load_bytes == pytest.approx(min(ref_xbar, c.l1_requested_bytes))
     assert c.dram_read_bytes == pytest.approx(ref_dram)
 
 
@@ -251,9 +265,13 @@ def test_stage_paced_blocks_run_as_a_stream_of_cohorts_by_hand():
     assert c.dram_read_bytes == 32 * 1024
     assert c.l2_load_bytes == 8 * (4 + 4) * 1024          # every block its own two panels: no L1 sharing
     # The same launch in step: waves {0..3} {4..7}; A comes back after one wave (24 KiB) and hits, and
-    # the two blocks on an SM (rows 0, 2 or 1, 3 of column 0) fetch B0 once between them.
+    # the two blocks on an SM (rows 0, 2 or 1, 3 of column 0) fetch B0 once between them: 12 KiB per SM
+    # per wave delivered. L2 looks up the first wave's four blocks, all on the one TPC of SMs 0 and 1, as
+    # one (A0-A3 and B0: 20 KiB); with two blocks per SM the second wave's partners are left to chance
+    # and counted per SM (24 KiB).
     w = cache_traffic(spec, 64, 32, 64, p, g, l1, dev, 2, stream=False)
-    assert not w.stream and w.dram_read_bytes == 24 * 1024 and w.l2_load_bytes == 2 * 2 * 12 * 1024
+    assert not w.stream and w.dram_read_bytes == 24 * 1024 and w.xbar_load_bytes == 2 * 2 * 12 * 1024
+    assert w.l2_load_bytes == (20 + 24) * 1024
 
 
 def test_naive_4096_reads_its_a_panel_once_per_block_by_hand():
@@ -369,8 +387,11 @@ def test_blocktile_2d_4096_rereads_b_every_wave_by_hand():
     # fit in 50 MiB); A is read once, plus the 3 row panels split across two waves.
     assert c.waves == 4
     assert c.dram_read_bytes == (32 + 3) * panel + 4 * 32 * panel
-    assert c.l2_load_bytes == 4 * (4096 * 4096 * 32 * 2)   # = the spec's requested loads
+    assert c.xbar_load_bytes == 4 * (4096 * 4096 * 32 * 2)   # = the spec's requested loads
     assert c.l1_sharing == 1
+    # L2 looks up once what the two SMs of a TPC read together: in the first wave (two blocks per SM, so
+    # partners are paired only there) blocks 2j and 2j+1 are neighbours that share one 2 MiB panel.
+    assert c.xbar_load_bytes - c.l2_load_bytes == 132 * panel
 
 
 def test_random_replacement_smooths_the_cliff():

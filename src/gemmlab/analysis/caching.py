@@ -62,7 +62,7 @@ import numpy as np
 from ..kernels.spec import KernelSpec
 from ..runtime.device import DeviceInfo
 from .counts import ELEM, L1Traffic
-from .facts import SECTOR
+from .facts import SECTOR, SMS_PER_TPC
 from .geometry import Geometry
 
 # Cycles one memory-paced round takes: the time an SM's resident warps need for one k when they wait on
@@ -93,6 +93,13 @@ class CacheTraffic:
     in_step_blocks: int = 0        # blocks that sweep K together: a wave (SMs x b), or a cohort (SMs)
     groups: int = 0                # in-step groups over the launch: waves, or a stream's cohorts
     stream: bool = False           # stage-paced: the SM's blocks run staggered, cohorts of one per SM
+    xbar_load_bytes: float | None = None  # L2 -> SM bytes with every SM counted (None: as l2_load_bytes)
+
+    @property
+    def delivered_bytes(self) -> float:
+        """What the crossbar carries between the SMs and L2, every SM counted: loads and stores."""
+        loads = self.l2_load_bytes if self.xbar_load_bytes is None else self.xbar_load_bytes
+        return loads + self.l2_store_bytes
 
     @property
     def l2_bytes(self) -> float:
@@ -207,19 +214,38 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
     grp = ids // group_size
 
     # L1 -> L2: distinct panels per (wave, SM) when the wave is in step; per block in a stream, whose
-    # co-resident blocks are a lifetime / b apart in K and meet in L2, not in L1.
-    alone = float(a_panel_of_row[row].sum() + b_panel_of_col[col].sum())
+    # co-resident blocks are a lifetime / b apart in K and meet in L2, not in L1. What the crossbar delivers
+    # counts every SM; what L2 looks up counts the two SMs of a TPC once for what they read together.
+    alone = float(t.a_carried * a_panel_of_row[row].sum() + t.b_carried * b_panel_of_col[col].sum())
+    asked = requested  # in sectors carried
+    if requested and (t.a_carried != 1.0 or t.b_carried != 1.0):
+        asked = requested * alone / float(a_panel_of_row[row].sum() + b_panel_of_col[col].sum())
     if stream:
-        shared = alone
+        per_sm = per_tpc = alone
     else:
-        key = grp * S + (ids % slots) % S if resident is None else ids  # a persistent block: its own SM
+        slot = ids % slots                            # the block's place in its round
+        sm = slot % S if resident is None else slot   # round-robin over SMs; a persistent block has its own
+        first = (ids // slots) * slots                # a key per round
 
-        def distinct_bytes(keys: np.ndarray, panel: np.ndarray, sizes: int) -> float:
+        def distinct_bytes(key: np.ndarray, keys: np.ndarray, panel: np.ndarray, sizes: int) -> float:
             uniq = np.unique(key * sizes + keys)
             return float(panel[uniq % sizes].sum())
 
-        shared = distinct_bytes(row, a_panel_of_row, geo.grid_m) + distinct_bytes(col, b_panel_of_col, geo.grid_n)
-    l2_loads = min(requested, shared) if requested else shared
+        def shared_by(key: np.ndarray) -> float:
+            return (t.a_carried * distinct_bytes(key, row, a_panel_of_row, geo.grid_m)
+                    + t.b_carried * distinct_bytes(key, col, b_panel_of_col, geo.grid_n))
+
+        per_sm = shared_by(first + sm)
+        # Which blocks the two SMs of a TPC run together: a round's blocks 2j and 2j+1 at the start. A
+        # persistent grid keeps them so for its whole walk; so does a grid of one block per SM, whose TPC
+        # partners finish together and are handed the next two blocks together. Where an SM holds several
+        # blocks, a freed slot takes whatever block comes next: partners after the first round are left
+        # to chance, and the model pairs none.
+        paired = np.ones(T, bool) if resident is not None or b == 1 else ids < slots
+        per_tpc = shared_by(first + np.where(paired, sm // SMS_PER_TPC, sm)) if S % SMS_PER_TPC == 0 else per_sm
+    xbar_loads = min(asked, per_sm) if asked else per_sm
+    # A cluster's multicast (in `requested`: one read per cluster) pairs the same two blocks as their TPC.
+    l2_loads = min(asked, per_tpc) if asked else per_tpc
 
     # L2 -> DRAM: panels per in-step group, LRU reuse distance in groups.
     groups = int(grp[-1]) + 1 if T else 0
@@ -281,6 +307,6 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
         l1_requested_bytes=requested, l2_load_bytes=l2_loads, l2_store_bytes=stores,
         dram_read_bytes=dram_read, dram_write_bytes=dram_write, compulsory_read_bytes=compulsory,
         c_bytes=c_bytes, waves=-(-T // slots) if T else 0, wave_footprint_bytes=max(foot) if foot else 0.0,
-        l2_capacity_bytes=cap, l1_sharing=shared / alone if alone else 1.0,
+        l2_capacity_bytes=cap, l1_sharing=per_sm / alone if alone else 1.0, xbar_load_bytes=xbar_loads,
         stage_wavefronts_per_k=stage, in_step_blocks=group_size, groups=groups, stream=bool(stream),
     )

@@ -44,6 +44,11 @@ SUB_PARTITIONS = 4
 FMA_LATENCY_CYCLES = 4
 L1_LINE = 128   # bytes
 SECTOR = 32     # bytes
+# SMs per TPC (texture processing cluster), Volta onwards. Blocks 2j and 2j+1 of a launch start on the two
+# SMs of one TPC, and what the two read together (within a few microseconds) L2 looks up once: on the H100
+# two SMs of a TPC streaming the same bytes cost half the L2 sectors, SMs of neighbouring TPCs the full
+# count (scripts/l2_merge_probe.py; docs/analysis.md).
+SMS_PER_TPC = 2
 
 
 def max_blocks_per_sm(cc: tuple[int, int]) -> int:

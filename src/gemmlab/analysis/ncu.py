@@ -313,19 +313,19 @@ class TrafficComparison:
 
 
 def delivered_model(model: KernelModel) -> float:
-    """The model's bytes between the SMs and L2 with every block counted: its L1 <-> L2 bytes, except that a
-    rung whose clusters share an operand by multicast (spec.cluster > 1) receives it once per block, as
-    without clusters."""
+    """The model's bytes between the SMs and L2 with every block counted: the two SMs of a TPC each receive
+    what L2 looked up once for both, and a rung whose clusters share an operand by multicast (spec.cluster
+    > 1) receives it once per block, as without clusters."""
     from .geometry import one_cluster
     from .models import model_kernel
 
     spec, p = model.spec, dict(model.params)
     single = one_cluster(spec, p)
     if single is p:
-        return model.cache.l2_bytes
+        return model.cache.delivered_bytes
     alone = model_kernel(spec, model.m, model.n, model.k, single, model.device, compile=False,
                          dtype=model.fmt.dtype, precision=model.fmt.precision, out_dtype=model.fmt.out_dtype)
-    return alone.cache.l2_bytes
+    return alone.cache.delivered_bytes
 
 
 def compare_traffic(model: KernelModel, counters: Counters) -> TrafficComparison:

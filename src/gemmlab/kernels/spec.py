@@ -65,6 +65,11 @@ class Traffic:
     c_stores: int
     smem_loads: int = 0
     scratch: int = 0  # fp32 partial sums written to a workspace and read back once (split-K's slabs)
+    # Sectors the crossbar carries per sector of A (of B) asked for: 1, except for cp.async into shared-memory
+    # rows that start 16 bytes off a 32-byte boundary, whose sectors straddle two 32-byte units there and
+    # are carried once for each (so a pitch of an odd number of 16-byte units carries 1.5x).
+    a_carried: float = 1.0
+    b_carried: float = 1.0
 
     @property
     def global_loads(self) -> int:

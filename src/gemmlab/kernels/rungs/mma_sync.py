@@ -93,6 +93,15 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     bm, bn, bk = p["BM"], p["BN"], p["BK"]
     blocks = cdiv(m, bm) * cdiv(n, bn)
     kp = cdiv(k, bk) * bk
+    # Shared-memory rows are padded by one 16-byte chunk (A; B by 8 elements) for conflict-free ldmatrix:
+    # where the pitch is an odd number of chunks, every other row starts 16 bytes off a sector, and the
+    # crossbar carries its sectors twice (H100: 1.5x, scripts/l2_merge_probe.py).
+    elem = 4 if p["A_TYPE"] == 3 else 2
+    chunk = 16 // elem
+
+    def carried(pitch_elems: int) -> float:
+        return 1.5 if (pitch_elems * elem) % 32 == 16 else 1.0
+
     # Shared-memory loads: every warp reads its WM x BK slice of A and BK x WN slice of B per step.
     return Traffic(
         a_loads=m * k * cdiv(n, bn),
@@ -100,6 +109,8 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
         c_loads=0,
         c_stores=m * n,
         smem_loads=blocks * warps(p) * kp * (p["WM"] + p["WN"]),
+        a_carried=carried(bk + chunk),
+        b_carried=carried(bn + 8),
     )
 
 
