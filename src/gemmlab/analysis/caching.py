@@ -94,6 +94,7 @@ class CacheTraffic:
     groups: int = 0                # in-step groups over the launch: waves, or a stream's cohorts
     stream: bool = False           # stage-paced: the SM's blocks run staggered, cohorts of one per SM
     xbar_load_bytes: float | None = None  # L2 -> SM bytes with every SM counted (None: as l2_load_bytes)
+    carried: float = 1.0           # sectors carried per sector asked for (Traffic.a_carried / b_carried, weighted)
 
     @property
     def delivered_bytes(self) -> float:
@@ -111,7 +112,11 @@ class CacheTraffic:
 
     @property
     def l1_hit_rate(self) -> float:
-        return 1.0 - self.l2_load_bytes / self.l1_requested_bytes if self.l1_requested_bytes else 0.0
+        """Of the sectors asked for, the share L1 served: 1 - what the SM received from L2 / what it asked
+        (in sectors carried: cp.async into rows off a sector asks for some twice)."""
+        asked = self.l1_requested_bytes * self.carried
+        got = self.l2_load_bytes if self.xbar_load_bytes is None else self.xbar_load_bytes
+        return max(0.0, 1.0 - got / asked) if asked else 0.0
 
 
 def _sector_round(nbytes: np.ndarray) -> np.ndarray:
@@ -308,5 +313,6 @@ def cache_traffic(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: G
         dram_read_bytes=dram_read, dram_write_bytes=dram_write, compulsory_read_bytes=compulsory,
         c_bytes=c_bytes, waves=-(-T // slots) if T else 0, wave_footprint_bytes=max(foot) if foot else 0.0,
         l2_capacity_bytes=cap, l1_sharing=per_sm / alone if alone else 1.0, xbar_load_bytes=xbar_loads,
+        carried=asked / requested if requested else 1.0,
         stage_wavefronts_per_k=stage, in_step_blocks=group_size, groups=groups, stream=bool(stream),
     )

@@ -35,6 +35,10 @@
 // Traffic: as rung 10 in elements, half the bytes (2-byte inputs); the same bytes with tf32.
 // Bottleneck left: mma.sync issues from every warp and ldmatrix feeds it through registers; Hopper's wgmma
 // reads shared memory directly and is about twice as fast (next rung).
+// The 16-byte pad has a price on the way in: at pitches of an odd number of 16-byte chunks (80 and 272
+// bytes for bf16) every other row starts half a sector off, and cp.async carries those rows' sectors
+// twice, 1.5x the tiles' bytes over the crossbar (ncu on the H100; docs/analysis.md). TMA's swizzled
+// boxes avoid both the conflicts and that cost.
 // Predicted: 55-70% of cuBLAS BF16/FP16 on H100 (cuBLAS uses wgmma); on sm_80-89, close to cuBLAS.
 // TF32 predicted (before its first measurement): about half the fp16 rate of this kernel (m16n8k8 does half
 // the multiply-adds of m16n8k16 per instruction, plus one cvt per fragment element), 20-35% of cuBLAS TF32
