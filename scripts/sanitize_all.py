@@ -3,7 +3,8 @@
 payloads that reach the rungs' special paths (sanitize_tensor.py: rung 15's schedules, clusters, TMA stores,
 stream-K; sanitize_deferred.py: deferred stores over several tiles; sanitize_skinny.py: rung 16's splits and
 layouts; sanitize_batched.py: batches; sanitize_transposed.py: rung 10 reading B^T in place;
-sanitize_hopper_steps.py: rungs 12-14's tilings, layouts and epilogues). Run after every
+sanitize_hopper_steps.py: rungs 12-14's tilings, layouts and epilogues; sanitize_fp8.py: 8-bit products).
+Run after every
 kernel change:
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 10 python3 scripts/sanitize_all.py; done
@@ -18,6 +19,7 @@ from pathlib import Path
 import torch
 
 import gemmlab
+from gemmlab import formats
 from gemmlab.kernels import registry
 from gemmlab.runtime import device
 
@@ -29,7 +31,9 @@ ran = 0
 for spec in registry.all_specs():
     if cc < spec.min_cc or spec.target_arch(device.device_info().arch) is None:
         continue
-    modes = [(torch.float32 if d == "float32" else getattr(torch, d), None) for d in spec.dtypes]
+    # (8-bit inputs take B K-major and scales: sanitize_fp8.py)
+    modes = [(torch.float32 if d == "float32" else getattr(torch, d), None) for d in spec.dtypes
+             if not formats.is_fp8(d)]
     modes += [(torch.float32, p) for p in spec.precisions]
     for dt, precision in modes:
         for m, n, k in SHAPES:
@@ -45,7 +49,7 @@ for spec in registry.all_specs():
 torch.cuda.synchronize()
 print(f"sanitize_all: {ran} rung, dtype and shape cases")
 PAYLOADS = ("sanitize_tensor.py", "sanitize_deferred.py", "sanitize_skinny.py", "sanitize_batched.py",
-            "sanitize_transposed.py", "sanitize_hopper_steps.py")
+            "sanitize_transposed.py", "sanitize_hopper_steps.py", "sanitize_fp8.py")
 for payload in () if "--rungs-only" in sys.argv else PAYLOADS:
     runpy.run_path(str(HERE / payload), run_name="__main__")
 print("sanitize_all: done")

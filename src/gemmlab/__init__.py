@@ -14,15 +14,19 @@ from . import arrays as _arrays
 from ._version import __version__
 from .api import call as _call
 from .api import choose_kernel, kernels
+from .api.quantize import dequantize, quantize
 from .runtime.errors import CompileError, GemmlabError, GPUUnavailableError
 
 _router: list = [None]
 
 
 def matmul(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,
-           residual=None, out_dtype=None, precision=None, **params):
+           residual=None, out_dtype=None, precision=None, scale_a=None, scale_b=None, **params):
     kw = dict(alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias, activation=activation,
               residual=residual, out_dtype=out_dtype, precision=precision, **params)
+    if scale_a is not None or scale_b is not None or "float8" in str(getattr(a, "dtype", "")):
+        # 8-bit inputs: one product, straight to the call (no autograd through a quantized product)
+        return _call.matmul(a, b, c, scale_a=scale_a, scale_b=scale_b, **kw)
     nda, ndb = getattr(a, "ndim", 2), getattr(b, "ndim", 2)
     for name, x, nd in (("A", a, nda), ("B", b, ndb)):
         if isinstance(nd, int) and nd < 2:
@@ -128,4 +132,5 @@ matmul.__doc__ = _call.matmul.__doc__ + """
     torch.matmul broadcasts W), one launch.
     """
 
-__all__ = ["CompileError", "GPUUnavailableError", "GemmlabError", "__version__", "choose_kernel", "kernels", "matmul"]
+__all__ = ["CompileError", "GPUUnavailableError", "GemmlabError", "__version__", "choose_kernel", "dequantize", "kernels",
+           "matmul", "quantize"]

@@ -9,11 +9,18 @@ A *format* is the pair the API takes: an input dtype and a precision (`gemmlab.m
 - tf32: float32 in and out, products on the tensor cores with inputs rounded to TF32 (10-bit mantissa),
   fp32 accumulation; only where a caller asks for it;
 - fp16 / bf16: 16-bit inputs, fp32 accumulation on the tensor cores, output of the input type unless
-  `out_dtype` says otherwise.
+  `out_dtype` says otherwise;
+- e4m3 / e5m2: 8-bit floats (torch.float8_e4m3fn, torch.float8_e5m2) with scales (`gemmlab.matmul`'s
+  scale_a, scale_b), fp32 accumulation on Hopper's tensor cores, output bfloat16 unless `out_dtype` says
+  float16 or float32. The values a kernel reads are the 8-bit values times their scales.
 
 Tolerances are relative Frobenius errors against a float64 product of the very values the kernel reads:
 1e-4 for fp32 (accumulation error up to K of about 16k), 1e-3 for tf32 (inputs rounded to 2^-11), 1e-2 for
-the 16-bit types (bf16's own output rounding is 2^-9).
+the 16-bit types (bf16's own output rounding is 2^-9). FP8's reference is the float64 product of the
+dequantized inputs (each 8-bit value times its scale), so the inputs' own rounding is not counted against
+the kernel; what is left is the output's rounding (bf16: 2^-9) and the tensor cores' accumulation of 8-bit
+products, which Hopper keeps in fewer than fp32's bits (about 2^-13 relative per k step of 32 at worst,
+growing with sqrt(K / 32) for random signs): 1e-2, as the 16-bit types.
 """
 
 from __future__ import annotations
@@ -25,14 +32,20 @@ import numpy as np
 # ------------------------------------------------------------------------------------------------ dtypes
 
 # The dtypes the GPU kernels take, with the precision each runs at unless the caller asks for another.
-NATIVE_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+NATIVE_PRECISION = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
+                    "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+# 8-bit inputs: their products take scales and write a wider output (bfloat16 unless out_dtype says).
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+FP8_OUT_DEFAULT = "bfloat16"
 # Precisions a caller may ask for instead of the native one, with the input dtype they apply to. Never a default.
 REDUCED_PRECISIONS = {"tf32": "float32"}
-ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32", "single": "float32",
                  "float16": "float16", "fp16": "float16", "half": "float16",
-                 "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "double": "float64"}
+                 "bfloat16": "bfloat16", "bf16": "bfloat16", "float64": "float64", "double": "float64",
+                 "float8_e4m3fn": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "fp8": "float8_e4m3fn",
+                 "float8_e5m2": "float8_e5m2", "e5m2": "float8_e5m2"}
 
 # Per input dtype: its own precision first (the default), then those a caller may ask for instead.
 PRECISIONS_OF = {dt: (own, *(p for p, d in REDUCED_PRECISIONS.items() if d == dt))
@@ -76,6 +89,10 @@ def element_type(dtype: str, precision: str) -> str:
     return precision if precision in REDUCED_PRECISIONS else dtype
 
 
+def is_fp8(dtype: str) -> bool:
+    return dtype in FP8_DTYPES
+
+
 def element_bytes(element: str) -> int:
     """Bytes per stored input element of an element type (tf32 is stored as fp32)."""
     return 4 if element in ("float32", "tf32") else ITEMSIZE[element]
@@ -87,7 +104,8 @@ A_TYPES = {"float16": 1, "bfloat16": 2}          # the 16-bit inputs every tenso
 TF32 = 3
 INPUT_TYPES = {**A_TYPES, "tf32": TF32}
 STRICT_FP32 = 4                                   # strict fp32 on the CUDA cores (rung 16's fp32 path)
-ELEMENT_TYPES = {**INPUT_TYPES, "float32": STRICT_FP32}  # every element type a type-parameterised rung takes
+FP8_TYPES = {"float8_e4m3fn": 5, "float8_e5m2": 6}  # 8-bit floats (Hopper's wgmma)
+ELEMENT_TYPES = {**INPUT_TYPES, "float32": STRICT_FP32, **FP8_TYPES}  # every element type a rung takes
 C_TYPES = {"float32": 1, "float16": 2, "bfloat16": 3}
 TYPE_PARAMS = ("A_TYPE", "C_TYPE")
 
@@ -107,16 +125,22 @@ def type_code_problems(params, inputs) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ epilogue
-# The `epilogue` kernel argument: bias mode in bits 0-1, activation in bits 2-4, residual in bit 5.
+# The `epilogue` kernel argument: bias mode in bits 0-1, activation in bits 2-4, residual in bit 5, and for
+# 8-bit inputs the scale of A in bits 6-7 and of B in bits 8-9 (0 none, 1 one per tensor, 2 one per row of A
+# / column of B).
 BIAS_MODES = {None: 0, "row": 1, "col": 2}
+SCALE_MODES = {None: 0, "tensor": 1, "row": 2, "col": 2}
+SCALE_A_SHIFT, SCALE_B_SHIFT = 6, 8
 ACTIVATION_CODES = {None: 0, "none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4}
 ACTIVATIONS = ("relu", "gelu_tanh", "gelu_erf", "silu")
 ACT_SHIFT = 2
 RESIDUAL_FLAG = 32
 
 
-def epilogue_flags(bias_mode: str | None, activation: str | None, residual: bool) -> int:
-    return BIAS_MODES[bias_mode] | (ACTIVATION_CODES[activation] << ACT_SHIFT) | (RESIDUAL_FLAG if residual else 0)
+def epilogue_flags(bias_mode: str | None, activation: str | None, residual: bool, scale_a: str | None = None,
+                   scale_b: str | None = None) -> int:
+    return (BIAS_MODES[bias_mode] | (ACTIVATION_CODES[activation] << ACT_SHIFT) | (RESIDUAL_FLAG if residual else 0)
+            | (SCALE_MODES[scale_a] << SCALE_A_SHIFT) | (SCALE_MODES[scale_b] << SCALE_B_SHIFT))
 
 
 def check_activation(activation) -> str | None:
@@ -135,7 +159,7 @@ class NumberFormat:
     name: str                 # "fp32", "tf32", "fp16", "bf16"
     dtype: str                # the operands' and the output's dtype
     precision: str | None     # what gemmlab.matmul's precision= gets (None: the dtype's own)
-    itemsize: int             # bytes per element of A, B and C
+    itemsize: int             # bytes per element of A and B (and of C, but for 8-bit inputs: out_dtype's)
     verify_tol: float         # largest accepted ||C - ref|| / ||ref|| against the float64 product
     grad_tol: float           # largest accepted relative error of a gradient against torch autograd in float64
     cublas: str               # what the cuBLAS peer runs, in words
@@ -146,8 +170,17 @@ class NumberFormat:
 
     @property
     def needs_torch(self) -> bool:
-        """bfloat16 operands are torch tensors: CuPy has no bfloat16 arrays."""
-        return self.dtype == "bfloat16"
+        """bfloat16 and 8-bit operands are torch tensors: CuPy has no such arrays."""
+        return self.dtype == "bfloat16" or self.is_fp8
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.dtype in FP8_DTYPES
+
+    @property
+    def out_dtype(self) -> str:
+        """The output's dtype by default: the inputs', or bfloat16 for 8-bit inputs."""
+        return FP8_OUT_DEFAULT if self.is_fp8 else self.dtype
 
     @property
     def tensor_cores(self) -> bool:
@@ -160,6 +193,10 @@ FORMATS: dict[str, NumberFormat] = {
         NumberFormat("tf32", "float32", "tf32", 4, 1e-3, 1e-2, "cublasGemmEx, fp32 with TF32 tensor cores"),
         NumberFormat("fp16", "float16", None, 2, 1e-2, 1e-2, "cublasGemmEx, fp16 in and out, fp32 accumulation"),
         NumberFormat("bf16", "bfloat16", None, 2, 1e-2, 1e-2, "cublasGemmEx, bf16 in and out, fp32 accumulation"),
+        NumberFormat("e4m3", "float8_e4m3fn", None, 1, 1e-2, 1e-2,
+                     "torch._scaled_mm (cuBLASLt), e4m3 in with scales, bf16 out, fp32 accumulation"),
+        NumberFormat("e5m2", "float8_e5m2", None, 1, 1e-2, 1e-2,
+                     "torch._scaled_mm (cuBLASLt), e5m2 in with scales, bf16 out, fp32 accumulation"),
     )
 }
 FP32 = FORMATS["fp32"]

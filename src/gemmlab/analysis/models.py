@@ -89,7 +89,7 @@ def model_format(spec: KernelSpec, dtype: str | None = None, precision: str | No
                          + f"; it takes {', '.join(offered)}")
     fmt = formats.number_format(dtype, precision)
     element = formats.element_type(dtype, fmt.precision or formats.NATIVE_PRECISION[dtype])
-    out = formats.dtype_label(out_dtype) if out_dtype else fmt.dtype
+    out = formats.dtype_label(out_dtype) if out_dtype else fmt.out_dtype
     if out not in formats.C_TYPES:
         raise ValueError(f"out_dtype {out!r} is not one of {', '.join(formats.C_TYPES)}")
     instruction = None

@@ -62,18 +62,31 @@ def _learn_signature(x):
     return sig
 
 
-def _key(sig, a, b, c, bias, residual, kernel, params, activation, out_dtype, precision):
+def _key(sig, a, b, c, bias, residual, kernel, params, activation, out_dtype, precision, scale_a=None, scale_b=None):
     try:
         return (kernel, sig(a), sig(b), None if c is None else sig(c), None if bias is None else sig(bias),
                 None if residual is None else sig(residual), activation, out_dtype, precision,
-                tuple(params.items()) if params else ())
+                tuple(params.items()) if params else (), _scale_key(sig, scale_a), _scale_key(sig, scale_b))
     except (AttributeError, TypeError):  # mixed array types, or unhashable options: no repeat-call key
         return None
 
 
+def _scale_key(sig, s):
+    return None if s is None else "number" if checks.is_number(s) else sig(s)
+
+
+def _fold_scales(alpha, scale_a, scale_b):
+    """alpha times the scales given as numbers, and the scales the kernel reads (tensors; None for numbers)."""
+    for s in (scale_a, scale_b):
+        if s is not None and checks.is_number(s):
+            alpha = alpha * float(s)
+    return (alpha, None if scale_a is None or checks.is_number(scale_a) else scale_a,
+            None if scale_b is None or checks.is_number(scale_b) else scale_b)
+
+
 def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str = AUTO, stream: Any = None,
            bias=None, activation: str | None = None, residual=None, out_dtype=None, precision: str | None = None,
-           **params):
+           scale_a=None, scale_b=None, **params):
     """C = alpha * A @ B + beta * C, with an optional fused epilogue.
 
     a: M x K, b: K x N, c: M x N or None; or a batch (torch.bmm's shapes): a: batch x M x K, b: batch x K x N
@@ -101,7 +114,14 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     bias: a float vector, per column when its length is N (or shape 1 x N), per row when its length is M
     (or shape M x 1); activation: None, "relu", "gelu_tanh", "gelu_erf", "silu"; residual: an M x N array
     of the output dtype; out_dtype: "float32", "float16" or "bfloat16" (default: C's dtype when C is given,
-    else the inputs'; strict fp32 writes float32 only). torch tensors that require grad get a grad_fn.
+    else the inputs' (bfloat16 for 8-bit inputs); strict fp32 writes float32 only). torch tensors that
+    require grad get a grad_fn.
+
+    8-bit inputs (torch.float8_e4m3fn or float8_e5m2 tensors, both of one type; Hopper's rung 15) compute
+    out = act(alpha * (scale_a * A) @ (scale_b * B) + beta * C + bias) + residual, with A row-major and B
+    given K-major (an N x K weight W passed as W.t(), as torch._scaled_mm takes it). A scale is a number,
+    a one-element tensor, or a tensor of one scale per row of A (M x 1) / per column of B (1 x N), float32
+    on the GPU (torch._scaled_mm's layouts); `gemmlab.quantize` makes the values and scales.
 
     `explain_choice` (and `gemmlab run --explain`) shows what kernel="auto" picks and why.
     """
@@ -113,23 +133,28 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
         _epoch[0] = _TUNE_STORES[0]
     key = None
     if sig is not None:
-        key = _key(sig, a, b, c, bias, residual, kernel, params, activation, out_dtype, precision)
+        key = _key(sig, a, b, c, bias, residual, kernel, params, activation, out_dtype, precision, scale_a, scale_b)
         p = _plans.get(key) if key is not None else None
         if p is not None and (type(alpha) is float or type(alpha) is int) and (type(beta) is float or type(beta) is int) \
                 and alpha - alpha == 0 and beta - beta == 0 and (c is not None or beta == 0):
             home = arrays.home(arrays.TORCH_CUDA if sig is _torch_sig else arrays.CUPY)
-            return _run_cached(p, home, a, b, c, bias, residual, alpha, beta, stream)
+            if scale_a is None and scale_b is None:
+                return _run_cached(p, home, a, b, c, bias, residual, alpha, beta, stream)
+            folded, sa, sb = _fold_scales(alpha, scale_a, scale_b)
+            if folded - folded == 0:
+                return _run_cached(p, home, a, b, c, bias, residual, folded, beta, stream, sa, sb)
     return _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision,
-                       params, key)
+                       params, key, scale_a, scale_b)
 
 
-def _run_cached(p: plan.Plan, home: arrays.Home, a, b, c, bias, residual, alpha, beta, stream):
+def _run_cached(p: plan.Plan, home: arrays.Home, a, b, c, bias, residual, alpha, beta, stream, scale_a=None,
+                scale_b=None):
     dev = p.device
     with _on_device(dev):
         if stream is None:
-            return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev))
+            return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev), scale_a, scale_b)
         with home.stream_scope(stream, dev):
-            return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev))
+            return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev), scale_a, scale_b)
 
 
 _NO_SCOPE = contextlib.nullcontext()  # reusable: entering it does nothing
@@ -145,7 +170,8 @@ def _on_device(dev: int):
     return _NO_SCOPE if get() == dev else dev_cls(dev)
 
 
-def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision, params, key):
+def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision, params, key,
+                scale_a=None, scale_b=None):
     from ..cpu import BASELINES
 
     checks.check_kernel_name(kernel, BASELINES)
@@ -156,6 +182,8 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
                          "writable C or none")
     epilogue = {"bias": bias, "activation": activation, "residual": residual, "out_dtype": out_dtype}
     if kernel in BASELINES:
+        if scale_a is not None or scale_b is not None:
+            raise ValueError(f"scale_a and scale_b are for 8-bit inputs on the GPU; CPU kernel {kernel} takes none")
         checks.check_scalars(alpha, beta)
         checks.check_shapes(a, b, c)
         for name, v in epilogue.items():
@@ -166,7 +194,9 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
                              "the arrays' own float32 or float64")
         return _matmul_cpu(kernel, a, b, c, kinds, alpha, beta, params)
     req = checks.check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, out_dtype, precision,
-                            params)
+                            params, scale_a, scale_b)
+    alpha, scale_a, scale_b = _fold_scales(alpha, scale_a, scale_b)
+    checks.check_scalars(alpha, beta)
     if kernel == AUTO and not device.gpu_available() and all(arrays.is_host(kd) for kd in kinds if kd):
         return _cpu_fallback(req, a, b, c, kinds, alpha, beta, bias, residual)
     device.require_cupy()  # the one-line reason where there is no GPU
@@ -196,7 +226,8 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
                 if len(_plans) >= _CACHE_MAX:
                     _plans.clear()
                 _plans[key] = p
-            out = launch.run(p, home, da, db, dc, bias, dres, float(alpha), float(beta), home.stream(dev))
+            out = launch.run(p, home, da, db, dc, bias, dres, float(alpha), float(beta), home.stream(dev), scale_a,
+                             scale_b)
     if c is None:
         return arrays.host_result(out, kinds[0], req.out)
     if host_c:  # the device result back into the caller's host C, as its bits
@@ -226,6 +257,8 @@ def _cpu_fallback(req: checks.Request, a, b, c, kinds, alpha, beta, bias, residu
         _warned_cpu[0] = True
     if req.dtype == "bfloat16":
         raise TypeError("bfloat16 host arrays need a GPU (numpy has no bfloat16 arithmetic)")
+    if formats.is_fp8(req.dtype):
+        raise TypeError(f"{req.dtype} inputs need a GPU with 8-bit tensor cores (Hopper, compute capability 9.0)")
     if req.batched and req.m * req.n == 0:
         z = np.zeros((req.batch, req.m, req.n), np.float32)
     elif req.batched:  # product by product

@@ -34,6 +34,8 @@ class Request:
     has_c: bool
     batch: int = 1             # products in the call (A's and B's leading dimension; one of them may be shared)
     batched: bool = False      # the call's operands have a batch dimension (the output is batch x M x N)
+    scale_a: str | None = None  # 8-bit inputs' scales read by the kernel: None, "tensor" or "row" (A), "col" (B)
+    scale_b: str | None = None
 
     @property
     def element(self) -> str:
@@ -45,6 +47,12 @@ class Request:
 
     @property
     def flags(self) -> int:
+        """The kernel's flags: the epilogue's, and the scales' kinds above them."""
+        return formats.epilogue_flags(self.bias, self.activation, self.residual, self.scale_a, self.scale_b)
+
+    @property
+    def epilogue_flags(self) -> int:
+        """The epilogue's flags alone (for split-K's second launch: its sums are already scaled)."""
         return formats.epilogue_flags(self.bias, self.activation, self.residual)
 
 
@@ -138,14 +146,57 @@ def check_residual(residual, m: int, n: int, out: str, batch: int | None = None)
         raise TypeError(f"residual must have the output dtype {out}, got {arrays.dtype_name(residual)}")
 
 
+SCALE_DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+def is_number(x) -> bool:
+    return isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool)
+
+
+def scale_mode(name: str, s, rows: int, cols: int, dtype: str, k: int) -> str | None:
+    """The kind of an 8-bit product's scale: None (absent, or a number, which the call folds into alpha),
+    "tensor" (one element), "row" (scale_a: M x 1 or M elements) or "col" (scale_b: 1 x N or N elements).
+    Raises naming the operand, the shape or the dtype at fault."""
+    if s is None:
+        return None
+    if not formats.is_fp8(dtype):
+        raise ValueError(f"{name} applies to 8-bit inputs (float8_e4m3fn, float8_e5m2); A and B are {dtype}")
+    if is_number(s):
+        if not math.isfinite(float(s)):
+            raise ValueError(f"{name} must be finite, got {s}")
+        return None
+    shape = tuple(getattr(s, "shape", ()))
+    if arrays.kind_of(s) != arrays.TORCH_CUDA:
+        raise TypeError(f"{name} must be a number or a torch tensor on the GPU (as torch._scaled_mm takes it), got "
+                        f"{type(s).__name__}")
+    if arrays.dtype_name(s) not in SCALE_DTYPES:
+        raise TypeError(f"{name} must be a float tensor (float32 preferred), got {arrays.dtype_name(s)}")
+    count = int(np.prod(shape)) if shape else 1
+    a_side = name == "scale_a"
+    if count == 1 and len(shape) <= 2:
+        return "tensor"
+    vector = ((rows,), (rows, 1)) if a_side else ((cols,), (1, cols))
+    if shape in vector:
+        return "row" if a_side else "col"
+    blocks = (rows, -(-k // 128)) if a_side else (-(-k // 128), -(-cols // 128))
+    if shape == blocks:
+        raise ValueError(f"{name} of shape {fmt_shape(shape)} would be one scale per "
+                         f"{'1 x 128 block of A' if a_side else '128 x 128 block of B'}: block scales are not "
+                         "supported by this version (one per tensor, or per row of A and per column of B, are)")
+    want = (f"one element, or M x 1 = {rows} x 1 (one per row of A)" if a_side
+            else f"one element, or 1 x N = 1 x {cols} (one per column of B)")
+    raise ValueError(f"{name} must be {want}; got shape {fmt_shape(shape)}")
+
+
 def epilogue_rungs(dtype: str) -> list[str]:
     return [s.name for s in registry.specs_for_dtype(dtype, ladder=False) if s.epilogue]
 
 
 def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, out_dtype, precision,
-               params) -> Request:
+               params, scale_a=None, scale_b=None) -> Request:
     """Everything wrong with a GPU call, as one clear error naming the shape, dtype or parameter at fault;
-    else the call's Request."""
+    else the call's Request. `scale_a` / `scale_b`: 8-bit inputs' scales as the kernel reads them (numbers
+    already folded into alpha by the caller, or None)."""
     check_scalars(alpha, beta)
     batched = is_batched(a, b)
     if batched:
@@ -165,7 +216,11 @@ def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, 
         if out not in formats.C_TYPES:
             raise ValueError(f"out_dtype={out_dtype!r} is not one of {', '.join(repr(x) for x in formats.C_TYPES)}")
     else:
-        out = arrays.dtype_name(c) if c is not None else dt_a
+        out = arrays.dtype_name(c) if c is not None else (formats.FP8_OUT_DEFAULT if formats.is_fp8(dt_a) else dt_a)
+    mode_a = scale_mode("scale_a", scale_a, m, n, dt_a, k)
+    mode_b = scale_mode("scale_b", scale_b, m, n, dt_a, k)
+    if formats.is_fp8(dt_a) and batched:
+        raise ValueError(f"8-bit inputs run one product per call; A is {fmt_shape(a.shape)}, B is {fmt_shape(b.shape)}")
     if resolved == "fp32" and out != "float32":
         raise ValueError(f"out_dtype={out_dtype!r}: strict fp32 kernels write float32; a float16 / bfloat16 output "
                          "needs precision='tf32' or 16-bit inputs")
@@ -185,7 +240,7 @@ def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, 
     except TypeError:
         raise TypeError(f"kernel parameters must be integers, got {params!r}") from None
     req = Request(m, n, k, dt_a, resolved, out, kernel, ptuple, mode, act, residual is not None, c is not None,
-                  batch, batched)
+                  batch, batched, mode_a, mode_b)
     if kernel != AUTO:
         check_named(req)
     return req

@@ -250,7 +250,7 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
         return choice  # (a named rung that does not run these inputs has no parameters for them)
     m, n, k = shape
     element = formats.element_type(dtype, precision)
-    out = formats.dtype_label(out_dtype) if out_dtype is not None else dtype
+    out = formats.dtype_label(out_dtype) if out_dtype is not None else formats.number_format(dtype, precision).out_dtype
     sms = info.sm_count if info is not None else sm_count
     swap = kernel == AUTO and computes_transposed(spec, m, n, k, b_kmajor, False, sms)
     # (the swapped product's B, A^T, is given transposed: read in place or copied by the same rule)

@@ -91,7 +91,7 @@ def _staged(home: arrays.Home, x, ptr: int, lay: OperandLayout, dev: int, stream
     rows padded to whole 128-byte lines (OperandLayout.staged_ld)."""
     ld = lay.staged_ld
     rows = lay.rows * max(lay.batch, 1)
-    label = {4: "float32", 2: "int16"}[lay.item]
+    label = {4: "float32", 2: "int16", 1: "uint8"}[lay.item]
     out = home.empty((rows, ld), label, dev)
     if rows and lay.cols:
         driver().memcpy2d(home.ptr(out), ld * lay.item, ptr, lay.ld * lay.item, lay.cols * lay.item, rows,
@@ -178,7 +178,8 @@ def _span(ptr: int, lay: OperandLayout) -> tuple[int, int]:
 
 # ----------------------------------------------------------------------------------------- the launch
 
-def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int):
+def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int,
+        scale_a=None, scale_b=None):
     """C = act(alpha A B + beta C + bias) + R on `stream`, as the plan says; returns C, or the new output.
     A transposed plan computes C^T = B^T A^T: it is given the transposes (views), and a new output comes back
     as C, row-major (the swapped product's C^T transposed once more, a copy of M x N)."""
@@ -186,10 +187,20 @@ def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, be
         out = _run(plan, home, b.T, a.T, None if c is None else c.T, bias, None if residual is None else residual.T,
                    alpha, beta, stream)
         return home.contiguous(out.T) if c is None else c
-    return _run(plan, home, a, b, c, bias, residual, alpha, beta, stream)
+    return _run(plan, home, a, b, c, bias, residual, alpha, beta, stream, scale_a, scale_b)
 
 
-def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int):
+def _scale_vector(home: arrays.Home, s, dev: int):
+    """An 8-bit product's scale as the kernel reads it: contiguous fp32 on `dev`; the tensor itself where it
+    is one."""
+    torch = home.torch
+    if s.dtype == torch.float32 and s.is_contiguous() and s.device.index == dev:
+        return s
+    return s.detach().reshape(-1).to(device=f"cuda:{dev}", dtype=torch.float32).clone()
+
+
+def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int,
+         scale_a=None, scale_b=None):
     req = plan.request
     dev = plan.device
     ka, pa = _operand(home, a, plan.a, dev, stream)
@@ -218,6 +229,7 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
         kr = home.contiguous(residual) if plan.r.copy else residual
         pr = home.ptr(kr)
     pf, pi, keep_ws = _scratch_for(plan, home, stream) if plan.scratch else (0, 0, None)
+    ks = [None if x is None else _scale_vector(home, x, dev) for x in (scale_a, scale_b)]
     maps = _maps(plan, pa, pb, pc) if plan.maps else ()
 
     s = plan.slots
@@ -231,6 +243,9 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
             slots[s["bias"]].value, slots[s["r"]].value = pbias, pr
         if "ws_floats" in s:
             slots[s["ws_floats"]].value, slots[s["ws_ints"]].value = pf, pi
+        if "scale_a" in s:
+            slots[s["scale_a"]].value = home.ptr(ks[0]) if ks[0] is not None else 0
+            slots[s["scale_b"]].value = home.ptr(ks[1]) if ks[1] is not None else 0
         if maps and maps is not plan.loaded_maps:
             first = s["maps"]
             for i, raw in enumerate(maps):
@@ -249,5 +264,5 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
                            plan.second_pack.address, 0)
     if target is not out:
         home.copy_into(c, target)  # C's layout was not row-major: the result goes back into it
-    del ka, kb, vec, kr, keep_ws  # (alive until the launches are queued; the allocators order their reuse)
+    del ka, kb, vec, kr, keep_ws, ks  # (alive until the launches are queued; the allocators order their reuse)
     return out

@@ -342,7 +342,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     # the second kernel's (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, bias, R, ldr, flags)
     second_pack = None if second is None else launch.ArgPack(
         (np.int32(req.m), np.int32(req.n), np.int32(p.get("SPLIT_K", 1)), np.float32(1), np.float32(0), _NULL,
-         np.int32(ldc), _NULL, _NULL, _NULL, np.int32(ldr), np.int32(req.flags)))
+         np.int32(ldc), _NULL, _NULL, _NULL, np.int32(ldr), np.int32(req.epilogue_flags)))
     after = launch.function_handle(prepared.after) if prepared.after is not None else 0
     second_launch = None
     if second is not None and spec.second_kernel.dependent:
@@ -385,4 +385,7 @@ def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_ma
             values += [tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))] * n_maps
         elif group == "batch":
             values += [np.int32(req.batch), *(np.int64(x) for x in strides)]
+        elif group == "scales":
+            slots["scale_a"], slots["scale_b"] = len(values), len(values) + 1
+            values += [_NULL, _NULL]
     return values, slots

@@ -207,8 +207,9 @@ class Trace:
 # - "tensor_maps": the maps `tensor_maps` describes, by value;
 # - "batch": the number of products and the element strides between A's, B's, C's and R's matrices (int,
 #   then four 64-bit integers; 0 for an operand every product shares). A rung that takes it runs a batch of
-#   products in one launch (its BATCHED template parameter on: grid.z, or the persistent grid's tiles).
-ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps", "batch")
+#   products in one launch (its BATCHED template parameter on: grid.z, or the persistent grid's tiles);
+# - "scales": 8-bit inputs' scales, of A and of B (fp32 pointers; their kinds are in the epilogue flags).
+ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps", "batch", "scales")
 
 
 @dataclass(frozen=True)

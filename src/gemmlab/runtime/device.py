@@ -131,6 +131,7 @@ TENSOR_FLOP_PER_CLK_PER_SM = {
 }
 BF16_MIN_CC = (8, 0)
 TF32_MIN_CC = (8, 0)
+FP8_MIN_CC = (8, 9)   # e4m3 / e5m2 tensor cores: Ada and Hopper on (gemmlab's 8-bit rung needs Hopper)
 
 
 def tensor_flop_per_clk_per_sm(cc: tuple[int, int], dtype: str, precision: str | None = None) -> int | None:
@@ -144,6 +145,8 @@ def tensor_flop_per_clk_per_sm(cc: tuple[int, int], dtype: str, precision: str |
         return per // 2 if precision == "tf32" and cc >= TF32_MIN_CC else None
     if dtype == "bfloat16":
         return per if cc >= BF16_MIN_CC else None
+    if dtype in ("float8_e4m3fn", "float8_e5m2"):  # twice the 16-bit rate, where the tensor cores take them
+        return 2 * per if cc >= FP8_MIN_CC else None
     return per if dtype == "float16" else None
 
 

@@ -42,6 +42,11 @@
 //   the tile of C^T into C (each warp store 32-byte pieces of C's rows). (Before this, a row-major B was
 //   first transposed into a temporary, a tenth of the call's time at 4096^3.) TMA needs 16-byte aligned rows (leading dimensions multiples of 16 bytes, aligned base):
 //   the API copies other operands into row-padded arrays first (a copy costs less than a lower rung).
+// - 8-bit floats (A_TYPE 5 e4m3, 6 e5m2; k = 32 per wgmma): a k step is still one 128-byte swizzle row, now
+//   128 elements, so the ring, the maps and the descriptors are the 16-bit path's with half the elements'
+//   bytes. The instruction reads both operands K-major only: B^T given (B_LAYOUT 2), as a linear layer's
+//   weight is. Scales (one per tensor, or one per row of A and per column of B) multiply the accumulators
+//   once a unit's k steps are done (scale_accumulators); alpha, bias and the rest follow as for any input.
 // - Epilogue: 16-bit outputs with beta == 0 and no residual (plain, or a linear layer's act(alpha * acc +
 //   bias)) go through shared memory and TMA stores (store_tma), so that the writes to C drain while the next
 //   tile's main loop runs. Otherwise a plain epilogue (alpha, beta * C) or a linear layer's, with or without
@@ -520,13 +525,67 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
     if (tid_wg == 0) *reinterpret_cast<volatile int*>(flag) = 0;
 }
 
+// 8-bit inputs: a consumer's accumulators times their scales, alpha left to the epilogue. `scales`: A's mode in
+// bits 0-1, B's in 2-3 (EPI_SCALE_ONE: scale_a[0] / scale_b[0] for the whole matrix; EPI_SCALE_VECTOR: one per
+// row of A, scale_a[row], or per column of B, scale_b[col]). Accumulator (mt, 4 j + 2 h + q) of a thread holds
+// row acc_row(mt, warp, g, h) and column 8 j + 2 t + q of the consumer's block; rows and columns past the
+// matrix take 0 (they are never stored).
+template <int MT, int ACC>
+__device__ __forceinline__ void scale_accumulators(float (&acc)[MT][ACC], const float* __restrict__ scale_a,
+                                                   const float* __restrict__ scale_b, int scales, int row0, int col0,
+                                                   int M, int N, int warp, int g, int t) {
+    const int mode_a = scales & 3, mode_b = (scales >> 2) & 3;
+    const float whole = (mode_a == EPI_SCALE_ONE ? __ldg(scale_a) : 1.0f) * (mode_b == EPI_SCALE_ONE ? __ldg(scale_b) : 1.0f);
+    float rs[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + acc_row(mt, warp, g, h);
+            rs[mt][h] = mode_a == EPI_SCALE_VECTOR ? (row < M ? __ldg(scale_a + row) * whole : 0.0f) : whole;
+        }
+    }
+    if (mode_b == EPI_SCALE_VECTOR) {
+        // Column scales a warp at a time: lane l loads column 32 c + l of each 32 (coalesced, all in flight
+        // at once), and the thread of (g, t) takes its columns 8 j + 2 t + q from lane 8 (j % 4) + 2 t + q of
+        // chunk j / 4 by shuffle. (One load per column each, in turn, waited on one after another: per-row
+        // scales ran at 0.85 of per-tensor ones at 4096^3.)
+        const int lane = 4 * g + t;
+        float chunk[ACC / 16];
+#pragma unroll
+        for (int c = 0; c < ACC / 16; ++c) {
+            const int col = col0 + 32 * c + lane;
+            chunk[c] = col < N ? __ldg(scale_b + col) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < ACC / 4; ++j) {
+            const float c0 = __shfl_sync(0xffffffffu, chunk[j / 4], 8 * (j % 4) + 2 * t);
+            const float c1 = __shfl_sync(0xffffffffu, chunk[j / 4], 8 * (j % 4) + 2 * t + 1);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    acc[mt][4 * j + 2 * h] *= rs[mt][h] * c0;
+                    acc[mt][4 * j + 2 * h + 1] *= rs[mt][h] * c1;
+                }
+            }
+        }
+    } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int j = 0; j < ACC; ++j) acc[mt][j] *= rs[mt][(j >> 1) & 1];
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------ kernel
 
 // BM: rows of C per tile (two consumer warpgroups of BM / 2 rows; BM / 2 = 64 or 128); BN: columns per
 // tile (128 or 256); BK is one 128-byte swizzle row (64 fp16/bf16, 32 tf32); STAGES: slots in the TMA
 // ring; HELD: slots a consumer holds (1: wait for this slot's own wgmmas, then release it; 2: release the
 // previous slot once this one's wgmmas are issued, which keeps the tensor cores queued but holds two
-// slots per consumer); SCHEDULE: 1 cooperative, 2 ping-pong (see the header); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage); C_TYPE: 1 fp32, 2 fp16,
+// slots per consumer); SCHEDULE: 1 cooperative, 2 ping-pong (see the header); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage), 5 e4m3, 6 e5m2; C_TYPE: 1 fp32, 2 fp16,
 // 3 bf16; B_LAYOUT: 1 B row-major (K x N, read N-major), 2 B^T given (N x K, read K-major; tf32 needs it),
 // 3 tf32 with B row-major: the tile is of C^T = B^T A^T (see SWAP; HELD is then 1); CLUSTER: 1 or 2 blocks
 // sharing B; STREAM_K: 1 compiles stream-K for the last rounds of tiles (work_unit; sk_ws, sk_flags and
@@ -543,11 +602,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
            int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
            const TensorMap& tmap_a, const TensorMap& tmap_b, const TensorMap& tmap_c, float* __restrict__ sk_ws,
            int* __restrict__ sk_flags, int sk_tiles_arg, int batch, long long sa, long long sb, long long sc,
-           long long sr) {
+           long long sr, const float* __restrict__ scale_a, const float* __restrict__ scale_b) {
     typedef typename Out<C_TYPE>::T OutT;
-    constexpr int ELEM = A_TYPE == 3 ? 4 : 2;    // bytes per input element (tf32 travels as fp32)
-    constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16 or 32 tf32
-    constexpr int KSTEP = 32 / ELEM;             // k per wgmma: 16 (fp16/bf16) or 8 (tf32), 32 bytes either way
+    constexpr bool FP8 = A_TYPE == 5 || A_TYPE == 6;
+    constexpr int ELEM = A_TYPE == 3 ? 4 : FP8 ? 1 : 2;  // bytes per input element (tf32 travels as fp32)
+    constexpr int BK = 128 / ELEM;               // one 128-byte swizzle row: 64 fp16/bf16, 32 tf32, 128 e4m3/e5m2
+    constexpr int KSTEP = 32 / ELEM;             // k per wgmma: 16 (fp16/bf16), 8 (tf32), 32 (8-bit): 32 bytes each
+    // 8-bit inputs' scales (above the epilogue's own flags): applied to the accumulators once a unit's k steps
+    // are done, before anything else sees them (stream-K's and split-K's partial sums included: they add up).
+    const int scales = epilogue >> EPI_SCALE_SHIFT;
+    epilogue &= EPI_FLAGS_MASK;
     // B_LAYOUT 3 (SWAP): the tile is of D = C^T = B^T A^T: the wgmma's A is B^T, read from B's N-major tile into
     // registers, and its B is A^T, which is A read K-major (as B^T is with B_LAYOUT 2). Rows of a tile are
     // columns of C (N), its columns rows of C (M).
@@ -555,6 +619,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr bool B_KMAJOR = B_LAYOUT != 1;     // the wgmma's B operand read K-major (B^T given, or A^T)
     static_assert(B_LAYOUT >= 1 && B_LAYOUT <= 3, "B_LAYOUT: 1 row-major K x N, 2 K-major (B^T given, N x K), 3 swapped (tf32)");
     static_assert(A_TYPE != 3 || B_KMAJOR, "tf32 wgmma reads B K-major only (B_LAYOUT 2 or 3)");
+    static_assert(!FP8 || B_LAYOUT == 2, "8-bit wgmma reads B K-major only: B^T given (B_LAYOUT 2)");
     static_assert(!SWAP || A_TYPE == 3, "B_LAYOUT 3 (operands swapped) is the tf32 path for a row-major B");
     // With A in registers, a k step's fragments must stay untouched until its wgmmas complete: one slot held.
     constexpr int HOLD = SWAP ? 1 : HELD;
@@ -594,11 +659,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int EPI_REGION = WG_M * (TMA_STORE && 256 > EPI_PITCH * 4 ? 256 : EPI_PITCH * 4);
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
-    static_assert(BN == 128 || BN == 256 || (BN == 192 && A_TYPE != 3), "BN must be 128 or 256 (192: fp16 / bf16)");
+    static_assert(BN == 128 || BN == 256 || (BN == 192 && A_TYPE <= 2), "BN must be 128 or 256 (192: fp16 / bf16)");
     static_assert(MT * ACC <= 128, "at most 128 accumulators per consumer thread (BM x BN <= 128 x 256)");
     static_assert(STAGES >= 2, "the TMA ring needs at least two slots");
     static_assert(HELD == 1 || HELD == 2, "HELD: 1 or 2 slots per consumer");
-    static_assert(A_TYPE >= 1 && A_TYPE <= 3, "A_TYPE: 1 fp16, 2 bf16, 3 tf32");
+    static_assert(A_TYPE >= 1 && A_TYPE <= 6 && A_TYPE != 4, "A_TYPE: 1 fp16, 2 bf16, 3 tf32, 5 e4m3, 6 e5m2");
+    static_assert(!FP8 || BATCHED == 0, "8-bit inputs: one product per launch");
     static_assert(C_TYPE >= 1 && C_TYPE <= 3, "C_TYPE: 1 fp32, 2 fp16, 3 bf16");
     static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2 blocks");
     // With a cluster, each block copies 1 / CLUSTER of the B tile and multicasts it to all blocks.
@@ -932,6 +998,11 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             if constexpr (DEFERRED) {
                 while (held_boxes > 0) store_next();  // a unit of fewer k steps than boxes
             }
+            if constexpr (FP8) {
+                if (scales != 0)
+                    scale_accumulators<MT, ACC>(acc, scale_a, scale_b, scales, tile_row * BM + (PINGPONG ? 0 : cw * WG_M),
+                                                tile_col * BN, M, N, warp, g, t);
+            }
 #ifdef GEMMLAB_TRACE
             if (tid_wg == 0) TRACE_UNIT(cw, started, 3, clock64());
 #endif
@@ -1094,11 +1165,12 @@ struct EnableIf<true> {
         float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,                \
         const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, const __grid_constant__ TensorMap tmap_a, \
         const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
-        int* __restrict__ sk_flags, int sk_tiles, int batch, long long sa, long long sb, long long sc, long long sr
+        int* __restrict__ sk_flags, int sk_tiles, int batch, long long sa, long long sb, long long sc, long long sr, \
+        const float* __restrict__ scale_a, const float* __restrict__ scale_b
 #define WGMMA_BODY                                                                                                 \
     wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER, BATCHED, SPLIT_K>(        \
         M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles,  \
-        batch, sa, sb, sc, sr)
+        batch, sa, sb, sc, sr, scale_a, scale_b)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
           int STREAM_K, int DEFER, int BATCHED, int SPLIT_K>

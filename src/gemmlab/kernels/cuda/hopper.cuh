@@ -259,10 +259,26 @@ __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.
 // fp16 / bf16 (k = 16): immediates scale-d 1, scale-a 1, scale-b 1, transpose-a 0, transpose-b TRANS_B
 // (1: B N-major, row-major K x N; 0: B K-major, given as B^T). tf32 (k = 8): both operands must be K-major (B given as N x K), and the
 // instruction has no transpose immediates; the tensor cores use the top 19 bits of each fp32 input.
+// e4m3 / e5m2 (A_TYPE 5 / 6, k = 32): both operands K-major, no transpose immediates, as tf32.
 template <int N, int A_TYPE, int TRANS_B>
 __device__ __forceinline__ void wgmma_step(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
     static_assert(N == 128 || N == 192 || N == 256, "wgmma tiles of N = 128, 192 or 256 columns");
-    if constexpr (N == 192) {  // (fp16 / bf16: a tile width that fills the last round of some shapes, e.g. 3000^3)
+    if constexpr (A_TYPE == 5 || A_TYPE == 6) {
+        static_assert(N != 192, "N = 192 is built for fp16 / bf16");
+        if constexpr (N == 256 && A_TYPE == 5) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {" WG_REGS128 "}, %128, %129, 1, 1, 1;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
+        } else if constexpr (N == 256) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2 {" WG_REGS128 "}, %128, %129, 1, 1, 1;\n"
+                         : WG_ACC64(0), WG_ACC64(64) : "l"(desc_a), "l"(desc_b));
+        } else if constexpr (A_TYPE == 5) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" WG_REGS64 "}, %64, %65, 1, 1, 1;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2 {" WG_REGS64 "}, %64, %65, 1, 1, 1;\n"
+                         : WG_ACC64(0) : "l"(desc_a), "l"(desc_b));
+        }
+    } else if constexpr (N == 192) {  // (fp16 / bf16: a tile width that fills the last round of some shapes, e.g. 3000^3)
         static_assert(A_TYPE != 3, "N = 192 is built for fp16 / bf16");
         if constexpr (A_TYPE == 1) {
             asm volatile("wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {" WG_REGS96 "}, %96, %97, 1, 1, 1, 0, %98;\n"

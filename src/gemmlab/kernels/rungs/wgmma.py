@@ -1,4 +1,5 @@
-"""Rung 15: Hopper wgmma fed by TMA, warp-specialised and persistent (fp16 / bf16 in, fp32 accumulate).
+"""Rung 15: Hopper wgmma fed by TMA, warp-specialised and persistent (fp16 / bf16 in, also tf32 and the 8-bit
+e4m3 / e5m2 with scales; fp32 accumulate).
 
 Built for sm_90a only (wgmma and setmaxnreg exist on no other target). The element types and the epilogue
 follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launch needs beyond the common
@@ -11,7 +12,7 @@ a C of few tiles is split (SPLIT_K, `split_for`): fp32 slabs per slice and a sec
 
 from __future__ import annotations
 
-from ...formats import type_code_problems
+from ...formats import FP8_TYPES, type_code_problems
 from ..spec import (KernelSpec, Launch, Param, SecondKernel, Staging, TensorMapBox, Trace, Traffic, Workspace, cdiv,
                     rows_16_byte_aligned)
 from . import mma_sync
@@ -23,6 +24,7 @@ ALIGN_SLACK = 1024      # the kernel rounds the dynamic shared-memory base up to
 
 
 COOPERATIVE, PINGPONG = 1, 2  # SCHEDULE values
+A_TYPE_CODES = {**mma_sync.INPUT_TYPES, **FP8_TYPES}  # the input types this rung takes
 B_ROW_MAJOR, B_KMAJOR, B_SWAPPED = 1, 2, 3  # B_LAYOUT: B as given (K x N row-major), B^T given (N x K), or
 #                                           tf32 on row-major B computed as C^T = B^T A^T
 EPI_PITCH = 40          # fp32 per staged row of the epilogue (32 columns + 8 of padding)
@@ -59,8 +61,8 @@ def _constraints(p: dict[str, int]) -> list[str]:
                     "each would be below wgmma's 64")
     if bn not in (128, 192, 256):
         errs.append(f"BN = {bn}: the wgmma tiles used are 128, 192 or 256 columns wide")
-    elif bn == 192 and p["A_TYPE"] == mma_sync.TF32:
-        errs.append("BN = 192 is built for fp16 / bf16; tf32 takes 128 or 256")
+    elif bn == 192 and p["A_TYPE"] not in mma_sync.A_TYPES.values():
+        errs.append("BN = 192 is built for fp16 / bf16; tf32 and 8-bit inputs take 128 or 256")
     if p.get("STREAM_K") and p["SCHEDULE"] != COOPERATIVE:
         errs.append("STREAM_K = 1 needs the cooperative schedule (SCHEDULE = 1): ping-pong consumers take whole "
                     "tiles in turn")
@@ -69,8 +71,13 @@ def _constraints(p: dict[str, int]) -> list[str]:
                     "row-major B, computed transposed)")
     elif p["A_TYPE"] == mma_sync.TF32 and p["B_LAYOUT"] == B_ROW_MAJOR:
         errs.append("A_TYPE = 3 (tf32) reads B K-major only: B_LAYOUT must be 2 (B^T given) or 3 (computed transposed)")
+    elif p["A_TYPE"] in FP8_TYPES.values() and p["B_LAYOUT"] != B_KMAJOR:
+        errs.append(f"A_TYPE = {p['A_TYPE']} (8-bit) reads B K-major only: B_LAYOUT must be 2 (B^T given: an N x K "
+                    "weight W passed as W.t())")
     elif p["A_TYPE"] != mma_sync.TF32 and p["B_LAYOUT"] == B_SWAPPED:
         errs.append("B_LAYOUT = 3 (computed transposed) is the tf32 path; 16-bit types read a row-major B as it is (1)")
+    if p["A_TYPE"] in FP8_TYPES.values() and p.get("BATCHED"):
+        errs.append("8-bit inputs run one product per launch (BATCHED = 0)")
     if p["SPLIT_K"] > 1 and (p.get("STREAM_K") or p.get("BATCHED")):
         errs.append(f"SPLIT_K = {p['SPLIT_K']} goes without stream-K (STREAM_K = 0) and a batch (BATCHED = 0)")
     if p["SCHEDULE"] not in (COOPERATIVE, PINGPONG):
@@ -87,7 +94,7 @@ def _constraints(p: dict[str, int]) -> list[str]:
     if smem_bytes(p) > SMEM_LIMIT:
         errs.append(f"STAGES = {p['STAGES']} x ({bm} + {bn}) x {BK} 16-bit elements need {smem_bytes(p)} bytes of "
                     f"shared memory, over the {SMEM_LIMIT // 1024} KiB a block may have")
-    errs += type_code_problems(p, mma_sync.INPUT_TYPES)
+    errs += type_code_problems(p, A_TYPE_CODES)
     return errs
 
 
@@ -135,9 +142,10 @@ SK_MAX_K_BYTES = 16384  # and a row of an operand panel (K x element bytes) is a
 
 
 def element_bytes(p: dict[str, int]) -> int:
-    """Bytes per input element: 4 for tf32 (fp32 storage), 2 for fp16 / bf16. A k step (one 128-byte
-    swizzle row) holds 128 / element_bytes of them."""
-    return 4 if p["A_TYPE"] == mma_sync.TF32 else 2
+    """Bytes per input element: 4 for tf32 (fp32 storage), 2 for fp16 / bf16, 1 for e4m3 / e5m2. A k step
+    (one 128-byte swizzle row) holds 128 / element_bytes of them."""
+    a = p["A_TYPE"]
+    return 4 if a == mma_sync.TF32 else 1 if a in FP8_TYPES.values() else 2
 
 
 def cluster_tiles(m: int, n: int, p: dict[str, int]) -> int:
@@ -439,8 +447,8 @@ SPEC = KernelSpec(
                                      "they take alternate tiles, so one's epilogue overlaps the other's main loop"),
         Param("GROUP_M", 16, GROUP_CHOICES, "tile rows per group of the persistent tile order (the heuristic: "
                                             "best_group, the least panel footprint per wave)"),
-        Param("A_TYPE", 2, tuple(mma_sync.INPUT_TYPES.values()),
-              "input type of A and B: 1 fp16, 2 bf16, 3 tf32 (set from the dtype and precision)"),
+        Param("A_TYPE", 2, tuple(A_TYPE_CODES.values()),
+              "input type of A and B: 1 fp16, 2 bf16, 3 tf32, 5 e4m3, 6 e5m2 (set from the dtype and precision)"),
         Param("C_TYPE", 1, tuple(mma_sync.C_TYPES.values()), "output type: 1 fp32, 2 fp16, 3 bf16 (set from out_dtype)"),
         Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR, B_SWAPPED),
               "1: B row-major (K x N); 2: B^T given (N x K, read K-major); 3: tf32 on a row-major B, computed as "
@@ -467,9 +475,9 @@ SPEC = KernelSpec(
     heuristic=_heuristic,
     min_cc=(9, 0),
     targets=("sm_90a",),
-    dtypes=("float16", "bfloat16"),
+    dtypes=("float16", "bfloat16", *FP8_TYPES),
     precisions=("tf32",),
-    arguments=("epilogue", "tensor_maps", "workspace", "batch"),
+    arguments=("epilogue", "tensor_maps", "workspace", "batch", "scales"),
     type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT", "BATCHED"),
     batch_params={"STREAM_K": 0, "SPLIT_K": 1},
     persistent=True,
