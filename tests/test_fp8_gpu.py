@@ -177,3 +177,19 @@ def test_repeat_calls_and_graph_capture():
     torch.cuda.synchronize()
     assert torch.allclose(out, first, rtol=1e-6, atol=0)
     assert math.isfinite(float(out.abs().max()))
+
+
+def test_torch_compile_traces_the_8_bit_product():
+    """Under torch.compile the product goes through torch.ops.gemmlab.scaled_matmul, whole graph, same result."""
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    qa, sa, qw, sw = _operands(256, 384, 512, "float8_e4m3fn", gen)
+    bias = torch.randn(384, generator=gen, device="cuda")
+
+    def layer(x, xs, w, ws):
+        return gemmlab.matmul(x, w.t(), scale_a=xs, scale_b=ws.t(), bias=bias, activation="gelu_tanh", alpha=0.5)
+
+    eager = layer(qa, sa, qw, sw)
+    compiled = torch.compile(layer, fullgraph=True)(qa, sa, qw, sw)
+    assert compiled.dtype == torch.bfloat16
+    assert torch.equal(compiled, eager)
+

@@ -25,7 +25,14 @@ def matmul(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bia
     kw = dict(alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias, activation=activation,
               residual=residual, out_dtype=out_dtype, precision=precision, **params)
     if scale_a is not None or scale_b is not None or "float8" in str(getattr(a, "dtype", "")):
-        # 8-bit inputs: one product, straight to the call (no autograd through a quantized product)
+        # 8-bit inputs: one product (no autograd through quantized values); torch.compile traces its operator
+        if "torch" in _sys.modules:
+            import torch
+
+            if isinstance(a, torch.Tensor) and torch.compiler.is_compiling():
+                from .torch.ops import ROUTER
+
+                return ROUTER.call_scaled(a, b, c, scale_a=scale_a, scale_b=scale_b, **kw)
         return _call.matmul(a, b, c, scale_a=scale_a, scale_b=scale_b, **kw)
     nda, ndb = getattr(a, "ndim", 2), getattr(b, "ndim", 2)
     for name, x, nd in (("A", a, nda), ("B", b, ndb)):

@@ -75,7 +75,7 @@ def _scale_key(sig, s):
     return None if s is None else "number" if checks.is_number(s) else sig(s)
 
 
-def _fold_scales(alpha, scale_a, scale_b):
+def fold_scales(alpha, scale_a, scale_b):
     """alpha times the scales given as numbers, and the scales the kernel reads (tensors; None for numbers)."""
     for s in (scale_a, scale_b):
         if s is not None and checks.is_number(s):
@@ -140,7 +140,7 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
             home = arrays.home(arrays.TORCH_CUDA if sig is _torch_sig else arrays.CUPY)
             if scale_a is None and scale_b is None:
                 return _run_cached(p, home, a, b, c, bias, residual, alpha, beta, stream)
-            folded, sa, sb = _fold_scales(alpha, scale_a, scale_b)
+            folded, sa, sb = fold_scales(alpha, scale_a, scale_b)
             if folded - folded == 0:
                 return _run_cached(p, home, a, b, c, bias, residual, folded, beta, stream, sa, sb)
     return _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision,
@@ -195,7 +195,7 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
         return _matmul_cpu(kernel, a, b, c, kinds, alpha, beta, params)
     req = checks.check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, out_dtype, precision,
                             params, scale_a, scale_b)
-    alpha, scale_a, scale_b = _fold_scales(alpha, scale_a, scale_b)
+    alpha, scale_a, scale_b = fold_scales(alpha, scale_a, scale_b)
     checks.check_scalars(alpha, beta)
     if kernel == AUTO and not device.gpu_available() and all(arrays.is_host(kd) for kd in kinds if kd):
         return _cpu_fallback(req, a, b, c, kinds, alpha, beta, bias, residual)

@@ -64,6 +64,29 @@ def _matmul_fake(a, b, c, bias, residual, alpha, beta, activation, out_dtype, pr
     return a.new_empty((_batch_of(a, b), a.shape[-2], b.shape[-1]), dtype=dtype)
 
 
+@torch.library.custom_op("gemmlab::scaled_matmul", mutates_args=())
+def scaled_matmul_op(a: torch.Tensor, b: torch.Tensor, scale_a: Optional[torch.Tensor], scale_b: Optional[torch.Tensor],
+                     c: Optional[torch.Tensor], bias: Optional[torch.Tensor], residual: Optional[torch.Tensor],
+                     alpha: float, beta: float, activation: Optional[str], out_dtype: Optional[torch.dtype],
+                     kernel: str, params: str) -> torch.Tensor:
+    """act(alpha·(scale_a·A)·(scale_b·B) + beta·C + bias) + R for 8-bit A and B, as a new tensor (see
+    gemmlab.matmul; scales given as numbers are folded into alpha before the operator). No autograd: the
+    8-bit values are not differentiable, as for torch._scaled_mm."""
+    if c is not None:
+        c = c.clone()
+    return _call.matmul(a, b, c, alpha=alpha, beta=beta, kernel=kernel, bias=bias, activation=activation,
+                        residual=residual, out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, **_parse(params))
+
+
+@scaled_matmul_op.register_fake
+def _scaled_matmul_fake(a, b, scale_a, scale_b, c, bias, residual, alpha, beta, activation, out_dtype, kernel, params):
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "gemmlab.matmul: 8-bit inputs run one 2-D product per call")
+    torch._check(a.shape[1] == b.shape[0],
+                 lambda: f"gemmlab.matmul: inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
+    dtype = out_dtype if out_dtype is not None else c.dtype if c is not None else torch.bfloat16
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=dtype)
+
+
 def _batch_of(a, b):
     """The products of a batched call: A's or B's leading dimension (a 2-D operand, or a batch of one, is
     shared by all)."""
@@ -214,6 +237,25 @@ class Router:
             y = _Matmul.apply(*args)
         else:
             y = matmul_op(*args)
+        if c is not None:
+            c.copy_(y)
+            return c
+        return y
+
+
+    def call_scaled(self, a, b, c=None, *, scale_a=None, scale_b=None, alpha=1.0, beta=0.0, kernel="auto",
+                    stream=None, bias=None, activation=None, residual=None, out_dtype=None, precision=None, **params):
+        """An 8-bit product through `scaled_matmul_op` (under torch.compile): number scales folded into alpha."""
+        if stream is not None:
+            raise ValueError("gemmlab.matmul: stream= is not taken under torch.compile; enter torch.cuda.stream(s) "
+                             "around the compiled call instead")
+        if precision is not None:
+            raise ValueError(f"precision={precision!r}: 8-bit inputs run at their own precision")
+        alpha, scale_a, scale_b = _call.fold_scales(alpha, scale_a, scale_b)
+        if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+            out_dtype = getattr(torch, dtype_label(out_dtype))
+        y = scaled_matmul_op(a, b, scale_a, scale_b, c, bias, residual, float(alpha), float(beta),
+                             check_activation(activation), out_dtype, kernel, params_text(params))
         if c is not None:
             c.copy_(y)
             return c

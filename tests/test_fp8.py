@@ -1,0 +1,131 @@
+"""8-bit inputs without a GPU: the formats table, the scales' layouts and their errors, the choice of rung and
+parameters, quantize / dequantize, and the torch operator's fake (what torch.compile traces)."""
+
+import pytest
+
+import gemmlab
+from gemmlab import formats
+from gemmlab.api import checks, explain_choice
+
+torch = pytest.importorskip("torch")
+
+
+def test_formats_table_knows_the_8_bit_types():
+    for dt, name in (("float8_e4m3fn", "e4m3"), ("float8_e5m2", "e5m2")):
+        f = formats.number_format(dt)
+        assert f.name == name and f.itemsize == 1 and f.is_fp8 and f.out_dtype == "bfloat16" and f.needs_torch
+        assert formats.element_bytes(dt) == 1 and formats.ELEMENT_TYPES[dt] in (5, 6)
+    assert formats.dtype_label(torch.float8_e4m3fn) == "float8_e4m3fn" and formats.dtype_label("e5m2") == "float8_e5m2"
+    # the scales' kinds sit above the epilogue's own six bits, which split-K's second launch takes alone
+    flags = formats.epilogue_flags("col", "silu", True, "row", "col")
+    assert flags & 63 == formats.epilogue_flags("col", "silu", True) and flags >> 6 == 2 | 2 << 2
+
+
+@pytest.mark.parametrize("shape, mode", [((), "tensor"), ((1,), "tensor"), ((1, 1), "tensor"), ((64, 1), "row"),
+                                         ((64,), "row")])
+def test_scale_a_layouts(shape, mode):
+    assert _mode("scale_a", torch.ones(shape)) == mode
+
+
+@pytest.mark.parametrize("shape, mode", [((1,), "tensor"), ((1, 128), "col"), ((128,), "col")])
+def test_scale_b_layouts(shape, mode):
+    assert _mode("scale_b", torch.ones(shape)) == mode
+
+
+def _mode(name, s, m=64, n=128, k=256, dtype="float8_e4m3fn"):
+    """checks.scale_mode with the placement check passed (these tensors are on the CPU)."""
+    from gemmlab import arrays
+
+    real = arrays.kind_of
+    arrays.kind_of = lambda x: arrays.TORCH_CUDA if x is s else real(x)
+    try:
+        return checks.scale_mode(name, s, m, n, dtype, k)
+    finally:
+        arrays.kind_of = real
+
+
+def test_scale_errors_name_the_fault():
+    with pytest.raises(ValueError, match="block scales"):
+        _mode("scale_a", torch.ones(64, 2))                 # 1 x 128 blocks of A at K = 256
+    with pytest.raises(ValueError, match="block scales"):
+        _mode("scale_b", torch.ones(2, 1))                  # 128 x 128 blocks of B at K = 256, N = 128
+    with pytest.raises(ValueError, match=r"scale_b must be one element, or 1 x N = 1 x 128"):
+        _mode("scale_b", torch.ones(128, 1))                # N x 1: the transpose of what is meant
+    with pytest.raises(ValueError, match="scale_a must be"):
+        _mode("scale_a", torch.ones(63, 1))
+    with pytest.raises(ValueError, match="8-bit inputs"):
+        checks.scale_mode("scale_a", 2.0, 64, 128, "bfloat16", 256)
+    with pytest.raises(TypeError, match="float tensor"):
+        _mode("scale_a", torch.ones(64, 1, dtype=torch.int32))
+    with pytest.raises(TypeError, match="on the GPU"):
+        checks.scale_mode("scale_a", torch.ones(1), 64, 128, "float8_e4m3fn", 256)
+    with pytest.raises(ValueError, match="finite"):
+        checks.scale_mode("scale_a", float("inf"), 64, 128, "float8_e4m3fn", 256)
+    assert checks.scale_mode("scale_a", 0.5, 64, 128, "float8_e4m3fn", 256) is None   # a number: into alpha
+
+
+def test_numbers_fold_into_alpha():
+    from gemmlab.api.call import fold_scales
+
+    t = torch.ones(1)
+    assert fold_scales(2.0, 0.5, 3.0) == (3.0, None, None)
+    alpha, sa, sb = fold_scales(2.0, t, 0.25)
+    assert alpha == 0.5 and sa is t and sb is None
+
+
+def test_rung_15_takes_8_bit_inputs_with_b_k_major_only():
+    c = explain_choice("float8_e4m3fn", shape=(4096, 4096, 4096), cc=(9, 0), sm_count=132, b_kmajor=True)
+    assert c.spec.name == "wgmma" and c.params["A_TYPE"] == 5 and c.params["B_LAYOUT"] == 2
+    assert c.params["C_TYPE"] == formats.C_TYPES["bfloat16"]                # bf16 out by default
+    with pytest.raises(ValueError, match="K-major"):
+        explain_choice("e5m2", shape=(4096, 4096, 4096), cc=(9, 0), sm_count=132, b_kmajor=False)
+    with pytest.raises(TypeError, match="no GPU kernel"):
+        explain_choice("e4m3", shape=(4096, 4096, 4096), cc=(8, 0), sm_count=108, b_kmajor=True)
+    spec = gemmlab.kernels()[14]
+    assert spec.name == "wgmma"
+    assert spec.problems({**spec.defaults, "A_TYPE": 5, "B_LAYOUT": 2, "BN": 192})      # 192 is 16-bit only
+    assert not spec.problems({**spec.defaults, "A_TYPE": 6, "B_LAYOUT": 2})
+
+
+@pytest.mark.parametrize("granularity, scale_shape", [("tensor", (1, 1)), ("row", (37, 1)), ("col", (1, 300))])
+@pytest.mark.parametrize("dtype, bound", [("e4m3", 2**-4), ("e5m2", 2**-3)])
+def test_quantize_round_trip(granularity, scale_shape, dtype, bound):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(37, 300, generator=g) * torch.logspace(-2, 2, 300).reshape(1, -1)
+    q, s = gemmlab.quantize(x, dtype, granularity)
+    assert q.dtype == getattr(torch, formats.dtype_label(dtype)) and tuple(s.shape) == scale_shape
+    assert s.dtype == torch.float32
+    back = gemmlab.dequantize(q, s)
+    # every element within the format's half-step of its own magnitude, or of the slice's smallest normal
+    top = {"e4m3": 448.0, "e5m2": 57344.0}[dtype]
+    tiny = {"e4m3": 2.0**-6, "e5m2": 2.0**-14}[dtype]
+    err = (back - x).abs()
+    assert bool((err <= bound * x.abs() + tiny * s.expand_as(x)).all())
+    assert float(q.float().abs().max()) == top            # the largest element lands on the format's top
+
+
+def test_quantize_refuses_what_no_scale_represents():
+    with pytest.raises(ValueError, match="NaN"):
+        gemmlab.quantize(torch.tensor([[1.0, float("nan")]]))
+    with pytest.raises(ValueError, match="granularity"):
+        gemmlab.quantize(torch.ones(2, 2), "e4m3", "block")
+    with pytest.raises(ValueError, match="8-bit float"):
+        gemmlab.quantize(torch.ones(2, 2), "bfloat16")
+    with pytest.raises(ValueError, match="2-D"):
+        gemmlab.quantize(torch.ones(4))
+    q, s = gemmlab.quantize(torch.zeros(3, 4), "e4m3", "row")
+    assert bool((s == 1).all()) and bool((q.float() == 0).all())
+
+
+def test_the_operator_traces_with_a_fake():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from gemmlab.torch.ops import scaled_matmul_op
+
+    with FakeTensorMode():
+        a = torch.empty(64, 256, dtype=torch.float8_e4m3fn)
+        b = torch.empty(128, 256, dtype=torch.float8_e4m3fn).t()
+        y = scaled_matmul_op(a, b, torch.empty(64, 1), None, None, None, None, 1.0, 0.0, None, None, "auto", "")
+        assert tuple(y.shape) == (64, 128) and y.dtype == torch.bfloat16
+        y = scaled_matmul_op(a, b, None, None, None, None, None, 1.0, 0.0, "silu", torch.float32, "auto", "")
+        assert y.dtype == torch.float32
