@@ -129,3 +129,12 @@ def test_the_operator_traces_with_a_fake():
         assert tuple(y.shape) == (64, 128) and y.dtype == torch.bfloat16
         y = scaled_matmul_op(a, b, None, None, None, None, None, 1.0, 0.0, "silu", torch.float32, "auto", "")
         assert y.dtype == torch.float32
+
+
+def test_bench_refuses_8_bit_formats_in_one_line():
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "--dtype", "e4m3"])
+    assert res.exit_code != 0 and "does not time e4m3 yet" in res.output
