@@ -1,5 +1,5 @@
-"""The analysis models on hand-worked cases (no GPU): seed 001's counts, seed 000's intensities and
-work / span, seed 002's tile and wave quantization, occupancy, the cache model, bounds, the L2 cliff,
+"""The analysis models on hand-worked cases (no GPU): loads per thread, intensities and
+work / span, tile and wave quantization, occupancy, the cache model, bounds, the L2 cliff,
 explain and the report section."""
 
 import math
@@ -36,7 +36,7 @@ def model(name, m, n, k, params=None, replacement="lru", stream=None):
                         stream=stream)
 
 
-# ----------------------------------------------------------------------------------- seed 001, seed 000
+# ----------------------------------------------------------------------------------- counts and intensity
 
 
 def test_seed_001_four_by_four_eight_accesses_untiled_four_with_two_by_two_tiles():
@@ -90,7 +90,7 @@ def test_every_rung_gets_a_model_and_bounds(spec):
     assert pred.seconds > 0 and pred.limiter.resource in {b.resource for b in pred.bounds}
 
 
-# ----------------------------------------------------------------------------------- seed 002
+# ----------------------------------------------------------------------------------- tile and wave quantization
 
 
 def test_tile_quantization_by_hand():
@@ -115,7 +115,7 @@ def test_partial_waves_with_single_block_speed():
     assert schedule_time_units(288, 132, 2, 0.5) == 4                      # classical: two full waves
     assert schedule_time_units(288, 132, 2, 1.0) == 3                      # the thin wave costs one block-time
     q = quantize(2176, 2176, 4096, 128, 128, 132, 2)
-    assert predicted_efficiency(q) == pytest.approx(q.useful_fraction)     # s1 = 1/b is seed 002's model
+    assert predicted_efficiency(q) == pytest.approx(q.useful_fraction)     # s1 = 1/b is the classical model
 
 
 def test_sawtooth_fit_recovers_a_model_made_sweep():

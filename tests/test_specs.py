@@ -79,7 +79,7 @@ def test_launch_covers_every_element_of_c(spec, mnk):
         assert g.grid[1] <= 65535 and g.grid[2] <= 65535
 
 
-# ---- seed 001: a 4 x 4 product by 2 x 2 blocks: 8 global reads per thread without tiling, 4 with.
+# ---- a 4 x 4 product by 2 x 2 blocks: 8 global reads per thread without tiling, 4 with.
 
 
 def test_seed_001_global_accesses_per_thread():
@@ -88,7 +88,7 @@ def test_seed_001_global_accesses_per_thread():
     assert get("smem_tiled").loads_per_thread(4, 4, 4, {"BLOCK_DIM": 2}) == 4
 
 
-# ---- seed 000: the naive kernel does 2N FLOPs per 8N bytes (1/4 FLOP/byte); tiling multiplies by BLOCK_DIM.
+# ---- the naive kernel does 2N FLOPs per 8N bytes (1/4 FLOP/byte); tiling multiplies by BLOCK_DIM.
 
 
 @pytest.mark.parametrize("n", [64, 1000, 4096])

@@ -1,5 +1,5 @@
 """The execution model: its counts against the specs' analytic models, its thread maps against the CUDA
-sources, seed 001's example, and the rules it enforces (races, barriers, bounds)."""
+sources, a 4 x 4 example, and the rules it enforces (races, barriers, bounds)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_unknown_kernels_are_refused_with_the_known_ones():
         viz.run("no_such_rung", 4)
 
 
-# ------------------------------------------------------------------------------------------ seed 001
+# ------------------------------------------------------------------------------------------ a 4 x 4 example
 
 
 def test_seed_001_eight_reads_per_thread_naive_four_tiled():

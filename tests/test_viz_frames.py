@@ -63,7 +63,7 @@ def _assert_cells_have_their_colours(trace, thread, mode):
 
 
 def test_the_focus_thread_is_highlighted_where_the_model_says():
-    """Seed 001, thread 5 (C[0, 3]): at the first load it reads A[0, 1] and B[0, 3]; at the first compute
+    """The 4 x 4 example, thread 5 (C[0, 3]): at the first load it reads A[0, 1] and B[0, 3]; at the first compute
     frame it reads As[0][0] from shared memory and accumulates C[0, 3]."""
     trace = viz.run("smem_tiled", 4, block=2)
     pic = Picture(trace, 5)

@@ -2,13 +2,13 @@
 
 Models (no GPU; plain functions of M, N, K, parameters, device facts and compiled resources):
   models.model_kernel   everything about one rung at one size: FLOPs, requested traffic, accesses per
-                        thread (seed 001), intensity and work / span (seed 000), occupancy, tile and wave
-                        quantization (seed 002), L1 requests, L2 and DRAM traffic through the caches
+                        thread, intensity and work / span, occupancy, tile and wave
+                        quantization, L1 requests, L2 and DRAM traffic through the caches
   bounds.predict        time bounds from the ceilings (micro) and the limiter
   quantization          the tile / wave model and the sawtooth fit
-  cliff                 the L2 cliff (seed 000)
+  cliff                 the L2 cliff
   explain               numbers, model against measurement, and a paragraph
-  report                the report section (seed 004's Table 1, Table 2 and figures)
+  report                the report section (Table 1, Table 2 and the figures)
 Measurement (GPU): measure (sweeps and calibrations through bench.measure, the harness's records with the SM
 clock), ncu (hardware counters).
 """

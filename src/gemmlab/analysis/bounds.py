@@ -18,7 +18,7 @@ Each bound is the least time a resource needs for the kernel's work on it, at th
              rather than a microbenchmark's, because a wavefront is the unit the hardware serialises
              whatever the access pattern; the L1 and shared microbenchmarks show how close a streaming
              pattern gets to it
-  latency    seed 000's span: each output is a chain of K dependent FMAs (4 cycles apart), once per wave
+  latency    the span: each output is a chain of K dependent FMAs (4 cycles apart), once per wave
              (FP32 formats only: the latency of a chain of tensor-core instructions is not modelled)
 
 For rungs fed by TMA (rung 15) the L1/shared bound is left out: neither the copy engine's writes to

@@ -1,4 +1,4 @@
-"""The L2 cliff (seed 000): the size at which the matrices stop fitting in L2, and what it predicts.
+"""The L2 cliff: the size at which the matrices stop fitting in L2, and what it predicts.
 
 For square N x N fp32 matrices, A, B and C together take 12 N^2 bytes: they fit in an L2 of L bytes up
 to N = sqrt(L / 12) (2090 on a 50 MiB H100). Past that, what a kernel re-reads from DRAM depends on what

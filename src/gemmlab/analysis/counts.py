@@ -1,4 +1,4 @@
-"""Counting models: accesses per thread (seed 001), intensity and work / span (seed 000), L1 and
+"""Counting models: accesses per thread, intensity and work / span, L1 and
 shared-memory requests. Plain functions of (M, N, K, params, device facts); no GPU.
 
 Units: traffic from the spec is in elements; everything here is converted to bytes (`elem` bytes per
@@ -24,7 +24,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# ----------------------------------------------------------------------------------- seed 001 and 000
+# ----------------------------------------------------------------------------------- counts and intensity
 
 
 def active_threads(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geometry) -> int:
@@ -34,20 +34,20 @@ def active_threads(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: 
 
 
 def accesses_per_thread(spec: KernelSpec, m: int, n: int, k: int, params: dict, geo: Geometry) -> float:
-    """Global loads of A and B per computing thread (seed 001: 8 untiled and 4 with 2 x 2 tiles at 4 x 4)."""
+    """Global loads of A and B per computing thread (a 4 x 4 product: 8 untiled and 4 with 2 x 2 tiles)."""
     t = spec.traffic(m, n, k, params)
     return (t.a_loads + t.b_loads) / active_threads(spec, m, n, k, params, geo)
 
 
 def operand_intensity(flops: int, traffic: Traffic, elem: int = ELEM) -> float:
-    """FLOPs per byte of A and B loaded (seed 000: 2N FLOPs over 8N bytes naive, BLOCK_DIM times more tiled)."""
+    """FLOPs per byte of A and B loaded (2N FLOPs over 8N bytes naive, BLOCK_DIM times more tiled)."""
     b = elem * (traffic.a_loads + traffic.b_loads)
     return flops / b if b else math.inf
 
 
 @dataclass(frozen=True)
 class WorkSpan:
-    """Seed 000's work / span / parallelism, with the machine's appetite for parallelism beside it."""
+    """Work / span / parallelism, with the machine's appetite for parallelism beside it."""
 
     work_fma: int          # M N K multiply-adds
     work_flops: int        # 2 M N K

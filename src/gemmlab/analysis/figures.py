@@ -159,7 +159,7 @@ def cliff_figure(cliff, measured: dict[int, float] | None = None, title: str = "
 
 
 def efficiency_figure(rows: list[tuple[str, float, float]], title: str = ""):
-    """Seed 004's Figure 2: per kernel, % of peak compute and % of peak DRAM bandwidth, side by side."""
+    """Figure 2: per kernel, % of peak compute and % of peak DRAM bandwidth, side by side."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     names = [r[0] for r in rows]

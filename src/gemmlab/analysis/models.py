@@ -1,9 +1,9 @@
 """One kernel's whole model at one size: `model_kernel(spec, M, N, K, params, device)`.
 
 It gathers, for a rung of the registry: FLOPs; global loads and stores as the kernel requests them (the
-spec's traffic model); accesses per thread (seed 001); arithmetic intensity (seed 000); work, span and
-parallelism (seed 000); shared-memory traffic; the launch geometry read off the spec; occupancy from the
-compiled resources and the device's limits; tile and wave quantization (seed 002); L1 requests; and the
+spec's traffic model); accesses per thread; arithmetic intensity; work, span and
+parallelism; shared-memory traffic; the launch geometry read off the spec; occupancy from the
+compiled resources and the device's limits; tile and wave quantization; L1 requests; and the
 traffic that reaches L2 and DRAM through the caches. `bounds.predict` turns it into time bounds.
 
 Everything is a plain function of (M, N, K, params, device facts, compiled resources): no GPU. The
@@ -144,9 +144,9 @@ class KernelModel:
     flops: int
     traffic: Traffic
     requested_bytes: int          # global bytes as the kernel requests them (loads of A, B, C; stores of C)
-    operand_intensity: float      # FLOPs per byte of A and B requested (seed 000)
+    operand_intensity: float      # FLOPs per byte of A and B requested
     intensity: float              # FLOPs per requested byte, C included
-    accesses_per_thread: float    # global loads of A and B per computing thread (seed 001)
+    accesses_per_thread: float    # global loads of A and B per computing thread
     work: WorkSpan
     l1: L1Traffic
     cache: CacheTraffic

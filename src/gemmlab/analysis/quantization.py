@@ -1,4 +1,4 @@
-"""Tile and wave quantization (seed 002), and the sawtooth they draw across a sweep of sizes.
+"""Tile and wave quantization, and the sawtooth they draw across a sweep of sizes.
 
 Tile quantization: a kernel computes C in whole tiles of tile_m x tile_n, so a size that is not a multiple
 of the tile pays for padding: useful work / work done = M N / (ceil(M/tile_m) tile_m ceil(N/tile_n) tile_n).
@@ -60,7 +60,7 @@ class Quantization:
 
     @property
     def useful_fraction(self) -> float:
-        """Seed 002's predicted efficiency: tile efficiency x wave efficiency."""
+        """The classical predicted efficiency: tile efficiency x wave efficiency."""
         return self.tile_efficiency * self.wave_efficiency
 
 

@@ -1,4 +1,4 @@
-"""The analysis section of the report: seed 004's tables and figures, from measurements and device facts.
+"""The analysis section of the report: the analysis tables and figures, from measurements and device facts.
 
     section = analysis_section(records, device, ceilings)
     section.markdown          # Markdown, referring to figures as ![...](<figure_prefix><name>.png)
@@ -6,7 +6,7 @@
 
 Table 2 (the machine): peak compute, cache bandwidths and sequential (DRAM) bandwidth, measured beside
 the datasheet, with the SM clock each ran at. Table 1 (the kernels): time, GFLOP/s, bandwidth, % of peak
-compute and % of peak bandwidth, and the limiter the model names. Then the roofline, seed 004's
+compute and % of peak bandwidth, and the limiter the model names. Then the roofline, the
 efficiency bars, and one paragraph per kernel at the chosen size.
 
 `records` are the harness's or this package's measurements: objects or mappings with `kernel`, `m`,
@@ -101,7 +101,7 @@ def wavefront_bps(device: DeviceInfo, ceilings: Ceilings) -> float:
 
 
 def table2(ceilings: Ceilings, device: DeviceInfo) -> str:
-    """Seed 004's Table 2: peak compute, cache bandwidth, sequential bandwidth, against the datasheet."""
+    """Table 2: peak compute, cache bandwidth, sequential bandwidth, against the datasheet."""
     from ..micro.bench import BENCHMARKS
 
     lines = ["| what | measured | datasheet | % of datasheet | SM clock during | how |",

@@ -17,7 +17,7 @@ Definitions, so every number can be checked by hand:
 - flops = 2*M*N*K (the epilogue is not counted); tflops = flops / median time.
 - bytes, compute-only: the compulsory DRAM traffic of the GEMM, s*(M*K + K*N + M*N), plus s*M*N
   when beta != 0 (C is read), s the bytes per element (4 for fp32 and tf32, 2 for fp16 and bf16);
-  gbps = bytes / median time: seed 004's "effective bandwidth".
+  gbps = bytes / median time: the "effective bandwidth".
 - bytes, end to end: what crosses the host link, s*(M*K + K*N + M*N) in and s*M*N out.
 - pct_peak_compute / pct_peak_bandwidth: against the peak of the record's number format (`precision`:
   the fp32 peak, SMs x lanes x 2 x boost clock, for fp32; the dense tensor-core peak for tf32, fp16 and

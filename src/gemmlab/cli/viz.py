@@ -41,7 +41,7 @@ def visualize(
 
     Every global load, shared-memory access and multiply-add is recorded and checked against the spec's model.
 
-    Seed 001's example: gemmlab visualize smem_tiled --n 4 --block 2
+    A 4 x 4 example: gemmlab visualize smem_tiled --n 4 --block 2
     Bank conflicts, rung 06's layout against rung 07's: gemmlab visualize conflict_free --banks
     """
     from .. import viz

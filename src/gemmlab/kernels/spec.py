@@ -414,12 +414,12 @@ class KernelSpec:
         return 4 * self.traffic(m, n, k, params, beta_nonzero).global_elements
 
     def intensity(self, m: int, n: int, k: int, params: Params, beta_nonzero: bool = False) -> float:
-        """FLOPs per byte of global-memory traffic requested by the kernel (seed 000's measure)."""
+        """FLOPs per byte of global-memory traffic requested by the kernel (the operands' intensity)."""
         b = self.global_bytes(m, n, k, params, beta_nonzero)
         return self.flops(m, n, k) / b if b else math.inf
 
     def loads_per_thread(self, m: int, n: int, k: int, params: Params) -> float:
-        """Average global loads of A and B per launched thread (seed 001's count)."""
+        """Average global loads of A and B per launched thread (the loads-per-thread count)."""
         launch = self.launch(m, n, k, params)
         t = self.traffic(m, n, k, params)
         threads = launch.blocks * launch.threads_per_block

@@ -6,7 +6,7 @@
 // load. Tiles that run past M, N or K are padded with zeros, so any size works.
 // Changed from rung 02: operands are read from global memory once per block instead of once per thread.
 // Global loads: M*K*ceil(N/BD) + K*N*ceil(M/BD) elements, BLOCK_DIM times fewer than rung 02
-// (seed example, 4x4 with 2x2 tiles: 8 global reads per thread become 4).
+// (a 4x4 product with 2x2 tiles: 8 global reads per thread become 4).
 // Bottleneck: shared-memory bandwidth. Per 32 FMAs a warp issues 32 loads of Bs (32 distinct words: one
 // wavefront each) and 8 four-wide broadcast loads of As: 40 wavefronts, and an SM serves one per clock
 // while its FMA units could retire 4 warp-FMAs per clock. Ceiling: 32/40/4 = 20% of the FP32 peak
