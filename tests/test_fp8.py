@@ -7,7 +7,12 @@ import gemmlab
 from gemmlab import formats
 from gemmlab.api import checks, explain_choice
 
-torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def torch():
+    """torch, where the test needs tensors (8-bit tensors are torch's); the rest runs without it."""
+    return pytest.importorskip("torch")
 
 
 def test_formats_table_knows_the_8_bit_types():
@@ -15,7 +20,7 @@ def test_formats_table_knows_the_8_bit_types():
         f = formats.number_format(dt)
         assert f.name == name and f.itemsize == 1 and f.is_fp8 and f.out_dtype == "bfloat16" and f.needs_torch
         assert formats.element_bytes(dt) == 1 and formats.ELEMENT_TYPES[dt] in (5, 6)
-    assert formats.dtype_label(torch.float8_e4m3fn) == "float8_e4m3fn" and formats.dtype_label("e5m2") == "float8_e5m2"
+    assert formats.dtype_label("e4m3") == "float8_e4m3fn" and formats.dtype_label("e5m2") == "float8_e5m2"
     # the scales' kinds sit above the epilogue's own six bits, which split-K's second launch takes alone
     flags = formats.epilogue_flags("col", "silu", True, "row", "col")
     assert flags & 63 == formats.epilogue_flags("col", "silu", True) and flags >> 6 == 2 | 2 << 2
@@ -23,12 +28,12 @@ def test_formats_table_knows_the_8_bit_types():
 
 @pytest.mark.parametrize("shape, mode", [((), "tensor"), ((1,), "tensor"), ((1, 1), "tensor"), ((64, 1), "row"),
                                          ((64,), "row")])
-def test_scale_a_layouts(shape, mode):
+def test_scale_a_layouts(shape, mode, torch):
     assert _mode("scale_a", torch.ones(shape)) == mode
 
 
 @pytest.mark.parametrize("shape, mode", [((1,), "tensor"), ((1, 128), "col"), ((128,), "col")])
-def test_scale_b_layouts(shape, mode):
+def test_scale_b_layouts(shape, mode, torch):
     assert _mode("scale_b", torch.ones(shape)) == mode
 
 
@@ -44,7 +49,7 @@ def _mode(name, s, m=64, n=128, k=256, dtype="float8_e4m3fn"):
         arrays.kind_of = real
 
 
-def test_scale_errors_name_the_fault():
+def test_scale_errors_name_the_fault(torch):
     with pytest.raises(ValueError, match="block scales"):
         _mode("scale_a", torch.ones(64, 2))                 # 1 x 128 blocks of A at K = 256
     with pytest.raises(ValueError, match="block scales"):
@@ -64,7 +69,20 @@ def test_scale_errors_name_the_fault():
     assert checks.scale_mode("scale_a", 0.5, 64, 128, "float8_e4m3fn", 256) is None   # a number: into alpha
 
 
-def test_numbers_fold_into_alpha():
+def test_calls_refused_before_any_gpu_work(torch):
+    a = torch.zeros(8, 32, dtype=torch.float8_e4m3fn)
+    w = torch.zeros(16, 32, dtype=torch.float8_e4m3fn)
+    with pytest.raises(TypeError, match="the kernels write"):
+        gemmlab.matmul(a, w.t(), torch.zeros(8, 16, dtype=torch.float8_e4m3fn))     # an 8-bit C
+    with pytest.raises(ValueError, match="one product per call"):
+        gemmlab.matmul(a.unsqueeze(0), w.t(), scale_a=2.0)
+    with pytest.raises(TypeError, match="one dtype"):
+        gemmlab.matmul(a, w.t().to(torch.float8_e5m2))
+    with pytest.raises(ValueError, match="CPU kernel"):
+        gemmlab.matmul(a.float().numpy(), w.t().float().numpy(), kernel="cpu_naive", scale_a=2.0)
+
+
+def test_numbers_fold_into_alpha(torch):
     from gemmlab.api.call import fold_scales
 
     t = torch.ones(1)
@@ -89,7 +107,7 @@ def test_rung_15_takes_8_bit_inputs_with_b_k_major_only():
 
 @pytest.mark.parametrize("granularity, scale_shape", [("tensor", (1, 1)), ("row", (37, 1)), ("col", (1, 300))])
 @pytest.mark.parametrize("dtype, bound", [("e4m3", 2**-4), ("e5m2", 2**-3)])
-def test_quantize_round_trip(granularity, scale_shape, dtype, bound):
+def test_quantize_round_trip(granularity, scale_shape, dtype, bound, torch):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(37, 300, generator=g) * torch.logspace(-2, 2, 300).reshape(1, -1)
     q, s = gemmlab.quantize(x, dtype, granularity)
@@ -104,7 +122,7 @@ def test_quantize_round_trip(granularity, scale_shape, dtype, bound):
     assert float(q.float().abs().max()) == top            # the largest element lands on the format's top
 
 
-def test_quantize_refuses_what_no_scale_represents():
+def test_quantize_refuses_what_no_scale_represents(torch):
     with pytest.raises(ValueError, match="NaN"):
         gemmlab.quantize(torch.tensor([[1.0, float("nan")]]))
     with pytest.raises(ValueError, match="granularity"):
@@ -117,7 +135,7 @@ def test_quantize_refuses_what_no_scale_represents():
     assert bool((s == 1).all()) and bool((q.float() == 0).all())
 
 
-def test_the_operator_traces_with_a_fake():
+def test_the_operator_traces_with_a_fake(torch):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from gemmlab.torch.ops import scaled_matmul_op

@@ -226,6 +226,9 @@ def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, 
                          "needs precision='tf32' or 16-bit inputs")
     if c is not None and arrays.dtype_name(c) != out:
         raise TypeError(f"C is {arrays.dtype_name(c)} but the output dtype is {out} (out_dtype); pass C of the output dtype")
+    if out not in formats.C_TYPES:
+        raise TypeError(f"C is {out}; the kernels write {', '.join(formats.C_TYPES)} (8-bit inputs write bfloat16 by "
+                        "default)")
     act = formats.check_activation(activation)
     mode = bias_mode(bias, m, n)
     check_residual(residual, m, n, out, batch if batched else None)
