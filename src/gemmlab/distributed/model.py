@@ -1,0 +1,98 @@
+"""How long a tensor-parallel product takes, sequential or overlapped, from the link's and the GEMM's measured
+rates: the model `gemmlab.distributed`'s products are held to.
+
+Communication, in NCCL's terms: a collective moving S bytes (the gathered matrix of an all-gather, the input of a
+reduce-scatter) among W ranks takes S (W - 1) / W / busbw, busbw being the bus bandwidth NCCL's tests report,
+plus a latency per ring step. In a ring each of the W - 1 steps moves one block of S / W bytes over every link.
+
+Overlap, ring by ring (schedule.py): the product is cut into W blocks of GEMM time g = t_gemm / W each, the
+communication into W - 1 steps of c = t_comm / (W - 1). All-gather + GEMM: block s can start once it has
+arrived (s steps in) and the block before it is done, so the last ends at max over s of (s c + (W - s) g) =
+max(W g, (W - 1) c + g). GEMM + reduce-scatter is the mirror image (a block's sum leaves as soon as it is made,
+the next block's partial is computed meanwhile): the same max(W g, g + (W - 1) c). Against the ideal bound
+max(t_comm, t_gemm) the pipeline loses one block of whichever is shorter. `gemm_slowdown` stretches the GEMM
+while communication runs beside it (the copies take SMs and memory bandwidth); 1 until measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KINDS = ("all_gather", "reduce_scatter")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link's measured rates: NCCL bus bandwidth (bytes/s) of each collective and the latency of a ring step."""
+
+    all_gather_busbw: float
+    reduce_scatter_busbw: float
+    step_latency_s: float = 0.0
+
+    def busbw(self, kind: str) -> float:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        return self.all_gather_busbw if kind == "all_gather" else self.reduce_scatter_busbw
+
+
+def collective_seconds(kind: str, nbytes: float, world: int, link: Link) -> float:
+    """The time of one collective over S = `nbytes` among `world` ranks (0 for one rank)."""
+    if world < 1:
+        raise ValueError(f"world size must be >= 1, got {world}")
+    if world == 1 or nbytes <= 0:
+        return 0.0
+    bw = link.busbw(kind)
+    if bw <= 0:
+        raise ValueError(f"{kind} bus bandwidth must be > 0, got {bw}")
+    return nbytes * (world - 1) / world / bw + (world - 1) * link.step_latency_s
+
+
+@dataclass(frozen=True)
+class Prediction:
+    kind: str
+    world: int
+    comm_s: float          # the collective alone
+    gemm_s: float          # this rank's product alone
+    sequential_s: float    # one after the other
+    ideal_s: float         # the longer of the two: perfect overlap
+    overlapped_s: float    # the ring pipeline of W blocks
+
+    @property
+    def efficiency(self) -> float:
+        """ideal / overlapped: 1 for perfect overlap."""
+        return self.ideal_s / self.overlapped_s if self.overlapped_s else 1.0
+
+    @property
+    def speedup(self) -> float:
+        """sequential / overlapped."""
+        return self.sequential_s / self.overlapped_s if self.overlapped_s else 1.0
+
+    @property
+    def limiter(self) -> str:
+        """What bounds the overlapped product: "link" or "math"."""
+        return "link" if self.comm_s > self.gemm_s else "math"
+
+
+def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, link: Link, elem: int = 2,
+            gemm_slowdown: float = 1.0) -> Prediction:
+    """The times of a tensor-parallel product of global shape M x N x K over `world` ranks.
+
+    kind "all_gather": column-parallel, A (M x K) gathered from row blocks, each rank multiplying by its
+    K x N / W slice of B; `gemm_seconds` is that rank's M x N/W x K product alone. kind "reduce_scatter":
+    row-parallel, each rank multiplying its M x K / W slice of A by its K / W x N slice of B and the sums
+    scattered by rows; `gemm_seconds` is that M x N x K/W product. `elem`: bytes per element moved (A's for
+    the all-gather, C's for the reduce-scatter)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if min(m, n, k) < 0 or world < 1:
+        raise ValueError(f"need M, N, K >= 0 and a world size >= 1, got {m} x {n} x {k} over {world}")
+    nbytes = float(m) * (k if kind == "all_gather" else n) * elem
+    comm = collective_seconds(kind, nbytes, world, link)
+    gemm = float(gemm_seconds)
+    seq = comm + gemm
+    if world == 1:
+        return Prediction(kind, world, comm, gemm, seq, seq, seq)
+    g = gemm * gemm_slowdown / world
+    c = comm / (world - 1)
+    overlapped = max(world * g, (world - 1) * c + g)
+    return Prediction(kind, world, comm, gemm, seq, max(comm, gemm), overlapped)

@@ -1,0 +1,109 @@
+"""Tensor-parallel products without a GPU: the ring's schedules by hand, the time model by hand, and (where
+torch is installed) both products on gloo with 1-3 CPU processes against the single-process product."""
+
+import os
+
+import pytest
+
+from gemmlab.distributed import (Link, all_gather_order, collective_seconds, pieces, predict, reduce_scatter_order,
+                                 row_blocks)
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
+def test_all_gather_order_visits_every_shard_once_own_first_then_as_the_ring_delivers(world):
+    for rank in range(world):
+        order = all_gather_order(rank, world)
+        assert order[0] == rank and sorted(order) == list(range(world))
+        # at step s rank r holds what rank r - 1 held at step s - 1 (it was sent on)
+        if rank:
+            assert order[1:] == all_gather_order(rank - 1, world)[:-1]
+    assert all_gather_order(0, 4) == [0, 3, 2, 1] and all_gather_order(2, 4) == [2, 1, 0, 3]
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 5, 8])
+def test_reduce_scatter_order_passes_each_sum_along_the_ring_to_its_owner(world):
+    steps = {r: reduce_scatter_order(r, world) for r in range(world)}
+    for r in range(world):
+        assert sorted(s.rows for s in steps[r]) == list(range(world))
+        last = steps[r][-1]
+        assert last.rows == r and not last.send and last.receive == (world > 1)
+        assert not steps[r][0].receive
+        for s in range(1, world):  # what r adds to at step s is what r - 1 made at step s - 1 and sent
+            assert steps[r][s].rows == steps[(r - 1) % world][s - 1].rows and steps[(r - 1) % world][s - 1].send
+    assert [s.rows for s in reduce_scatter_order(0, 4)] == [3, 2, 1, 0]
+
+
+def test_blocks_and_pieces():
+    assert row_blocks(8, 4) == [(0, 2), (2, 2), (4, 2), (6, 2)]
+    with pytest.raises(ValueError, match="M = 10 rows do not split into 4"):
+        row_blocks(10, 4)
+    with pytest.raises(ValueError, match="rank"):
+        all_gather_order(4, 4)
+    assert pieces(10, 3) == [(0, 4), (4, 3), (7, 3)] and pieces(2, 4) == [(0, 1), (1, 1)]
+
+
+def test_the_model_by_hand():
+    link = Link(all_gather_busbw=100e9, reduce_scatter_busbw=50e9, step_latency_s=1e-6)
+    # 16384 x 8192 bf16 gathered over 4 ranks: 268 MB x 3/4 / 100 GB/s + 3 steps of 1 us
+    t = collective_seconds("all_gather", 16384 * 8192 * 2, 4, link)
+    assert t == pytest.approx(16384 * 8192 * 2 * 0.75 / 100e9 + 3e-6)
+    p = predict("all_gather", 16384, 8192, 8192, 4, 1.0e-3, link)
+    assert p.comm_s == pytest.approx(t) and p.sequential_s == pytest.approx(t + 1e-3)
+    assert p.ideal_s == pytest.approx(max(t, 1e-3))
+    g, c = 1e-3 / 4, t / 3
+    assert p.overlapped_s == pytest.approx(max(4 * g, 3 * c + g))
+    assert p.ideal_s <= p.overlapped_s <= p.sequential_s and p.limiter == "link"
+    # reduce-scatter moves C (M x N) at its own bus bandwidth
+    q = predict("reduce_scatter", 4096, 8192, 2048, 2, 5e-3, link)
+    assert q.comm_s == pytest.approx(4096 * 8192 * 2 * 0.5 / 50e9 + 1e-6) and q.limiter == "math"
+    one = predict("all_gather", 64, 64, 64, 1, 1e-5, link)
+    assert one.comm_s == 0 and one.overlapped_s == one.sequential_s == 1e-5 and one.efficiency == 1
+
+
+# ----------------------------------------------------------------------------------------- on gloo, CPU
+
+def _worker(rank, world, path, results):
+    import torch
+    import torch.distributed as dist
+
+    import gemmlab.distributed as gd
+
+    os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
+    try:
+        g = torch.Generator().manual_seed(7)
+        m, n, k = 6 * world, 20, 12 * world
+        a = torch.randn(m, k, generator=g)
+        b = torch.randn(k, n, generator=g)
+        bias = torch.randn(n, generator=g)
+        rows, cols = m // world, k // world
+        # column-parallel: this rank's rows of A, all of B
+        y, gathered = gd.all_gather_matmul(a[rank * rows:(rank + 1) * rows], b, bias=bias, activation="relu",
+                                           return_gathered=True)
+        ag_err = float((y - torch.relu(a @ b + bias)).abs().max())
+        ag_same = bool(torch.equal(gathered, a))
+        # row-parallel: this rank's K-slice of A and B; its rows of the sum, bias and activation on the sum
+        z = gd.matmul_reduce_scatter(a[:, rank * cols:(rank + 1) * cols], b[rank * cols:(rank + 1) * cols],
+                                     bias=bias, activation="silu")
+        full = torch.nn.functional.silu(a @ b + bias)
+        rs_err = float((z - full[rank * rows:(rank + 1) * rows]).abs().max())
+        results[rank] = (ag_err, ag_same, rs_err, tuple(y.shape), tuple(z.shape))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_products_on_gloo_equal_the_single_process_product(world, tmp_path):
+    torch = pytest.importorskip("torch")
+    import torch.multiprocessing as mp
+
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    with mp.Manager() as manager:
+        results = manager.dict()
+        mp.spawn(_worker, args=(world, str(tmp_path / "rendezvous"), results), nprocs=world, join=True)
+        got = dict(results)
+    assert sorted(got) == list(range(world))
+    for rank, (ag_err, ag_same, rs_err, yshape, zshape) in got.items():
+        assert ag_same and ag_err < 1e-4 and rs_err < 1e-4, (rank, ag_err, rs_err)
+        assert yshape == (6 * world, 20) and zshape == (6, 20)
