@@ -1,10 +1,10 @@
 #!/bin/bash
-# Rung 12 beside cuBLAS under ncu, one launch each (GPU machine): the kernel cuBLAS picked (its name, grid,
+# Rung 15 (wgmma) beside cuBLAS under ncu, one launch each (GPU machine): the kernel cuBLAS picked (its name, grid,
 # block, cluster size, registers and shared memory from ncu's launch statistics) and the counters that
 # compare them: memory and L2 traffic, L2 sectors from the SMs and across the fabric between the L2 halves,
 # shared-memory wavefronts, instructions issued, cycles and duration.
 #   bash scripts/ncu_compare.sh "SIZE ..." ["PARAM=VALUE,... ..."]      e.g. "4096 8192" "CLUSTER=2"
-# Each size runs cuBLAS and rung 12's defaults; each parameter set (comma-separated) runs at the first size.
+# Each size runs cuBLAS and rung 15's defaults; each parameter set (comma-separated) runs at the first size.
 set -u
 export PYTHONPATH=src GEMMLAB_CACHE_DIR=/tmp/gemmlab_cache
 SIZES=${1:-"4096 8192"}

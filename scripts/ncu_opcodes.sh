@@ -1,5 +1,5 @@
 #!/bin/bash
-# Executed SASS instructions by opcode, rung 12 against cuBLAS, one launch each (GPU machine, under ncu):
+# Executed SASS instructions by opcode, rung 15 (wgmma) against cuBLAS, one launch each (GPU machine, under ncu):
 #   bash scripts/ncu_opcodes.sh SIZE [PARAM=VALUE ...]
 set -u
 export PYTHONPATH=src GEMMLAB_CACHE_DIR=/tmp/gemmlab_cache
