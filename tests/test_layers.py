@@ -14,7 +14,7 @@ LAYERS = [
     {"kernels", "arrays"},
     {"tuned", "viz"},
     {"api"},
-    {"torch", "bench"},
+    {"torch", "bench", "distributed"},
     {"micro", "tune", "report", "__init__"},
     {"analysis"},
     {"cli"},
