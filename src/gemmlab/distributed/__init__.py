@@ -2,7 +2,8 @@
 
 - `schedule`: the ring's order of work (pure; what the products follow);
 - `model`: sequential, ideal and overlapped times from measured link and GEMM rates;
-- `ops`: `all_gather_matmul` (column-parallel) and `matmul_reduce_scatter` (row-parallel) on torch tensors.
+- `ops`: `all_gather_matmul` (column-parallel) and `matmul_reduce_scatter` (row-parallel) on torch tensors;
+- `linear`: `ColumnParallelLinear` and `RowParallelLinear`, the pair an MLP block splits into, with autograd.
 
 Importing this package needs no torch; the products do.
 """
@@ -11,5 +12,15 @@ from .model import Link, Prediction, collective_seconds, predict
 from .ops import all_gather_matmul, matmul_reduce_scatter
 from .schedule import all_gather_order, pieces, reduce_scatter_order, row_blocks
 
-__all__ = ["Link", "Prediction", "all_gather_matmul", "all_gather_order", "collective_seconds", "matmul_reduce_scatter",
+
+
+def __getattr__(name):
+    if name in ("ColumnParallelLinear", "RowParallelLinear"):
+        from . import linear
+
+        return getattr(linear, name)
+    raise AttributeError(f"module 'gemmlab.distributed' has no attribute {name!r}")
+
+
+__all__ = ["ColumnParallelLinear", "RowParallelLinear", "Link", "Prediction", "all_gather_matmul", "all_gather_order", "collective_seconds", "matmul_reduce_scatter",
            "pieces", "predict", "reduce_scatter_order", "row_blocks"]

@@ -1,0 +1,156 @@
+"""The tensor-parallel Linear pair, with autograd: a column-parallel layer (its input's rows gathered under the
+product) and a row-parallel one (its sums reduce-scattered under the product), as the two halves of an MLP
+block are split across a group of ranks.
+
+ColumnParallelLinear(in, out): rank r holds rows r of the weight (out / W x in) and takes x's row block r
+(tokens / W x in); its output is all tokens times its columns of the layer (tokens x out / W).
+    forward   y_r = act(all_gather(x) W_r^T + b_r)                    all_gather_matmul
+    backward  dx_r = rows r of sum over ranks (dz_q W_q)                matmul_reduce_scatter(dz, W_r)
+              dW_r = dz^T all_gather(x),  db_r = sum of dz over tokens  (the gathered x kept from the forward)
+
+RowParallelLinear(in, out): rank r holds columns r of the weight (out x in / W) and takes all tokens times its
+slice of the features (tokens x in / W), e.g. a ColumnParallelLinear's output; its output is its row block of
+the layer's (tokens / W x out), the sum over ranks taken under the product.
+    forward   y_r = rows r of (sum over ranks x_q W_q^T) + b            matmul_reduce_scatter
+    backward  dx_r = all_gather(dy) W_r                                 all_gather_matmul(dy_r, W_r)
+              dW_r = all_gather(dy)^T x_r,  db = sum of all_gather(dy) over tokens
+
+z (the product before the activation) is kept under autograd and the activation applied by torch; without
+autograd the activation is fused into the last step's launch.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..formats import check_activation
+from . import ops
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _act(z, activation):
+    torch = _torch()
+    if activation is None:
+        return z
+    x = z.float()
+    y = {"relu": torch.relu, "silu": torch.nn.functional.silu,
+         "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
+         "gelu_erf": torch.nn.functional.gelu}[activation](x)
+    return y.to(z.dtype)
+
+
+def _functions():
+    torch = _torch()
+
+    class _Column(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x_shard, weight, bias, group):
+            z, gathered = ops.all_gather_matmul(x_shard, weight.t(), group, bias=bias, return_gathered=True)
+            ctx.save_for_backward(gathered, weight)
+            ctx.group, ctx.has_bias = group, bias is not None
+            return z
+
+        @staticmethod
+        def backward(ctx, dz):
+            gathered, weight = ctx.saved_tensors
+            dz = dz.contiguous()
+            dx = ops.matmul_reduce_scatter(dz, weight, ctx.group)
+            dw = dz.t().matmul(gathered)
+            db = dz.sum(0) if ctx.has_bias else None
+            return dx, dw, db, None
+
+    class _Row(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x_slice, weight, bias, group):
+            y = ops.matmul_reduce_scatter(x_slice, weight.t(), group, bias=bias)
+            ctx.save_for_backward(x_slice, weight)
+            ctx.group, ctx.has_bias = group, bias is not None
+            return y
+
+        @staticmethod
+        def backward(ctx, dy):
+            x_slice, weight = ctx.saved_tensors
+            dx, dy_all = ops.all_gather_matmul(dy.contiguous(), weight, ctx.group, return_gathered=True)
+            dw = dy_all.t().matmul(x_slice)
+            db = dy_all.sum(0) if ctx.has_bias else None
+            return dx, dw, db, None
+
+    return _Column, _Row
+
+
+_FUNCTIONS: list = []
+
+
+def _fn(i):
+    if not _FUNCTIONS:
+        _FUNCTIONS.extend(_functions())
+    return _FUNCTIONS[i]
+
+
+def _module_base():
+    return _torch().nn.Module
+
+
+class _Parallel:
+    """What the two layers share: the shard of the weight, the bias, the group, the activation."""
+
+    def _setup(self, in_features, out_features, bias, activation, group, device, dtype, column):
+        torch = _torch()
+        import torch.distributed as dist
+
+        world = dist.get_world_size(group) if dist.is_available() and dist.is_initialized() else 1
+        rank = dist.get_rank(group) if world > 1 else 0
+        split = out_features if column else in_features
+        if split % world:
+            side = "out_features" if column else "in_features"
+            raise ValueError(f"{side} = {split} does not split into {world} equal slices (one per rank)")
+        self.in_features, self.out_features, self.group = in_features, out_features, group
+        self.world, self.rank = world, rank
+        self.activation = check_activation(activation)
+        shape = (out_features // world, in_features) if column else (out_features, in_features // world)
+        self.weight = torch.nn.Parameter(torch.empty(shape, device=device, dtype=dtype))
+        # the full layer's initialisation (nn.Linear's bound, 1 / sqrt(in_features)), each rank its slice
+        bound = 1.0 / math.sqrt(in_features)
+        torch.nn.init.uniform_(self.weight, -bound, bound)
+        n_bias = out_features // world if column else out_features
+        self.bias = torch.nn.Parameter(torch.empty(n_bias, device=device, dtype=dtype).uniform_(-bound, bound)) \
+            if bias else None
+
+
+def _make_class(name, column):
+    torch = _torch()
+
+    def __init__(self, in_features, out_features, bias=True, activation=None, group=None, device=None,
+                 dtype=None):
+        torch.nn.Module.__init__(self)
+        self._setup(in_features, out_features, bias, activation, group, device, dtype, column)
+
+    def forward(self, x):
+        bias = None if self.bias is None else self.bias.float()
+        grad = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
+        if grad:
+            z = _fn(0 if column else 1).apply(x, self.weight, self.bias, self.group)
+            return _act(z, self.activation)
+        f = ops.all_gather_matmul if column else ops.matmul_reduce_scatter
+        return f(x, self.weight.t(), self.group, bias=bias, activation=self.activation)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, world={self.world}, "
+                f"rank={self.rank}, activation={self.activation}")
+
+    return type(name, (_Parallel, torch.nn.Module), {"__init__": __init__, "forward": forward,
+                                                      "extra_repr": extra_repr, "__doc__": __doc__})
+
+
+def __getattr__(name):
+    """ColumnParallelLinear and RowParallelLinear, built on first use (torch is imported then, not before)."""
+    if name in ("ColumnParallelLinear", "RowParallelLinear"):
+        cls = _make_class(name, name.startswith("Column"))
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)
