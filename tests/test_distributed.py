@@ -62,38 +62,20 @@ def test_the_model_by_hand():
 
 # ----------------------------------------------------------------------------------------- on gloo, CPU
 
-def _worker(rank, world, path, results):
-    import torch
+def _on_gloo(rank, world, path, body, results):
+    """One process of a gloo group: `body(rank, world)`'s result into `results[rank]`."""
     import torch.distributed as dist
-
-    import gemmlab.distributed as gd
 
     os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
     dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
     try:
-        g = torch.Generator().manual_seed(7)
-        m, n, k = 6 * world, 20, 12 * world
-        a = torch.randn(m, k, generator=g)
-        b = torch.randn(k, n, generator=g)
-        bias = torch.randn(n, generator=g)
-        rows, cols = m // world, k // world
-        # column-parallel: this rank's rows of A, all of B
-        y, gathered = gd.all_gather_matmul(a[rank * rows:(rank + 1) * rows], b, bias=bias, activation="relu",
-                                           return_gathered=True)
-        ag_err = float((y - torch.relu(a @ b + bias)).abs().max())
-        ag_same = bool(torch.equal(gathered, a))
-        # row-parallel: this rank's K-slice of A and B; its rows of the sum, bias and activation on the sum
-        z = gd.matmul_reduce_scatter(a[:, rank * cols:(rank + 1) * cols], b[rank * cols:(rank + 1) * cols],
-                                     bias=bias, activation="silu")
-        full = torch.nn.functional.silu(a @ b + bias)
-        rs_err = float((z - full[rank * rows:(rank + 1) * rows]).abs().max())
-        results[rank] = (ag_err, ag_same, rs_err, tuple(y.shape), tuple(z.shape))
+        results[rank] = body(rank, world)
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("world", [1, 2, 3])
-def test_products_on_gloo_equal_the_single_process_product(world, tmp_path):
+def _spawn(body, world, tmp_path) -> dict:
+    """{rank: body's result} from `world` CPU processes on gloo (skipped where torch or gloo is missing)."""
     torch = pytest.importorskip("torch")
     import torch.multiprocessing as mp
 
@@ -101,73 +83,89 @@ def test_products_on_gloo_equal_the_single_process_product(world, tmp_path):
         pytest.skip("torch.distributed with gloo is not available")
     with mp.Manager() as manager:
         results = manager.dict()
-        mp.spawn(_worker, args=(world, str(tmp_path / "rendezvous"), results), nprocs=world, join=True)
+        mp.spawn(_on_gloo, args=(world, str(tmp_path / "rendezvous"), body, results), nprocs=world, join=True)
         got = dict(results)
     assert sorted(got) == list(range(world))
+    return got
+
+
+def _products(rank, world):
+    import torch
+
+    import gemmlab.distributed as gd
+
+    g = torch.Generator().manual_seed(7)
+    m, n, k = 6 * world, 20, 12 * world
+    a = torch.randn(m, k, generator=g)
+    b = torch.randn(k, n, generator=g)
+    bias = torch.randn(n, generator=g)
+    rows, cols = m // world, k // world
+    # column-parallel: this rank's rows of A, all of B
+    y, gathered = gd.all_gather_matmul(a[rank * rows:(rank + 1) * rows], b, bias=bias, activation="relu",
+                                       return_gathered=True)
+    ag_err = float((y - torch.relu(a @ b + bias)).abs().max())
+    ag_same = bool(torch.equal(gathered, a))
+    # row-parallel: this rank's K-slice of A and B; its rows of the sum, bias and activation on the sum
+    z = gd.matmul_reduce_scatter(a[:, rank * cols:(rank + 1) * cols], b[rank * cols:(rank + 1) * cols],
+                                 bias=bias, activation="silu")
+    full = torch.nn.functional.silu(a @ b + bias)
+    rs_err = float((z - full[rank * rows:(rank + 1) * rows]).abs().max())
+    return (ag_err, ag_same, rs_err, tuple(y.shape), tuple(z.shape))
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_products_on_gloo_equal_the_single_process_product(world, tmp_path):
+    got = _spawn(_products, world, tmp_path)
     for rank, (ag_err, ag_same, rs_err, yshape, zshape) in got.items():
         assert ag_same and ag_err < 1e-4 and rs_err < 1e-4, (rank, ag_err, rs_err)
         assert yshape == (6 * world, 20) and zshape == (6, 20)
 
 
-def _mlp_worker(rank, world, path, results):
+def _mlp(rank, world):
     import torch
     import torch.distributed as dist
 
     import gemmlab.distributed as gd
 
-    os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
-    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
-    try:
-        torch.manual_seed(3)   # the same full layers on every rank
-        tokens, hidden, inter = 4 * world, 12, 8 * world
-        up = torch.nn.Linear(hidden, inter)
-        down = torch.nn.Linear(inter, hidden)
-        x = torch.randn(tokens, hidden, requires_grad=True)
-        ref = down(torch.nn.functional.gelu(up(x), approximate="tanh"))
-        ref.square().sum().backward()
+    torch.manual_seed(3)   # the same full layers on every rank
+    tokens, hidden, inter = 4 * world, 12, 8 * world
+    up = torch.nn.Linear(hidden, inter)
+    down = torch.nn.Linear(inter, hidden)
+    x = torch.randn(tokens, hidden, requires_grad=True)
+    ref = down(torch.nn.functional.gelu(up(x), approximate="tanh"))
+    ref.square().sum().backward()
 
-        col = gd.ColumnParallelLinear(hidden, inter, activation="gelu_tanh")
-        row = gd.RowParallelLinear(inter, hidden)
-        cols, rows = inter // world, tokens // world
-        with torch.no_grad():
-            col.weight.copy_(up.weight[rank * cols:(rank + 1) * cols])
-            col.bias.copy_(up.bias[rank * cols:(rank + 1) * cols])
-            row.weight.copy_(down.weight[:, rank * cols:(rank + 1) * cols])
-            row.bias.copy_(down.bias)
-        xs = x.detach()[rank * rows:(rank + 1) * rows].clone().requires_grad_(True)
-        y = row(col(xs))           # this rank's rows of the block's output
-        y.square().sum().backward()
-        # the loss is the sum over ranks of each rank's rows: its gradient w.r.t. shared parameters is the
-        # sum of the ranks' contributions, as a data-parallel all-reduce would add them
-        gb = row.bias.grad.clone()
-        dist.all_reduce(gb)
-        err = dict(
-            y=float((y - ref[rank * rows:(rank + 1) * rows]).abs().max()),
-            dx=float((xs.grad - x.grad[rank * rows:(rank + 1) * rows]).abs().max()),
-            dw_up=float((col.weight.grad - up.weight.grad[rank * cols:(rank + 1) * cols]).abs().max()),
-            db_up=float((col.bias.grad - up.bias.grad[rank * cols:(rank + 1) * cols]).abs().max()),
-            dw_down=float((row.weight.grad - down.weight.grad[:, rank * cols:(rank + 1) * cols]).abs().max()),
-            db_down=float((gb / world - down.bias.grad).abs().max()),
-        )
-        with torch.no_grad():      # inference: the activation fused, no autograd
-            same = float((row(col(xs)) - y).abs().max())
-        results[rank] = (err, same)
-    finally:
-        dist.destroy_process_group()
+    col = gd.ColumnParallelLinear(hidden, inter, activation="gelu_tanh")
+    row = gd.RowParallelLinear(inter, hidden)
+    cols, rows = inter // world, tokens // world
+    with torch.no_grad():
+        col.weight.copy_(up.weight[rank * cols:(rank + 1) * cols])
+        col.bias.copy_(up.bias[rank * cols:(rank + 1) * cols])
+        row.weight.copy_(down.weight[:, rank * cols:(rank + 1) * cols])
+        row.bias.copy_(down.bias)
+    xs = x.detach()[rank * rows:(rank + 1) * rows].clone().requires_grad_(True)
+    y = row(col(xs))           # this rank's rows of the block's output
+    y.square().sum().backward()
+    # the loss is the sum over ranks of each rank's rows: its gradient w.r.t. shared parameters is the
+    # sum of the ranks' contributions, as a data-parallel all-reduce would add them
+    gb = row.bias.grad.clone()
+    dist.all_reduce(gb)
+    err = dict(
+        y=float((y - ref[rank * rows:(rank + 1) * rows]).abs().max()),
+        dx=float((xs.grad - x.grad[rank * rows:(rank + 1) * rows]).abs().max()),
+        dw_up=float((col.weight.grad - up.weight.grad[rank * cols:(rank + 1) * cols]).abs().max()),
+        db_up=float((col.bias.grad - up.bias.grad[rank * cols:(rank + 1) * cols]).abs().max()),
+        dw_down=float((row.weight.grad - down.weight.grad[:, rank * cols:(rank + 1) * cols]).abs().max()),
+        db_down=float((gb / world - down.bias.grad).abs().max()),
+    )
+    with torch.no_grad():      # inference: the activation fused, no autograd
+        same = float((row(col(xs)) - y).abs().max())
+    return (err, same)
 
 
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_the_parallel_linear_pair_trains_as_the_full_layers(world, tmp_path):
-    torch = pytest.importorskip("torch")
-    import torch.multiprocessing as mp
-
-    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
-        pytest.skip("torch.distributed with gloo is not available")
-    with mp.Manager() as manager:
-        results = manager.dict()
-        mp.spawn(_mlp_worker, args=(world, str(tmp_path / "rendezvous"), results), nprocs=world, join=True)
-        got = dict(results)
-    assert sorted(got) == list(range(world))
+    got = _spawn(_mlp, world, tmp_path)
     for rank, (err, same) in got.items():
         assert all(v < 1e-4 for v in err.values()), (rank, err)
         assert same < 1e-4, (rank, same)

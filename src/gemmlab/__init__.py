@@ -11,6 +11,7 @@ Importing gemmlab needs no GPU, CuPy or torch; GPU features raise GPUUnavailable
 import sys as _sys
 
 from . import arrays as _arrays
+from . import formats as _formats
 from ._version import __version__
 from .api import call as _call
 from .api import choose_kernel, kernels
@@ -24,7 +25,7 @@ def matmul(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bia
            residual=None, out_dtype=None, precision=None, scale_a=None, scale_b=None, **params):
     kw = dict(alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias, activation=activation,
               residual=residual, out_dtype=out_dtype, precision=precision, **params)
-    if scale_a is not None or scale_b is not None or "float8" in str(getattr(a, "dtype", "")):
+    if scale_a is not None or scale_b is not None or _formats.is_fp8(_formats.dtype_label(getattr(a, "dtype", ""))):
         # 8-bit inputs: one product (no autograd through quantized values); torch.compile traces its operator
         if "torch" in _sys.modules:
             import torch

@@ -23,134 +23,99 @@ from __future__ import annotations
 
 import math
 
+import torch
+import torch.distributed as dist
+
 from ..formats import check_activation
 from . import ops
 
-
-def _torch():
-    import torch
-
-    return torch
+_ACTIVATIONS = {"relu": torch.relu, "silu": torch.nn.functional.silu,
+                "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
+                "gelu_erf": torch.nn.functional.gelu}
 
 
 def _act(z, activation):
-    torch = _torch()
-    if activation is None:
+    """The epilogue's activation in torch, computed in fp32 (z kept for autograd)."""
+    return z if activation is None else _ACTIVATIONS[activation](z.float()).to(z.dtype)
+
+
+class _Column(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_shard, weight, bias, group):
+        z, gathered = ops.all_gather_matmul(x_shard, weight.t(), group, bias=bias, return_gathered=True)
+        ctx.save_for_backward(gathered, weight)
+        ctx.group, ctx.has_bias = group, bias is not None
         return z
-    x = z.float()
-    y = {"relu": torch.relu, "silu": torch.nn.functional.silu,
-         "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
-         "gelu_erf": torch.nn.functional.gelu}[activation](x)
-    return y.to(z.dtype)
+
+    @staticmethod
+    def backward(ctx, dz):
+        gathered, weight = ctx.saved_tensors
+        dz = dz.contiguous()
+        dx = ops.matmul_reduce_scatter(dz, weight, ctx.group)
+        return dx, dz.t().matmul(gathered), dz.sum(0) if ctx.has_bias else None, None
 
 
-def _functions():
-    torch = _torch()
+class _Row(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_slice, weight, bias, group):
+        y = ops.matmul_reduce_scatter(x_slice, weight.t(), group, bias=bias)
+        ctx.save_for_backward(x_slice, weight)
+        ctx.group, ctx.has_bias = group, bias is not None
+        return y
 
-    class _Column(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x_shard, weight, bias, group):
-            z, gathered = ops.all_gather_matmul(x_shard, weight.t(), group, bias=bias, return_gathered=True)
-            ctx.save_for_backward(gathered, weight)
-            ctx.group, ctx.has_bias = group, bias is not None
-            return z
-
-        @staticmethod
-        def backward(ctx, dz):
-            gathered, weight = ctx.saved_tensors
-            dz = dz.contiguous()
-            dx = ops.matmul_reduce_scatter(dz, weight, ctx.group)
-            dw = dz.t().matmul(gathered)
-            db = dz.sum(0) if ctx.has_bias else None
-            return dx, dw, db, None
-
-    class _Row(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x_slice, weight, bias, group):
-            y = ops.matmul_reduce_scatter(x_slice, weight.t(), group, bias=bias)
-            ctx.save_for_backward(x_slice, weight)
-            ctx.group, ctx.has_bias = group, bias is not None
-            return y
-
-        @staticmethod
-        def backward(ctx, dy):
-            x_slice, weight = ctx.saved_tensors
-            dx, dy_all = ops.all_gather_matmul(dy.contiguous(), weight, ctx.group, return_gathered=True)
-            dw = dy_all.t().matmul(x_slice)
-            db = dy_all.sum(0) if ctx.has_bias else None
-            return dx, dw, db, None
-
-    return _Column, _Row
+    @staticmethod
+    def backward(ctx, dy):
+        x_slice, weight = ctx.saved_tensors
+        dx, dy_all = ops.all_gather_matmul(dy.contiguous(), weight, ctx.group, return_gathered=True)
+        return dx, dy_all.t().matmul(x_slice), dy_all.sum(0) if ctx.has_bias else None, None
 
 
-_FUNCTIONS: list = []
+class _ParallelLinear(torch.nn.Module):
+    """What the pair shares: this rank's slice of the weight (rows for the column layer, columns for the row
+    layer), the bias, the group and the activation."""
 
+    column: bool
 
-def _fn(i):
-    if not _FUNCTIONS:
-        _FUNCTIONS.extend(_functions())
-    return _FUNCTIONS[i]
-
-
-def _module_base():
-    return _torch().nn.Module
-
-
-class _Parallel:
-    """What the two layers share: the shard of the weight, the bias, the group, the activation."""
-
-    def _setup(self, in_features, out_features, bias, activation, group, device, dtype, column):
-        torch = _torch()
-        import torch.distributed as dist
-
+    def __init__(self, in_features, out_features, bias=True, activation=None, group=None, device=None, dtype=None):
+        super().__init__()
         world = dist.get_world_size(group) if dist.is_available() and dist.is_initialized() else 1
-        rank = dist.get_rank(group) if world > 1 else 0
-        split = out_features if column else in_features
+        self.rank = dist.get_rank(group) if world > 1 else 0
+        split = out_features if self.column else in_features
         if split % world:
-            side = "out_features" if column else "in_features"
+            side = "out_features" if self.column else "in_features"
             raise ValueError(f"{side} = {split} does not split into {world} equal slices (one per rank)")
-        self.in_features, self.out_features, self.group = in_features, out_features, group
-        self.world, self.rank = world, rank
+        self.in_features, self.out_features, self.group, self.world = in_features, out_features, group, world
         self.activation = check_activation(activation)
-        shape = (out_features // world, in_features) if column else (out_features, in_features // world)
-        self.weight = torch.nn.Parameter(torch.empty(shape, device=device, dtype=dtype))
+        shape = (out_features // world, in_features) if self.column else (out_features, in_features // world)
         # the full layer's initialisation (nn.Linear's bound, 1 / sqrt(in_features)), each rank its slice
         bound = 1.0 / math.sqrt(in_features)
-        torch.nn.init.uniform_(self.weight, -bound, bound)
-        n_bias = out_features // world if column else out_features
-        self.bias = torch.nn.Parameter(torch.empty(n_bias, device=device, dtype=dtype).uniform_(-bound, bound)) \
-            if bias else None
-
-
-def _make_class(name, column):
-    torch = _torch()
-
-    def __init__(self, in_features, out_features, bias=True, activation=None, group=None, device=None,
-                 dtype=None):
-        torch.nn.Module.__init__(self)
-        self._setup(in_features, out_features, bias, activation, group, device, dtype, column)
+        self.weight = torch.nn.Parameter(torch.empty(shape, device=device, dtype=dtype).uniform_(-bound, bound))
+        n_bias = out_features // world if self.column else out_features
+        self.bias = (torch.nn.Parameter(torch.empty(n_bias, device=device, dtype=dtype).uniform_(-bound, bound))
+                     if bias else None)
 
     def forward(self, x):
-        bias = None if self.bias is None else self.bias.float()
-        grad = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
-        if grad:
-            z = _fn(0 if column else 1).apply(x, self.weight, self.bias, self.group)
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
+            z = (_Column if self.column else _Row).apply(x, self.weight, self.bias, self.group)
             return _act(z, self.activation)
-        f = ops.all_gather_matmul if column else ops.matmul_reduce_scatter
+        bias = None if self.bias is None else self.bias.float()
+        f = ops.all_gather_matmul if self.column else ops.matmul_reduce_scatter
         return f(x, self.weight.t(), self.group, bias=bias, activation=self.activation)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, world={self.world}, "
                 f"rank={self.rank}, activation={self.activation}")
 
-    return type(name, (_Parallel, torch.nn.Module), {"__init__": __init__, "forward": forward,
-                                                      "extra_repr": extra_repr, "__doc__": __doc__})
+
+class ColumnParallelLinear(_ParallelLinear):
+    """act(x W^T + b) with W's rows split over the group: takes this rank's rows of x, gives all rows times
+    this rank's columns of the layer (tokens x out / W)."""
+
+    column = True
 
 
-def __getattr__(name):
-    """ColumnParallelLinear and RowParallelLinear, built on first use (torch is imported then, not before)."""
-    if name in ("ColumnParallelLinear", "RowParallelLinear"):
-        cls = _make_class(name, name.startswith("Column"))
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
+class RowParallelLinear(_ParallelLinear):
+    """x W^T + b with W's columns split over the group: takes all rows times this rank's slice of the features,
+    gives this rank's rows of the layer's output (tokens / W x out), the sum over ranks taken under the product."""
+
+    column = False

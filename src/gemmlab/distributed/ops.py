@@ -21,6 +21,7 @@ stays off); these functions start no process and use no multicast.
 from __future__ import annotations
 
 from ..api.call import matmul as _matmul
+from ..formats import dtype_label, number_format
 from .schedule import all_gather_order, reduce_scatter_order, row_blocks
 
 
@@ -57,15 +58,8 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
     """C = all_gather(a_shard) @ B (+ bias, activation), M x N on every rank, each shard multiplied as it
     arrives. With `return_gathered`, also the gathered A (M x K). Other keywords go to gemmlab.matmul."""
     torch, dist = _torch()
-    _check_params(params)
+    rows, k, n = _operands("all_gather_matmul", ("A's shard", a_shard), ("B", b), params)
     rank, world, prev, nxt = _ring(group, dist)
-    if a_shard.dim() != 2 or b.dim() != 2:
-        raise ValueError(f"all_gather_matmul takes 2-D operands, got A's shard {tuple(a_shard.shape)} and B "
-                         f"{tuple(b.shape)}")
-    rows, k = a_shard.shape
-    if b.shape[0] != k:
-        raise ValueError(f"inner dimensions differ: A's shard is {rows} x {k}, B is {b.shape[0]} x {b.shape[1]}")
-    n = b.shape[1]
     gathered = torch.empty((world, rows, k), dtype=a_shard.dtype, device=a_shard.device)
     gathered[rank].copy_(a_shard)
     out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
@@ -83,16 +77,8 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
     """Rank r's row block (M / W x N) of sum over ranks of A_r @ B_r, then bias and activation on that sum; A_r
     is this rank's M x K / W slice of A, B_r its K / W x N slice of B. Other keywords go to gemmlab.matmul."""
     torch, dist = _torch()
-    _check_params(params)
+    m, k, n = _operands("matmul_reduce_scatter", ("A", a), ("B's slice", b_shard), params)
     rank, world, prev, nxt = _ring(group, dist)
-    if a.dim() != 2 or b_shard.dim() != 2:
-        raise ValueError(f"matmul_reduce_scatter takes 2-D operands, got A {tuple(a.shape)} and B's slice "
-                         f"{tuple(b_shard.shape)}")
-    m, k = a.shape
-    if b_shard.shape[0] != k:
-        raise ValueError(f"inner dimensions differ: A is {m} x {k}, B's slice is {b_shard.shape[0]} x "
-                         f"{b_shard.shape[1]}")
-    n = b_shard.shape[1]
     blocks = row_blocks(m, world)
     rows = blocks[0][1]
     dtype = _out_dtype(torch, a, out_dtype)
@@ -115,14 +101,27 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
 _TAKEN = ("residual", "beta", "alpha", "c", "scale_a", "scale_b", "stream")
 
 
-def _check_params(params: dict) -> None:
+def _operands(fn: str, a, b, params: dict) -> tuple[int, int, int]:
+    """(rows of A, K, N) of a product's local operands, each given as (what it is, tensor); raises naming the
+    one at fault, or the keywords the products do not take."""
     bad = sorted(set(params) & set(_TAKEN))
     if bad:
         raise ValueError(f"{', '.join(bad)}: not taken by the tensor-parallel products (bias and activation are; "
                          "other keywords are a rung's parameters)")
+    (na, ta), (nb, tb) = a, b
+    if ta.dim() != 2 or tb.dim() != 2:
+        raise ValueError(f"{fn} takes 2-D operands, got {na} {tuple(ta.shape)} and {nb} {tuple(tb.shape)}")
+    if tb.shape[0] != ta.shape[1]:
+        raise ValueError(f"inner dimensions differ: {na} is {ta.shape[0]} x {ta.shape[1]}, {nb} is "
+                         f"{tb.shape[0]} x {tb.shape[1]}")
+    return ta.shape[0], ta.shape[1], tb.shape[1]
 
 
 def _out_dtype(torch, a, out_dtype):
+    """The output's torch dtype: out_dtype, else the format's (the inputs', or bfloat16 for 8-bit ones)."""
     if out_dtype is not None:
-        return out_dtype if isinstance(out_dtype, torch.dtype) else getattr(torch, str(out_dtype))
-    return torch.bfloat16 if "float8" in str(a.dtype) else a.dtype
+        return getattr(torch, dtype_label(out_dtype))
+    try:
+        return getattr(torch, number_format(dtype_label(a.dtype)).out_dtype)
+    except ValueError:  # a dtype only the CPU baselines take (float64): the result keeps it
+        return a.dtype
