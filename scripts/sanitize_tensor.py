@@ -3,7 +3,7 @@ full epilogue, TF32 on wgmma (B given transposed, and a row-major B computed tra
 and a shape where every block walks several tiles; clusters of
 one and two blocks (an odd tile-row count leaves a block below the matrix), the epilogues written straight
 from the registers (plain and bias + GELU on interior blocks) and through TMA stores (16-bit C, beta = 0), B given transposed, staged operands,
-and stream-K's last rounds (partial sums handed between clusters). The deferred TMA stores (the default)
+and stream-K's last rounds (partial sums handed between clusters, in equal runs and in parts). The deferred TMA stores (the default)
 run in the wgmma calls above; scripts/sanitize_deferred.py has them on several tiles per block.
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t python3 scripts/sanitize_tensor.py; done
@@ -68,5 +68,12 @@ for cl, rows in ((2, 256 * 70 - 36), (1, 128 * 136 - 36)):
                    STREAM_K=1)
 a, b = torch.randn(200, 600, device="cuda"), torch.randn(600, 256 * 70 - 36, device="cuda")
 gemmlab.matmul(a, b, precision="tf32", kernel="wgmma", STREAM_K=1)
+# The last round's tiles in parts (stream_k_parts): a few tiles past one round, each cut into 2 (18 k steps)
+# or 4 (33 k steps) parts whose sums the owner adds; edges, a block below the matrix, the fused epilogue.
+for cl, rows, k in ((2, 256 * 69 - 36, 1100), (1, 128 * 137 - 36, 2100)):
+    a, b = torch.randn(rows, k, device="cuda").bfloat16(), torch.randn(k, 200, device="cuda").bfloat16()
+    gemmlab.matmul(a, b, kernel="wgmma", CLUSTER=cl, STREAM_K=1, out_dtype=torch.float32)
+    gemmlab.matmul(a, b, bias=torch.randn(200, device="cuda"), activation="gelu_tanh", kernel="wgmma", CLUSTER=cl,
+                   STREAM_K=1)
 torch.cuda.synchronize()
 print("sanitizer payload done")

@@ -39,6 +39,8 @@ def test_targets_only_sm_90a():
                                     dict(A_TYPE=3, B_LAYOUT=3), dict(A_TYPE=3, B_LAYOUT=3, BN=128, CLUSTER=1, C_TYPE=3),
                                     dict(A_TYPE=3, B_LAYOUT=3, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2),
                                     dict(C_TYPE=3, BN=192),  # clusters over half the k rows of B's chunks
+                                    dict(C_TYPE=3, BN=192, CLUSTER=1, STREAM_K=1, B_LAYOUT=2),
+                                    dict(A_TYPE=5, C_TYPE=3, B_LAYOUT=2, CLUSTER=1, STREAM_K=1),
                                     dict(C_TYPE=3, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, SPLIT_K=4)],
                          ids=str)
 def test_compiles_without_local_memory(params):
@@ -260,12 +262,16 @@ def test_sass_of_clusters():
     assert "MULTICAST" not in dump[1][0] and "EIATTR_CTA_PER_CLUSTER" not in dump[1][1]
 
 
-def _units(c, clusters, tiles, sk, k_tiles):
-    """The kernel's work_unit, unit by unit (a model of the device code: whole tiles, then the run)."""
+def _units(c, clusters, tiles, sk, k_tiles, parts=0):
+    """The kernel's work_unit, unit by unit (a model of the device code: whole tiles, then the run or the part)."""
     dp = tiles - sk
     whole = (dp - 1 - c) // clusters + 1 if c < dp else 0
     out = [(c + i * clusters, 0, k_tiles, i * k_tiles) for i in range(whole)]
-    if sk:
+    if sk and parts:
+        if c < sk * parts:
+            q = c % parts
+            out.append((dp + c // parts, k_tiles * q // parts, k_tiles * (q + 1) // parts, whole * k_tiles))
+    elif sk:
         steps = sk * k_tiles
         s0, s1 = steps * c // clusters, steps * (c + 1) // clusters
         t = s0 // k_tiles
@@ -303,6 +309,68 @@ def test_stream_k_covers_every_k_step_once_and_shares_a_tile_between_two_cluster
     assert (tiles - sk) % clusters == 0
     load = [sum(ke - kb for _, kb, ke, _ in _units(c, clusters, tiles, sk, k_tiles)) for c in range(clusters)]
     assert max(load) - min(load) <= 1
+
+
+@pytest.mark.parametrize("tiles,clusters,k_tiles", [(320, 132, 216), (344, 66, 64), (289, 66, 64), (133, 132, 9),
+                                                    (70, 66, 2), (200, 7, 16)])
+def test_stream_k_parts_cover_every_k_step_once_and_start_together(tiles, clusters, k_tiles):
+    """The last round's tiles in parts: each part a cluster's one stream unit, all at the ring position after
+    the whole rounds; the owner of a tile (kb = 0) is followed by its parts' clusters in order."""
+    sk = tiles % clusters
+    parts = min(clusters // sk, 4, k_tiles)
+    seen = {}
+    for c in range(clusters):
+        units = _units(c, clusters, tiles, sk, k_tiles, parts)
+        ring = 0
+        for t, kb, ke, r in units:
+            assert r == ring and 0 <= kb < ke <= k_tiles
+            ring += ke - kb
+            seen.setdefault(t, []).append((c, kb, ke))
+        assert len(units) <= (tiles - sk) // clusters + 1
+    assert sorted(seen) == list(range(tiles))
+    for t, got in seen.items():
+        got.sort(key=lambda x: x[1])
+        assert got[0][1] == 0 and got[-1][2] == k_tiles
+        assert all(a[2] == b[1] for a, b in zip(got, got[1:]))
+        assert len(got) == (parts if t >= tiles - sk else 1)
+        assert [x[0] for x in got] == list(range(got[0][0], got[0][0] + len(got)))  # the owner, then c + 1, ...
+    # every part of every stream tile starts where the whole rounds end
+    assert {_units(c, clusters, tiles, sk, k_tiles, parts)[-1][3] for c in range(sk * parts)} == {
+        (tiles - sk) // clusters * k_tiles}
+
+
+def test_stream_k_parts_take_a_partial_last_round_after_whole_ones():
+    p = {**SPEC.defaults, "CLUSTER": 1, "B_LAYOUT": 2}
+    # 320 tiles of 128 x 256 on 132 SMs: 2.4 rounds run as 3; halves make the last one half as long
+    assert wgmma.cluster_tiles(2048, 5120, p) == 320 and wgmma.stream_k_parts(2048, 5120, 13824, p, 132) == 2
+    assert wgmma.stream_k(2048, 5120, 13824, {**p, "STREAM_K": 1}, 132) == (56, 2)
+    assert wgmma.stream_k(2048, 5120, 13824, p, 132) == (0, 0)  # STREAM_K 0: none, whatever pays
+    # clusters of two: 344 cluster tiles on 66 clusters, 14 left over: four parts each (at most SK_MAX_PARTS)
+    assert wgmma.stream_k_parts(2048, 11008, 4096, SPEC.defaults, 132) == 4
+    assert wgmma.stream_k_parts(2048, 5120, 13824, p, 128) == 2 and wgmma.stream_k_parts(2048, 5120, 13824, p, 160) == 0
+    assert wgmma.stream_k_parts(8192, 8192, 8192, SPEC.defaults, 132) == 0  # 34 of 66: more than half busy
+    assert wgmma.stream_k_parts(16384, 14336, 4096, SPEC.defaults, 132) == 0  # 55 rounds: 1.2 % to save
+    assert wgmma.stream_k_parts(2048, 5120, 14 * 64, p, 132) == 0  # 14 k steps: halves of 7 are too short
+    assert wgmma.stream_k_parts(1024, 2048, 8192, p, 132) == 0  # one partial round: split_for's
+    assert wgmma.stream_k_parts(2048, 5120, 13824, {**p, "SCHEDULE": 2, "BN": 128}, 132) == 0  # ping-pong
+    assert wgmma.stream_k_parts(2048, 5120, 13824, {**p, "SPLIT_K": 2}, 132) == 0
+    assert wgmma.stream_k_parts(2048, 5120, 13824, {**p, "BATCHED": 1}, 132) == 0
+    # 8-bit inputs: 128 elements per k step; tf32: 32
+    assert wgmma.stream_k_parts(2048, 5120, 16 * 128, {**p, "A_TYPE": 5}, 132) == 2
+    assert wgmma.stream_k_parts(2048, 5120, 15 * 128, {**p, "A_TYPE": 5}, 132) == 0
+
+
+def test_the_heuristic_takes_parts_where_they_pay():
+    assert wgmma._heuristic(2048, 5120, 13824, 132, "bfloat16", True).get("STREAM_K") == 1
+    assert wgmma._heuristic(2048, 11008, 4096, 132, "bfloat16").get("STREAM_K") == 1
+    for shape in ((8192, 8192, 8192), (4096, 4096, 4096), (16384, 14336, 4096), (64, 8192, 8192)):
+        assert not wgmma._heuristic(*shape, 132, "bfloat16").get("STREAM_K"), shape
+    # against 192-column tiles, as measured both ways (narrow_tiles_pay)
+    p = wgmma._heuristic(1024, 5120, 13824, 132, "bfloat16", True)
+    assert p.get("STREAM_K") == 1 and p.get("BN", 256) == 256, p
+    for shape in ((3000, 3000, 3000), (3000, 3000, 8192), (512, 11008, 4096)):
+        p = wgmma._heuristic(*shape, 132, "bfloat16", True)
+        assert p.get("BN") == 192 and not p.get("STREAM_K"), (shape, p)
 
 
 def test_stream_k_takes_the_last_rounds_where_they_leave_sms_idle():

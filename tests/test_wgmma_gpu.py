@@ -411,6 +411,7 @@ def test_stream_k_tiles_against_float64(params, rounds, rng, monkeypatch):
     from gemmlab.kernels.rungs import wgmma
 
     monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)  # stream-K on problems of two and three rounds
+    monkeypatch.setattr(wgmma, "SK_MAX_PARTS", 1)  # the equal runs, not the last round in parts
     p = {**SPEC.defaults, "A_TYPE": 2, "C_TYPE": 1, **params}
     # rounds 2: a few tiles past one round, all of them in the stream-K part; 3: a whole round first
     extra = (rounds - 1) * _grid_clusters(p) + 4 + rounds
@@ -438,6 +439,7 @@ def test_stream_k_with_epilogues_and_repeat_calls(case, rng, monkeypatch):
     from gemmlab.kernels.rungs import wgmma
 
     monkeypatch.setattr(wgmma, "SK_MIN_ROUNDS", 1)  # stream-K on a problem of two rounds
+    monkeypatch.setattr(wgmma, "SK_MAX_PARTS", 1)  # the equal runs (the parts have their own test)
     api.call._plans.clear()
     tf32 = case.startswith("tf32")
     p = {**SPEC.defaults, "STREAM_K": 1, **({"A_TYPE": 3, "C_TYPE": 1, "B_LAYOUT": 3 if case == "tf32_row_major_b" else 2}
@@ -466,6 +468,102 @@ def test_stream_k_with_epilogues_and_repeat_calls(case, rng, monkeypatch):
         err = ((c.double() - want).norm() / want.norm()).item()
         assert err <= (1e-3 if tf32 else TOL), (case, err)
     assert len(api.call._plans) == 1
+
+
+@pytest.mark.parametrize("params", [dict(), dict(CLUSTER=1), dict(BN=128), dict(BM=256, BN=128, STAGES=3),
+                                    dict(HELD=2, GROUP_M=1), dict(BN=192, CLUSTER=1, B_LAYOUT=2)], ids=str)
+@pytest.mark.parametrize("left", [1, 5, "half"])
+def test_stream_k_parts_against_float64(params, left, rng):
+    """The last, partial round's tiles cut into parts by k steps (2-4 clusters each, sums handed to the
+    owner in cluster order): one whole round first, then 1, 5 or half the clusters' worth of tiles; edges in
+    both directions (and, in clusters of two, a block below the matrix); every element against float64,
+    twice (the flags back to zero in between), and the same bits as the product without stream-K up to the
+    order of the parts' sums."""
+    from gemmlab import api
+    from gemmlab.kernels.rungs import wgmma
+
+    p = {**SPEC.defaults, "A_TYPE": 2, "C_TYPE": 1, "STREAM_K": 1, **params}
+    clusters = _grid_clusters(p)
+    r = clusters // 2 if left == "half" else left
+    want_parts = min(clusters // r, wgmma.SK_MAX_PARTS)
+    k = 64 * 8 * want_parts + 40  # enough k steps for every part, the last one uneven
+    for short, cut in ((0, 0), (100, 56)):
+        m, n = p["BM"] * p["CLUSTER"] * (clusters + r) - short, p["BN"] - cut
+        a, a64 = _make("bfloat16", (m, k), rng)
+        if p["B_LAYOUT"] == 2:
+            bt, bt64 = _make("bfloat16", (n, k), rng)
+            b, b64 = bt.T, bt64.T
+        else:
+            b, b64 = _make("bfloat16", (k, n), rng)
+        assert wgmma.stream_k(m, n, k, p, clusters * p["CLUSTER"]) == (r, want_parts), (m, n, k)
+        named = {q: v for q, v in params.items() if q != "B_LAYOUT"}  # (B's layout comes from the array)
+        api.call._plans.clear()
+        for _ in range(2):
+            out = gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", **named, STREAM_K=1)
+            (plan,) = api.call._plans.values()
+            assert plan.workspace.scalars == (r, want_parts), plan.workspace.scalars
+            got = _host(out)
+            assert np.isfinite(got).all() and _rel(got, a64 @ b64) <= TOL, (params, m, n, k)
+            for slot in api.launch._scratch.values():
+                assert int((slot[3] != 0).sum()) == 0
+        plain = _host(gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", **named, STREAM_K=0))
+        assert np.abs(got - plain).max() <= 1e-4 * np.abs(plain).max()
+
+
+@pytest.mark.parametrize("case", ["bias_gelu_bf16", "residual_bf16", "beta_residual", "fp8_row_scales", "tf32"])
+def test_stream_k_parts_with_epilogues(case, rng):
+    """The parts under the other paths, as the heuristic takes them (no parameters named): the fused
+    epilogue through TMA stores, a residual added on the stores, beta with a residual (staged), 8-bit
+    inputs with per-row scales (applied to each part's sums before they are added), tf32. Every element
+    against float64, NaN-poisoned outputs."""
+    torch = pytest.importorskip("torch")
+    from gemmlab import api
+    from gemmlab.kernels.rungs import wgmma
+
+    from gemmlab.runtime import device
+
+    sms = device.device_info().sm_count
+    m, n = 2048, 5120  # 320 tiles of 128 x 256 (clusters of one at so few rounds): 2.4 rounds on 132 SMs
+    k = 2048 if case != "tf32" else 1024
+    p = dict(wgmma._heuristic(m, n, k, sms, "bfloat16", True))
+    assert p.get("STREAM_K") == 1 and p.get("CLUSTER") == 1, p
+    dev = "cuda"
+    x = torch.randn(m, k, device=dev)
+    w = torch.randn(n, k, device=dev)
+    bias, res = torch.randn(n, device=dev), torch.randn(m, n, device=dev)
+    api.call._plans.clear()
+    if case == "fp8_row_scales":
+        qa, sa = gemmlab.quantize(x, granularity="row")
+        qw, sw = gemmlab.quantize(w, granularity="row")
+        out = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+        gemmlab.matmul(qa, qw.t(), out, scale_a=sa, scale_b=sw.reshape(1, n))
+        want = (qa.double() * sa.double()) @ (qw.double() * sw.double()).t()
+        tol = 1e-2
+    elif case == "tf32":
+        out = torch.full((m, n), float("nan"), device=dev)
+        gemmlab.matmul(x, w.t(), out, precision="tf32")
+        want, tol = x.double() @ w.double().t(), 1e-3
+    else:
+        xb, wb, rb = x.bfloat16(), w.bfloat16(), res.bfloat16()
+        out = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
+        ref = xb.double() @ wb.double().t()
+        if case == "bias_gelu_bf16":
+            gemmlab.matmul(xb, wb.t(), out, bias=bias, activation="gelu_tanh")
+            want = torch.nn.functional.gelu(ref + bias.double(), approximate="tanh")
+        elif case == "residual_bf16":
+            gemmlab.matmul(xb, wb.t(), out, residual=rb)
+            want = ref + rb.double()
+        else:
+            c0 = torch.randn(m, n, device=dev).bfloat16()
+            out.copy_(c0)
+            gemmlab.matmul(xb, wb.t(), out, alpha=0.5, beta=0.25, residual=rb)
+            want = 0.5 * ref + 0.25 * c0.double() + rb.double()
+        tol = TOL
+    (plan,) = api.call._plans.values()
+    assert plan.workspace.scalars[1] >= 2, (case, plan.workspace.scalars)
+    assert bool(torch.isfinite(out).all())
+    err = ((out.double() - want).norm() / want.norm()).item()
+    assert err <= tol, (case, err)
 
 
 @pytest.mark.parametrize("params", [dict(), dict(BN=128, STAGES=6), dict(BM=256, BN=128, STAGES=3), dict(CLUSTER=1),

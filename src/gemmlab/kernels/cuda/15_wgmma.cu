@@ -58,8 +58,10 @@
 //   next tile's first k steps' wgmmas, so the stores run while the tensor cores work.
 // - wgmma descriptors are built once per operand and moved by adding offsets (the address field is their
 //   low word); the warpgroup index is made warp-uniform (a shuffle), so all of it stays in uniform registers.
-// - Stream-K (STREAM_K 1, off by default): the last rounds of tiles cut into equal runs of k steps, one per
-//   cluster, partial sums handed over through global memory (work_unit); no gain measured on the H100.
+// - Stream-K (STREAM_K 1): the tiles of the last, partial round cut into 2-4 parts by k steps, each part on
+//   its own cluster (where that round leaves half the clusters idle or more), or the last rounds cut into
+//   equal runs of k steps, one per cluster (no gain measured on the H100); partial sums handed over through
+//   global memory (work_unit).
 // - Split-K (SPLIT_K > 1, for long K on a C of few tiles): (slice, tile) units, fp32 slabs, and a second
 //   launch (wgmma_split_reduce) that sums them in slice order and applies the epilogue (split_unit).
 // Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
@@ -397,15 +399,21 @@ __device__ __forceinline__ void store_tma_transposed(const TensorMap* map, unsig
 // ------------------------------------------------------------------------------------------ stream-K
 
 // The work of a persistent grid of P clusters over `tiles` cluster tiles of k_tiles k steps each. Whole
-// tiles first, round-robin (cluster c takes c, c + P, ...), except the last `sk_tiles`: their k steps, all
-// in a row (tile by tile), are cut into P equal ranges, one per cluster, so that the last, partial round
-// of whole tiles (tiles % P of them) is spread over every SM instead of leaving the rest idle. A range is
-// cut again at tile boundaries into units. Unit i of cluster c: tile `tile`, k steps [kb, ke); `ring`: the
-// k steps the cluster took before it (its position in the TMA ring). False past the last unit.
-// With sk_tiles = tiles % P + P (or 0) every range spans at least one tile's k steps, so a tile is shared
-// by at most two clusters: the one whose range starts inside it (kb > 0: it writes its partial sums
-// first, at the start of its stream-K work) and the one whose range ends in it (kb = 0: it takes the
-// other's sums and writes C, at the end of its work).
+// tiles first, round-robin (cluster c takes c, c + P, ...), except the last `sk_tiles`, which are cut by k
+// steps so that the last, partial round of whole tiles (tiles % P of them) is spread over more SMs instead
+// of leaving the rest idle. Two ways (sk_parts says which):
+// - runs (sk_parts 0): the stream-K tiles' k steps, all in a row (tile by tile), cut into P equal ranges, one
+//   per cluster, each cut again at tile boundaries into units. With sk_tiles = tiles % P + P every range
+//   spans at least one tile's k steps, so a tile is shared by at most two clusters: the one whose range
+//   starts inside it (kb > 0: it writes its partial sums first, at the start of its stream-K work) and the
+//   one whose range ends in it (kb = 0: it takes the other's sums and writes C, at the end of its work).
+// - parts (sk_parts >= 2, sk_tiles = tiles % P, sk_tiles x sk_parts <= P): each of the last tiles cut into
+//   sk_parts even k ranges; part q of stream tile j goes to cluster j sk_parts + q. Every part starts when
+//   the whole rounds end, at one of sk_parts k offsets shared by all stream tiles, so the tiles that share a
+//   panel still read its k slices together. Part 0 (kb = 0) adds the sums of clusters c + 1 ...
+//   c + sk_parts - 1 in that order and writes C; the others hand theirs over.
+// Unit i of cluster c: tile `tile`, k steps [kb, ke); `ring`: the k steps the cluster took before it (its
+// position in the TMA ring). False past the last unit.
 struct WorkUnit {
     int tile, kb, ke;
     long long ring;
@@ -416,9 +424,11 @@ struct WorkUnit {
 // division).
 __device__ __forceinline__ int sk_range_start(int c, int clusters, int steps) { return steps * c / clusters; }
 
-__device__ __forceinline__ bool work_unit(int i, int c, int clusters, int tiles, int sk_tiles, int k_tiles, WorkUnit& w) {
-    if (sk_tiles < clusters || sk_tiles > tiles || (long long)sk_tiles * k_tiles * clusters >= (1ll << 31))
-        sk_tiles = 0;  // (the rule above needs P <= sk_tiles <= tiles; the arithmetic, 32 bits)
+__device__ __forceinline__ bool work_unit(int i, int c, int clusters, int tiles, int sk_tiles, int sk_parts, int k_tiles,
+                                          WorkUnit& w) {
+    if (sk_parts > 0 ? sk_parts < 2 || sk_tiles > tiles || sk_tiles * sk_parts > clusters || k_tiles < sk_parts
+                     : sk_tiles < clusters || sk_tiles > tiles || (long long)sk_tiles * k_tiles * clusters >= (1ll << 31))
+        sk_tiles = 0;  // (runs need P <= sk_tiles <= tiles and 32-bit arithmetic; parts, a cluster each and a k step)
     const int dp_tiles = tiles - sk_tiles;
     const int whole = c < dp_tiles ? (dp_tiles - 1 - c) / clusters + 1 : 0;  // whole tiles of this cluster
     if (i < whole) {
@@ -429,6 +439,15 @@ __device__ __forceinline__ bool work_unit(int i, int c, int clusters, int tiles,
         return true;
     }
     if (sk_tiles == 0) return false;
+    if (sk_parts > 0) {
+        if (i > whole || c >= sk_tiles * sk_parts) return false;
+        const int q = c % sk_parts;
+        w.tile = dp_tiles + c / sk_parts;
+        w.kb = k_tiles * q / sk_parts;
+        w.ke = k_tiles * (q + 1) / sk_parts;
+        w.ring = (long long)whole * k_tiles;
+        return true;
+    }
     const int steps = sk_tiles * k_tiles;
     const int s0 = sk_range_start(c, clusters, steps), s1 = sk_range_start(c + 1, clusters, steps);
     const int t = s0 / k_tiles + (i - whole);  // stream-K tile of this unit
@@ -588,8 +607,8 @@ __device__ __forceinline__ void scale_accumulators(float (&acc)[MT][ACC], const 
 // slots per consumer); SCHEDULE: 1 cooperative, 2 ping-pong (see the header); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage), 5 e4m3, 6 e5m2; C_TYPE: 1 fp32, 2 fp16,
 // 3 bf16; B_LAYOUT: 1 B row-major (K x N, read N-major), 2 B^T given (N x K, read K-major; tf32 needs it),
 // 3 tf32 with B row-major: the tile is of C^T = B^T A^T (see SWAP; HELD is then 1); CLUSTER: 1 or 2 blocks
-// sharing B; STREAM_K: 1 compiles stream-K for the last rounds of tiles (work_unit; sk_ws, sk_flags and
-// sk_tiles from the host, sk_tiles 0 for none), 0 not (those three arguments are then unused).
+// sharing B; STREAM_K: 1 compiles stream-K for the last rounds of tiles (work_unit; sk_ws, sk_flags, sk_tiles
+// and sk_parts from the host, sk_tiles 0 for none), 0 not (those four arguments are then unused).
 // Tensor maps: tmap_a over A (M x K) in boxes of BM rows x BK; tmap_b over B (K x N) in boxes of BK rows
 // x 64 columns (BK / CLUSTER rows where BN / 64 chunks do not split evenly over the cluster), or with
 // B_LAYOUT 2 over B^T (N x K) in boxes of BN / CLUSTER rows x BK. With B_LAYOUT 3 the roles swap: tmap_a
@@ -601,7 +620,7 @@ __device__ __forceinline__ void
 wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typename Out<C_TYPE>::T* __restrict__ C,
            int ldc, const float* __restrict__ bias, const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
            const TensorMap& tmap_a, const TensorMap& tmap_b, const TensorMap& tmap_c, float* __restrict__ sk_ws,
-           int* __restrict__ sk_flags, int sk_tiles_arg, int batch, long long sa, long long sb, long long sc,
+           int* __restrict__ sk_flags, int sk_tiles_arg, int sk_parts, int batch, long long sa, long long sb, long long sc,
            long long sr, const float* __restrict__ scale_a, const float* __restrict__ scale_b) {
     typedef typename Out<C_TYPE>::T OutT;
     constexpr bool FP8 = A_TYPE == 5 || A_TYPE == 6;
@@ -739,7 +758,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             unsigned phase = 0;
             WorkUnit w;
             for (int i = 0; SPLIT_K > 1 ? split_unit<SPLIT_K>(i, cluster_id, clusters, tiles_one, k_tiles, w)
-                                        : work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w);
+                                        : work_unit(i, cluster_id, clusters, tiles, sk_tiles, sk_parts, k_tiles, w);
                  ++i) {
                 int tile_row, tile_col;
                 // the product, or with split-K the slice (0 with neither)
@@ -841,7 +860,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             WGMMA_TILE_WALK  // per tile: nothing of it stays live across the epilogue
             WorkUnit w;  // (ping-pong: the block's i-th tile, whichever consumer takes it)
             if (!(SPLIT_K > 1 ? split_unit<SPLIT_K>(i, cluster_id, clusters, tiles_one, k_tiles, w)
-                              : work_unit(i, cluster_id, clusters, tiles, sk_tiles, k_tiles, w))) {
+                              : work_unit(i, cluster_id, clusters, tiles, sk_tiles, sk_parts, k_tiles, w))) {
                 if constexpr (DEFERRED) {
                     while (held_boxes > 0) store_next();  // the consumer's last tile
                 }
@@ -1007,17 +1026,20 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             if (tid_wg == 0) TRACE_UNIT(cw, started, 3, clock64());
 #endif
 
-            // A tile shared with the next cluster (stream-K): the one that began it (kb > 0) hands its sums
-            // over and is done with it; the one that ends it (kb = 0) adds them and writes C.
+            // A tile shared with the next clusters (stream-K): each that took a later part (kb > 0) hands its
+            // sums over and is done with it; the one that took the first (kb = 0) adds them, in cluster order
+            // (one other with runs, sk_parts - 1 with parts), and writes C.
             if (SK && (kb > 0 || ke < k_tiles)) {
                 if (kb > 0) {
                     const int slot = (int)blockIdx.x * CONSUMERS + cw;
                     sk_store_partial<MT, ACC>(sk_ws + (size_t)slot * WG_M * BN, sk_flags + slot, tile, acc, tid_wg, 1 + cw);
                     continue;
                 }
-                const int cl = cluster_id + 1;  // whose range starts inside this tile
-                const int slot = (cl * CLUSTER + rank) * CONSUMERS + cw;
-                sk_add_partial<MT, ACC>(sk_ws + (size_t)slot * WG_M * BN, sk_flags + slot, tile, acc, tid_wg, 1 + cw);
+                const int sharers = sk_parts > 0 ? sk_parts : 2;
+                for (int q = 1; q < sharers; ++q) {
+                    const int slot = ((cluster_id + q) * CLUSTER + rank) * CONSUMERS + cw;
+                    sk_add_partial<MT, ACC>(sk_ws + (size_t)slot * WG_M * BN, sk_flags + slot, tile, acc, tid_wg, 1 + cw);
+                }
             }
 
             // Split-K: the unit's sums, as they are, to its slice's slab of C (M rows of N rounded up to 4 floats;
@@ -1165,12 +1187,12 @@ struct EnableIf<true> {
         float beta, typename Out<C_TYPE>::T* __restrict__ C, int ldc, const float* __restrict__ bias,                \
         const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, const __grid_constant__ TensorMap tmap_a, \
         const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
-        int* __restrict__ sk_flags, int sk_tiles, int batch, long long sa, long long sb, long long sc, long long sr, \
+        int* __restrict__ sk_flags, int sk_tiles, int sk_parts, int batch, long long sa, long long sb, long long sc, long long sr, \
         const float* __restrict__ scale_a, const float* __restrict__ scale_b
 #define WGMMA_BODY                                                                                                 \
     wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER, BATCHED, SPLIT_K>(        \
         M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles,  \
-        batch, sa, sb, sc, sr, scale_a, scale_b)
+        sk_parts, batch, sa, sb, sc, sr, scale_a, scale_b)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
           int STREAM_K, int DEFER, int BATCHED, int SPLIT_K>

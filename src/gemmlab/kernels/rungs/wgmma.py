@@ -135,7 +135,9 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile)
 
 
-SK_MIN_K_STEPS = 8      # stream-K only where a tile has at least this many k steps (BK each),
+SK_MAX_PARTS = 4        # parts: the last round's tiles cut into at most this many parts (each a cluster),
+SK_PARTS_MIN_GAIN = 0.03  # where that saves at least this share of the rounds (the heuristic then takes them)
+SK_MIN_K_STEPS = 8      # stream-K only where a tile (a part) has at least this many k steps (BK each),
 SK_MIN_GAIN = 0.01      # the last round's idle share saves at least this much of the time,
 SK_MIN_ROUNDS = 8       # the whole tiles make at least this many rounds (stream-K's share is small),
 SK_MAX_K_BYTES = 16384  # and a row of an operand panel (K x element bytes) is at most this long
@@ -154,9 +156,46 @@ def cluster_tiles(m: int, n: int, p: dict[str, int]) -> int:
     return cdiv(cdiv(rows, p["BM"]), p["CLUSTER"]) * cdiv(cols, p["BN"])
 
 
+def stream_k_parts(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> int:
+    """Into how many parts (by k steps) each tile of the last, partial round is cut, one cluster per part, on
+    a persistent grid of `blocks` blocks; 0 for none. Whatever STREAM_K says (the heuristic asks this to set it).
+
+    With T cluster tiles on P clusters the last round holds r = T mod P tiles. Where it leaves half the clusters
+    idle or more, each of its tiles is cut into `parts` = min(P // r, SK_MAX_PARTS) even k ranges (each at
+    least SK_MIN_K_STEPS steps) on parts clusters, so that round takes 1 / parts of a tile's time, plus one
+    fp32 tile of partial sums written and read per extra part. Every part starts when the whole rounds end,
+    at one of `parts` k offsets that all stream tiles share: tiles sharing a panel still read its k slices
+    together, which the equal runs (stream_k_tiles) lose. Taken where it saves SK_PARTS_MIN_GAIN of the
+    rounds or more ((1 - 1 / parts) / rounds), with at least one whole round before it (a single partial
+    round of long K is split_for's); cooperative schedule, one product. Predicted, BF16, the down projection
+    2048 x 5120 x 13824 (320 tiles of 128 x 256 on 132 SMs, r = 56, halves): 3 rounds -> 2.5, 0.83 -> 0.95-0.97
+    x cuBLAS."""
+    if p["SCHEDULE"] != COOPERATIVE or p["SPLIT_K"] > 1 or p.get("BATCHED") or m == 0 or n == 0:
+        return 0
+    clusters = blocks // p["CLUSTER"]
+    tiles = cluster_tiles(m, n, p)
+    if clusters < 2 or tiles <= clusters or tiles % clusters == 0:
+        return 0
+    parts = min(clusters // (tiles % clusters), cdiv(k, 128 // element_bytes(p)) // SK_MIN_K_STEPS, SK_MAX_PARTS)
+    if parts < 2 or (1 - 1 / parts) / cdiv(tiles, clusters) < SK_PARTS_MIN_GAIN:
+        return 0
+    return parts
+
+
+def stream_k(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> tuple[int, int]:
+    """(stream-K tiles, parts) for STREAM_K = 1: the last round's tiles in parts where stream_k_parts takes
+    them, else the equal runs of stream_k_tiles (parts 0); (0, 0) for none."""
+    if not p.get("STREAM_K"):
+        return 0, 0
+    parts = stream_k_parts(m, n, k, p, blocks)
+    if parts:
+        return cluster_tiles(m, n, p) % (blocks // p["CLUSTER"]), parts
+    return stream_k_tiles(m, n, k, p, blocks), 0
+
+
 def stream_k_tiles(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> int:
-    """How many of the last cluster tiles the kernel spreads over all clusters by k steps (stream-K), on a
-    persistent grid of `blocks` blocks; 0 for none.
+    """How many of the last cluster tiles the kernel spreads over all clusters by k steps in equal runs
+    (stream-K), on a persistent grid of `blocks` blocks; 0 for none (stream_k takes parts first).
 
     Whole tiles go round-robin to the P clusters, so with T tiles the last round holds T mod P of them and
     leaves the other clusters idle for a tile's time: at 8192^3 (1024 cluster tiles of 128 x 256 on 66
@@ -198,14 +237,15 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     """Stream-K's scratch on a persistent grid of `blocks` blocks: one slot of partial sums per consumer of
     each block (BM x BN fp32 per block: 17 MB for 132 blocks of 128 x 256), two flags per block (zero at
     launch; each flag a block sets is cleared by the block that reads it, so every launch leaves them
-    zero), and the count of stream-K tiles as the kernel's last argument. Nothing when stream-K is off.
+    zero), and the count of stream-K tiles and their parts (stream_k) as the kernel's scalars. Nothing when
+    stream-K is off.
     Split-K's instead: a slab of fp32 sums per slice, M rows of N rounded up to 4 floats."""
     if p["SPLIT_K"] > 1:
-        return Workspace(slab_floats(m, n, p), 0, (0,))
-    sk = stream_k_tiles(m, n, k, p, blocks)
+        return Workspace(slab_floats(m, n, p), 0, (0, 0))
+    sk, parts = stream_k(m, n, k, p, blocks)
     if not sk:
-        return Workspace(scalars=(0,))
-    return Workspace(blocks * p["BM"] * p["BN"], blocks * 2, (sk,))
+        return Workspace(scalars=(0, 0))
+    return Workspace(blocks * p["BM"] * p["BN"], blocks * 2, (sk, parts))
 
 
 # Split-K's second launch (wgmma_split_reduce, epilogue.cuh's split_sum_epilogue): reduce_lanes(SPLIT_K)
@@ -274,18 +314,33 @@ def split_for(m: int, n: int, k: int, sms: int) -> int:
 NARROW_MAX_SHARE = 0.8  # 192-column tiles where their rounds take at most this share of the 256-column ones
 
 
-def narrow_tiles_pay(m: int, n: int, sms: int, cluster: int) -> bool:
+NARROW_PARTS_STEPS = 16  # against 192-column tiles, a last round in parts costs this many k steps more
+
+
+def narrow_tiles_pay(m: int, n: int, sms: int, cluster: int, parts: int = 0, k_steps: int = 1) -> bool:
     """Whether 128 x 192 tiles (fp16 / bf16) fill the last round of a persistent grid so much better than
-    128 x 256 ones that their rounds, each 3/4 as long, take at most NARROW_MAX_SHARE of the time. 3000^3:
+    128 x 256 ones that their rounds, each 3/4 as long, take at most NARROW_MAX_SHARE of the time, and
+    (where the 256-wide tiles' last round would run in `parts`, stream_k_parts, of `k_steps` steps a tile)
+    no longer than those with the parts: whole rounds, 1 / parts of one and NARROW_PARTS_STEPS k steps.
+    That constant is fit to four shapes measured both ways (BF16 x cuBLAS, 192 columns against parts):
+    3000^3 0.87 / 0.84, 3000 x 3000 x 8192 0.97 / 0.92, 512 x 11008 x 4096 0.88 / 0.83, 1024 x 5120 x 13824
+    0.81 / 0.92; the rounds alone put the parts level or ahead on all four. 3000^3:
     288 tiles of 128 x 256 in clusters of two are 2.2 rounds on 66 clusters, run as 3; 384 of 128 x 192 are
     2.9 rounds, so 3 x 192 against 3 x 256 columns: 0.75. Measured, BF16 x cuBLAS, flushed (docs/journal.md,
     "2026-11-27: rows that straddle lines"): 3000^3 0.75 -> 0.87, 3000 x 3000 x 8192 0.80 -> 0.99, without
     clusters 3072 x 3072 x 8192 0.75 -> 1.03 and 1536 x 2048 x 2048 0.81 -> 0.97; where the rounds gain less
     they lost: 5000^3 (0.96 by rounds) 0.86 -> 0.85, 6000^3 (1.0) 0.98 -> 0.97, 2500 x 2500 x 8192 (1.13)
     2.13 -> 1.93, 4096^3 (1.13) 1.02 -> 0.90."""
+    clusters = max(sms // cluster, 1)
+
     def rounds(bn: int) -> int:
-        return cdiv(cdiv(cdiv(m, 128), cluster) * cdiv(n, bn), max(sms // cluster, 1))
-    return rounds(192) * 192 <= NARROW_MAX_SHARE * rounds(256) * 256
+        return cdiv(cdiv(cdiv(m, 128), cluster) * cdiv(n, bn), clusters)
+    narrow = rounds(192) * 192
+    if parts:
+        whole = cdiv(cdiv(m, 128), cluster) * cdiv(n, 256) // clusters
+        if narrow > (whole + 1 / parts + NARROW_PARTS_STEPS / k_steps) * 256:
+            return False
+    return narrow <= NARROW_MAX_SHARE * rounds(256) * 256
 
 
 GROUP_CHOICES = (1, 4, 8, 16)
@@ -308,8 +363,9 @@ def best_group(bm: int, bn: int, resident: int, tiles_m: int) -> int:
 
 def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
                b_kmajor: bool = False) -> dict[str, int]:
-    """The tiling (_tiling; with `element` fp16 / bf16 or None, 192-column tiles where narrow_tiles_pay) and,
-    for it, the tile order's group height (best_group). (For tf32 on a row-major B the kernel's tile rows are
+    """The tiling (_tiling; with `element` fp16 / bf16 or None, 192-column tiles where narrow_tiles_pay), for
+    it the tile order's group height (best_group), and stream-K where the last round's tiles pay to be cut
+    into parts (stream_k_parts). (For tf32 on a row-major B the kernel's tile rows are
     columns of C, so the cap at M's tile rows is then N's; it matters only below 16 tile rows.)"""
     split = split_for(m, n, k, sms)
     if split > 1:
@@ -317,9 +373,16 @@ def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
         p["SPLIT_K"] = split
     else:
         p = _tiling(m, n, k, sms)
-        if p.get("BN", 256) == 256 and p.get("BM", 128) == 128 and element in (None, "float16", "bfloat16") \
-                and narrow_tiles_pay(m, n, sms, p.get("CLUSTER", 2)):
-            p["BN"] = 192
+    # the last, partial round's tiles in parts by k steps, where stream_k_parts says it pays
+    layout = B_KMAJOR if b_kmajor else B_SWAPPED if element == "tf32" else B_ROW_MAJOR
+    full = {**SPEC.defaults, **p, "A_TYPE": A_TYPE_CODES.get(element or "bfloat16", 2), "B_LAYOUT": layout}
+    parts = stream_k_parts(m, n, k, full, sms)
+    if split == 1 and p.get("BN", 256) == 256 and p.get("BM", 128) == 128 and element in (None, "float16", "bfloat16") \
+            and narrow_tiles_pay(m, n, sms, p.get("CLUSTER", 2), parts, cdiv(k, 128 // element_bytes(full))):
+        p["BN"] = 192
+        parts = stream_k_parts(m, n, k, {**full, "BN": 192}, sms)
+    if parts:
+        p["STREAM_K"] = 1
     bm, bn = p.get("BM", 128), p.get("BN", 256)
     p["GROUP_M"] = best_group(bm, bn, sms, cdiv(m, bm))
     return p
@@ -455,9 +518,10 @@ SPEC = KernelSpec(
               "C^T = B^T A^T (B read into registers); set from the arrays and the precision"),
         Param("CLUSTER", 2, (1, 2), "blocks per cluster: 2 vertically adjacent tiles share B, each block copying "
                                     "half of it from L2 and multicasting it to both"),
-        Param("STREAM_K", 0, (0, 1), "1: the last rounds of tiles are spread over all clusters by k steps "
-                                     "(stream-K, cooperative schedule; where `stream_k_tiles` says it pays); 0: "
-                                     "whole tiles only (the default: no gain measured on the H100)"),
+        Param("STREAM_K", 0, (0, 1), "1: the last rounds of tiles are spread over more clusters by k steps "
+                                     "(stream-K, cooperative schedule: the last round's tiles in parts where "
+                                     "`stream_k_parts` says it pays, which the heuristic takes, else equal runs "
+                                     "where `stream_k_tiles` does); 0: whole tiles only"),
         Param("DEFER", 1, (0, 1), "1: a tile's TMA stores (16-bit outputs, cooperative schedule) are issued "
                                   "during the next tile's first k steps, a box of 64 columns after each step's "
                                   "wgmmas, its outputs held packed in registers; 0: stored before the next tile "
