@@ -121,6 +121,23 @@ def test_wgmma_persistent_grid_quantization_by_hand():
     assert (q.tiles, q.full_waves, q.busiest_sm_blocks) == (32, 1, 1)
 
 
+def test_a_last_round_in_parts_counts_as_a_fraction_of_a_round(no_nvrtc):
+    """320 tiles of 128 x 256 on 132 SMs (clusters of one): 3 rounds of whole tiles, the last 56 tiles in
+    halves (stream_k_parts) make it 2.5; the busiest SM runs 2.5 tiles' work."""
+    p = {"BM": 128, "BN": 256, "CLUSTER": 1, "B_LAYOUT": 2}
+    whole = model("wgmma", 2048, 5120, 13824, {**p, "STREAM_K": 0}).quant
+    parts = model("wgmma", 2048, 5120, 13824, {**p, "STREAM_K": 1}).quant
+    assert (whole.tiles, whole.full_waves, whole.last_parts, whole.busiest_sm_blocks) == (320, 3, 1, 3)
+    assert (parts.tiles, parts.full_waves, parts.last_parts, parts.busiest_sm_blocks) == (320, 3, 2, 2.5)
+    assert parts.wave_efficiency == pytest.approx(320 / (2.5 * 132))
+    assert parts.balance_efficiency == pytest.approx(320 / (2.5 * 132))
+    # whole rounds: nothing to cut
+    q = model("wgmma", 4096, 4096, 4096, {"BM": 128, "BN": 256, "CLUSTER": 2, "STREAM_K": 1}).quant
+    assert q.last_parts == 1
+    e = explain("wgmma", 2048, 5120, 13824, device=H100, dtype="bfloat16", params={**p, "STREAM_K": 1})
+    assert any("the last in 2 parts along K" in r[1] for r in e.rows)
+
+
 def test_split_over_k_counts_each_unit_over_its_slice(no_nvrtc):
     """Rung 15's split: 64 units of one 64 x 128 tile over 1/64 of K each; the busiest SM's tensor work is one
     slice, so the bound is DRAM (the operands' 33.6 MB), and the slabs are counted as scratch traffic."""

@@ -128,7 +128,7 @@ def predict(model: KernelModel, ceilings: Ceilings, sm_clock_mhz: float | None =
     else:
         fma_work = float(model.flops)
     bounds = [Bound(resource, fma_work / fp32, fma_work, "FLOP", fp32,
-                    f"{q.busiest_sm_blocks} tile(s) of {geo.tile_m}x{geo.tile_n} on the busiest SM "
+                    f"{q.busiest_sm_blocks:g} tile(s) of {geo.tile_m}x{geo.tile_n} on the busiest SM "
                     f"(tile efficiency {100 * q.tile_efficiency:.0f}%, SM balance {100 * q.balance_efficiency:.0f}%)")]
     c = model.cache
     wr = ceilings.dram_write_bps or ceilings.dram_bps

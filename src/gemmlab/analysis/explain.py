@@ -180,7 +180,8 @@ def _paragraph(e_model: KernelModel, pred: Prediction, measured_s: float | None,
         # Padding of edge tiles is arithmetic on zeros (padded elements are not loaded): it costs time where the
         # arithmetic is the limit, and only the SM balance otherwise.
         what = (f"{q.tiles} tiles of {q.tile_m}x{q.tile_n} ({pct(q.tile_efficiency)} useful) on {q.sm_count} SMs, "
-                f"{q.busiest_sm_blocks} on the busiest")
+                f"{q.busiest_sm_blocks:g} on the busiest"
+                + (f", the last round's tiles in {q.last_parts} parts" if q.last_parts > 1 else ""))
         if lim.resource in ("FMA", "tensor"):
             parts.append(f"Quantization costs {100 * (1 - q.tile_efficiency * q.balance_efficiency):.0f}% here: {what}.")
         else:
@@ -301,7 +302,8 @@ def _rows(mdl: KernelModel, pred: Prediction, ceil: Ceilings, measured_s, clock,
         ("intensity, L2 / DRAM", f"{mdl.l2_intensity:.3g} / {mdl.dram_intensity:.3g} FLOP/B", ""),
         ("tile, grid", f"{mdl.geometry.tile_m}x{mdl.geometry.tile_n}, {mdl.geometry.blocks} blocks of "
                        f"{mdl.geometry.threads_per_block}"
-                       + (f" (persistent: {mdl.resident} resident walk {q.tiles} tiles in {q.full_waves} rounds)"
+                       + (f" (persistent: {mdl.resident} resident walk {q.tiles} tiles in {q.full_waves} rounds"
+                          + (f", the last in {q.last_parts} parts along K" if q.last_parts > 1 else "") + ")"
                           if mdl.resident else ""), ""),
         ("registers, shared memory", f"{mdl.resources.registers if mdl.resources else '?'} / thread, "
                                      f"{(mdl.resources.smem_static if mdl.resources else 0) + mdl.geometry.smem_dynamic} B / block", ""),

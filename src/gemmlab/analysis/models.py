@@ -214,7 +214,8 @@ def model_kernel(spec: KernelSpec | str, m: int, n: int, k: int, params: dict | 
     blocks_per_sm = max(1, occ.blocks_per_sm)
     resident = resident_blocks(spec, p, blocks_per_sm, dev.sm_count) if geo.tiled else None
     q = quantize(m, n, k, geo.tile_m, geo.tile_n, dev.sm_count, blocks_per_sm, resident=resident,
-                 tiles_launched=spec.launch(m, n, k, p).blocks if resident else None, splits=spec.slices_of_k(p))
+                 tiles_launched=spec.launch(m, n, k, p).blocks if resident else None, splits=spec.slices_of_k(p),
+                 last_parts=spec.parts_of_last_round(m, n, k, p, resident) if resident else 1)
     t = spec.traffic(m, n, k, p)
     flops = spec.flops(m, n, k)
     e, eo = fmt.elem, fmt.out_elem
@@ -288,7 +289,8 @@ def sawtooth_quants(spec: KernelSpec | str, params: dict | None, shapes: list[tu
         if base.resident is None:
             return quantize(m, n, k, geo.tile_m, geo.tile_n, base.device.sm_count, b, splits=splits)
         return quantize(m, n, k, geo.tile_m, geo.tile_n, base.device.sm_count, b, resident=base.resident,
-                        tiles_launched=spec.launch(m, n, k, base.params).blocks, splits=splits)
+                        tiles_launched=spec.launch(m, n, k, base.params).blocks, splits=splits,
+                        last_parts=spec.parts_of_last_round(m, n, k, base.params, base.resident))
 
     quants = [one(m, n, k) for m, n, k in shapes]
     return quants, geo, b

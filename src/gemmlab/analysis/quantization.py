@@ -49,9 +49,11 @@ class Quantization:
     waves: float                 # tiles / slots
     full_waves: int              # ceil(tiles / slots)
     wave_efficiency: float       # tiles / (full_waves x slots): the classical wave model
-    busiest_sm_blocks: int       # ceil(tiles / SMs): the blocks the busiest SM runs in total
+    busiest_sm_blocks: float     # ceil(tiles / SMs): the blocks the busiest SM runs in total (fractional with
+    #                              a last round in parts)
     balance_efficiency: float    # tiles / (busiest_sm_blocks x SMs)
     splits: int = 1              # blocks sharing a tile along K (a split over K): `tiles` counts those blocks
+    last_parts: int = 1          # a persistent grid's last, partial round: each tile in this many parts along K
 
     @property
     def k_per_block(self) -> float:
@@ -66,13 +68,15 @@ class Quantization:
 
 def quantize(m: int, n: int, k: int, tile_m: int, tile_n: int, sm_count: int, blocks_per_sm: int,
              tile_k: int = 1, resident: int | None = None, tiles_launched: int | None = None,
-             splits: int = 1) -> Quantization:
+             splits: int = 1, last_parts: int = 1) -> Quantization:
     """Tile and wave quantization. `resident` (a persistent grid): the blocks running at once, which walk
-    `tiles_launched` tiles (the tiles, padded to whole clusters; default: the tiles) in rounds. `splits`:
-    blocks sharing each tile along K (a split over K), each over 1 / splits of it: the tiles counted are those
-    blocks (units), and the padded work is theirs."""
-    if min(tile_m, tile_n, tile_k, sm_count, blocks_per_sm, splits) < 1:
-        raise ValueError("tiles, SM count, blocks per SM and splits must be positive")
+    `tiles_launched` tiles (the tiles, padded to whole clusters; default: the tiles) in rounds; with
+    `last_parts` > 1 the tiles of the last, partial round are each cut into that many parts along K, run
+    side by side, so that round takes 1 / last_parts of one (the rounds, and the busiest SM's tiles, are
+    then fractional). `splits`: blocks sharing each tile along K (a split over K), each over 1 / splits of
+    it: the tiles counted are those blocks (units), and the padded work is theirs."""
+    if min(tile_m, tile_n, tile_k, sm_count, blocks_per_sm, splits, last_parts) < 1:
+        raise ValueError("tiles, SM count, blocks per SM, splits and parts must be positive")
     tm, tn = cdiv(m, tile_m), cdiv(n, tile_n)
     tiles = tm * tn * splits
     k_pad = cdiv(k, tile_k) * tile_k / splits  # the k of one unit (whole steps shared evenly)
@@ -85,12 +89,14 @@ def quantize(m: int, n: int, k: int, tile_m: int, tile_n: int, sm_count: int, bl
         done = walked * tile_m * tile_n * k_pad
         tile_eff = (m * n * k) / done if done else 1.0
         full = cdiv(walked, blocks) if walked else 0
-        wave_eff = walked / (full * slots) if full else 1.0
+        parts = last_parts if walked % max(blocks, 1) else 1
+        rounds = full - 1 + 1 / parts if parts > 1 else full
+        wave_eff = walked / (rounds * slots) if full else 1.0
         per_sm = cdiv(blocks, sm_count) if walked else 0
-        busiest = per_sm * full
+        busiest = per_sm * rounds
         balance = walked / (busiest * sm_count) if busiest else 1.0
         return Quantization(m, n, k, tile_m, tile_n, tile_k, tm, tn, walked, sm_count, blocks_per_sm, slots,
-                            tile_eff, walked / slots, full, wave_eff, busiest, balance, splits)
+                            tile_eff, walked / slots, full, wave_eff, busiest, balance, splits, parts)
     slots = sm_count * blocks_per_sm
     done = tiles * tile_m * tile_n * k_pad
     tile_eff = (m * n * k) / done if done else 1.0

@@ -278,6 +278,10 @@ class KernelSpec:
     # Blocks (or persistent units) that share one tile of C along K, for (params): each runs 1 / that of the
     # tile's k steps (a split over K). The analysis counts work per unit with it. None: 1.
     k_slices: Callable[[dict[str, int]], int] | None = None
+    # A persistent grid's last, partial round of tiles cut along K: (M, N, K, params, resident blocks) -> how
+    # many parts each of its tiles runs as, side by side (each 1 / that of the tile's k steps), or 0 / 1 for
+    # whole tiles. The analysis counts that round as 1 / parts of one. None: whole tiles.
+    last_round_parts: Callable[[int, int, int, dict[str, int], int], int] | None = None
     # What the rung was predicted to buy over the rung before it at large squares (4096^3 and up), as a range
     # of (its time / this rung's time), written before it was measured (the .cu header's "Predicted" line);
     # `gemmlab ablation` prints it beside the measurement. None: no such prediction recorded.
@@ -304,6 +308,13 @@ class KernelSpec:
     def slices_of_k(self, params: Params) -> int:
         """How many blocks share a tile of C along K with these parameters (`k_slices`; 1 without a split)."""
         return max(1, int(self.k_slices(dict(params)))) if self.k_slices else 1
+
+    def parts_of_last_round(self, m: int, n: int, k: int, params: Params, resident: int) -> int:
+        """Into how many parts along K each tile of a persistent grid's last, partial round is cut
+        (`last_round_parts`; 1 for whole tiles)."""
+        if self.last_round_parts is None:
+            return 1
+        return max(1, int(self.last_round_parts(m, n, k, dict(params), resident)))
 
     def walks(self, params: Params) -> bool:
         """Whether these parameters launch a persistent grid whose blocks walk the work (`persistent`)."""

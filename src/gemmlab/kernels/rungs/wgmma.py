@@ -551,6 +551,7 @@ SPEC = KernelSpec(
     second_kernel=SecondKernel(lambda p: f"wgmma_split_reduce<{p['C_TYPE']}, {reduce_lanes(p)}>",
                                _split_reduce_geometry, dependent=True),
     k_slices=lambda p: p["SPLIT_K"],
+    last_round_parts=lambda m, n, k, p, blocks: stream_k(m, n, k, p, blocks)[1],
     operand_rules=operand_problems,
     staging=Staging("AB"),
     # GELU with erf does not take the deferred stores (its temporaries beside the 64 held registers spill), so
