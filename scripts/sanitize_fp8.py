@@ -1,5 +1,6 @@
-"""8-bit products (rung 15, e4m3 / e5m2) under compute-sanitizer: every scale layout, tilings with edges in M, N
-and K, the split over K, the fused epilogue and the staged copies of unaligned rows. Run alone or from
+"""8-bit products (rung 15, e4m3 / e5m2) under compute-sanitizer: every scale layout (block scales included:
+1 x 128 of A, 128 x 128 of B, promoted step by step), tilings with edges in M, N and K, the split over K,
+stream-K in parts, the fused epilogue and the staged copies of unaligned rows. Run alone or from
 sanitize_all.py:
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_fp8.py
@@ -36,5 +37,16 @@ for dtype in ("e4m3", "e5m2"):
     odd = torch.empty(100, 77, device="cuda", dtype=qa.dtype)[:, 5:].copy_(qa)
     qw, sw = gemmlab.quantize(torch.randn(200, 72, generator=g, device="cuda"), dtype, "row")
     gemmlab.matmul(odd, qw.t(), scale_a=sa, scale_b=sw.t())
+    # block scales: a partial k block and column block, the split over K, stream-K in parts (4352 rows: 68
+    # cluster tiles of 128 x 128 on 66 clusters), the fused epilogue
+    for params in [{}, dict(CLUSTER=1, SPLIT_K=4)] + ([] if quick else [dict(STREAM_K=1)]):
+        named = {"kernel": "wgmma", **params} if params else {}
+        for m, n, k in [(129, 264, 400)] + ([] if quick else [(4352, 512, 2048)]):
+            qa, sa = gemmlab.quantize(torch.randn(m, k, generator=g, device="cuda"), dtype, "1x128")
+            qw, sw = gemmlab.quantize(torch.randn(n, k, generator=g, device="cuda"), dtype, "128x128")
+            gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sw.t(), **named)
+            gemmlab.matmul(qa, qw.t(), scale_a=sa.t().contiguous().t(), scale_b=sw.t(), bias=torch.randn(n, device="cuda"),
+                           activation="silu", out_dtype="float32", **named)
+            ran += 1
 torch.cuda.synchronize()
 print(f"sanitize_fp8: {ran} format, tiling and shape cases")

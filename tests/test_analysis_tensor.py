@@ -138,6 +138,18 @@ def test_a_last_round_in_parts_counts_as_a_fraction_of_a_round(no_nvrtc):
     assert any("the last in 2 parts along K" in r[1] for r in e.rows)
 
 
+def test_block_scales_add_a_promotion_bound_on_the_cuda_cores(no_nvrtc):
+    """PROMOTE 1: one FMA per output element per k step of 128 on the CUDA cores; 128 x 256 tiles at 8 bits:
+    32768 FMAs a step against 128 x 256 x 128 MACs on the tensor cores: a quarter of their time at H100's rates."""
+    p = {"PROMOTE": 1, "DEFER": 0, "B_LAYOUT": 2}
+    e = explain("wgmma", 4096, 7168, 16384, device=H100, dtype="float8_e4m3fn", params=p)
+    bounds = {b.resource: b for b in e.prediction.bounds}
+    assert bounds["promotion"].amount == pytest.approx(2.0 * 7 * 128 * 256 * 128 * 132)
+    assert 0.2 < bounds["promotion"].seconds / bounds["tensor"].seconds < 0.3
+    plain = explain("wgmma", 4096, 7168, 16384, device=H100, dtype="float8_e4m3fn", params={"B_LAYOUT": 2})
+    assert "promotion" not in {b.resource for b in plain.prediction.bounds}
+
+
 def test_split_over_k_counts_each_unit_over_its_slice(no_nvrtc):
     """Rung 15's split: 64 units of one 64 x 128 tile over 1/64 of K each; the busiest SM's tensor work is one
     slice, so the bound is DRAM (the operands' 33.6 MB), and the slabs are counted as scratch traffic."""

@@ -37,6 +37,22 @@ def test_scale_b_layouts(shape, mode, torch):
     assert _mode("scale_b", torch.ones(shape)) == mode
 
 
+def test_block_scale_layouts(torch):
+    """1 x 128 blocks of A (M x ceil(K / 128)) and 128 x 128 blocks of B (ceil(K / 128) x ceil(N / 128)); where a
+    block layout coincides with another (K <= 128) the other is taken, which means the same product."""
+    assert _mode("scale_a", torch.ones(64, 2)) == "block"                      # K = 256
+    assert _mode("scale_a", torch.ones(64, 3), k=257) == "block"               # a partial last block
+    assert _mode("scale_b", torch.ones(2, 1)) == "block"                       # K = 256, N = 128
+    assert _mode("scale_b", torch.ones(3, 2), n=129, k=300) == "block"
+    assert _mode("scale_b", torch.ones(1, 2), n=200, k=128) == "block"         # one k block, two of columns
+    assert _mode("scale_a", torch.ones(64, 1), k=128) == "row"                 # one k block: per row
+    assert _mode("scale_b", torch.ones(1, 1), k=100) == "tensor"
+    req = checks.Request(dtype="float8_e4m3fn", precision="fp8", out="bfloat16", m=64, n=128, k=256, kernel="auto",
+                         params=(), bias=None, activation=None, residual=False, has_c=False, scale_a="block",
+                         scale_b="tensor")
+    assert req.block_scales and req.flags >> 6 == 3 | 1 << 2
+
+
 def _mode(name, s, m=64, n=128, k=256, dtype="float8_e4m3fn"):
     """checks.scale_mode with the placement check passed (these tensors are on the CPU)."""
     from gemmlab import arrays
@@ -50,11 +66,11 @@ def _mode(name, s, m=64, n=128, k=256, dtype="float8_e4m3fn"):
 
 
 def test_scale_errors_name_the_fault(torch):
-    with pytest.raises(ValueError, match="block scales"):
-        _mode("scale_a", torch.ones(64, 2))                 # 1 x 128 blocks of A at K = 256
-    with pytest.raises(ValueError, match="block scales"):
-        _mode("scale_b", torch.ones(2, 1))                  # 128 x 128 blocks of B at K = 256, N = 128
-    with pytest.raises(ValueError, match=r"scale_b must be one element, or 1 x N = 1 x 128"):
+    with pytest.raises(ValueError, match=r"or M x ceil\(K / 128\) = 64 x 2"):
+        _mode("scale_a", torch.ones(64, 3))                 # three k blocks at K = 256
+    with pytest.raises(ValueError, match=r"or ceil\(K / 128\) x ceil\(N / 128\) = 2 x 1"):
+        _mode("scale_b", torch.ones(1, 2))                  # the transpose of B's blocks
+    with pytest.raises(ValueError, match=r"scale_b must be one element, 1 x N = 1 x 128"):
         _mode("scale_b", torch.ones(128, 1))                # N x 1: the transpose of what is meant
     with pytest.raises(ValueError, match="scale_a must be"):
         _mode("scale_a", torch.ones(63, 1))
@@ -105,7 +121,8 @@ def test_rung_15_takes_8_bit_inputs_with_b_k_major_only():
     assert not spec.problems({**spec.defaults, "A_TYPE": 6, "B_LAYOUT": 2})
 
 
-@pytest.mark.parametrize("granularity, scale_shape", [("tensor", (1, 1)), ("row", (37, 1)), ("col", (1, 300))])
+@pytest.mark.parametrize("granularity, scale_shape", [("tensor", (1, 1)), ("row", (37, 1)), ("col", (1, 300)),
+                                                      ("1x128", (37, 3)), ("128x128", (1, 3))])
 @pytest.mark.parametrize("dtype, bound", [("e4m3", 2**-4), ("e5m2", 2**-3)])
 def test_quantize_round_trip(granularity, scale_shape, dtype, bound, torch):
     g = torch.Generator().manual_seed(0)
@@ -118,7 +135,9 @@ def test_quantize_round_trip(granularity, scale_shape, dtype, bound, torch):
     top = {"e4m3": 448.0, "e5m2": 57344.0}[dtype]
     tiny = {"e4m3": 2.0**-6, "e5m2": 2.0**-14}[dtype]
     err = (back - x).abs()
-    assert bool((err <= bound * x.abs() + tiny * s.expand_as(x)).all())
+    from gemmlab.api.quantize import _expand
+
+    assert bool((err <= bound * x.abs() + tiny * _expand(s, x.shape)).all())
     assert float(q.float().abs().max()) == top            # the largest element lands on the format's top
 
 
@@ -126,7 +145,7 @@ def test_quantize_refuses_what_no_scale_represents(torch):
     with pytest.raises(ValueError, match="NaN"):
         gemmlab.quantize(torch.tensor([[1.0, float("nan")]]))
     with pytest.raises(ValueError, match="granularity"):
-        gemmlab.quantize(torch.ones(2, 2), "e4m3", "block")
+        gemmlab.quantize(torch.ones(2, 2), "e4m3", "block")  # the blocks are named by their shape
     with pytest.raises(ValueError, match="8-bit float"):
         gemmlab.quantize(torch.ones(2, 2), "bfloat16")
     with pytest.raises(ValueError, match="2-D"):

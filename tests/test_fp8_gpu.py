@@ -146,8 +146,11 @@ def test_refusals_name_the_fault():
     qa, sa, qw, sw = _operands(64, 128, 256, "float8_e4m3fn", gen)
     with pytest.raises(ValueError, match="K-major"):
         gemmlab.matmul(qa, qw.t().contiguous(), scale_a=sa, scale_b=sw.t())   # B row-major
-    with pytest.raises(ValueError, match="block scales"):
-        gemmlab.matmul(qa, qw.t(), scale_a=torch.ones(64, 2, device="cuda"), scale_b=sw.t())
+    with pytest.raises(ValueError, match=r"M x ceil\(K / 128\) = 64 x 2"):
+        gemmlab.matmul(qa, qw.t(), scale_a=torch.ones(64, 3, device="cuda"), scale_b=sw.t())
+    with pytest.raises(ValueError, match="PROMOTE = 1"):  # block scales need cooperative tiles of 128 rows
+        gemmlab.matmul(qa, qw.t(), kernel="wgmma", scale_a=torch.ones(64, 2, device="cuda"), scale_b=sw.t(), BM=64,
+                       SCHEDULE=2)
     with pytest.raises(ValueError, match="scale_b must be"):
         gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sw)                  # N x 1, not 1 x N
     with pytest.raises(TypeError, match="one dtype"):
@@ -192,4 +195,110 @@ def test_torch_compile_traces_the_8_bit_product():
     compiled = torch.compile(layer, fullgraph=True)(qa, sa, qw, sw)
     assert compiled.dtype == torch.bfloat16
     assert torch.equal(compiled, eager)
+
+
+# ------------------------------------------------------------------------------------------------ block scales
+
+def _block_operands(m, n, k, dtype, gen, a_kind="1x128", b_kind="128x128"):
+    """A quantized per 1 x 128 block (or `a_kind`), W per 128 x 128 block (or `b_kind`), with a spread of
+    magnitudes along K so that the blocks' scales differ; the call's scales and the float64 reference."""
+    x = torch.randn(m, k, generator=gen, device="cuda") * torch.logspace(-1, 1, k, device="cuda")
+    w = torch.randn(n, k, generator=gen, device="cuda") * torch.logspace(1, -1, k, device="cuda")
+    qa, sa = gemmlab.quantize(x, dtype, a_kind)
+    qw, sw = gemmlab.quantize(w, dtype, b_kind)
+    ref = gemmlab.dequantize(qa, sa).double() @ gemmlab.dequantize(qw, sw).double().t()
+    return qa, sa, qw, sw.t(), ref
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("mnk", [(1, 16, 16), (64, 128, 256), (129, 264, 144), (1000, 1000, 1008), (7, 304, 4112),
+                                 (300, 8, 64), (2048, 2048, 2048), (130, 136, 400)], ids=lambda t: "x".join(map(str, t)))
+def test_block_scales_against_float64(dtype, mnk):
+    """1 x 128 blocks of A, 128 x 128 of B (partial blocks at the edges of K and N), every output type,
+    NaN-poisoned outputs; fp32 outputs within 1e-3 of the float64 product of the dequantized inputs."""
+    m, n, k = mnk
+    gen = torch.Generator(device="cuda").manual_seed(m + 5 * n + 7 * k)
+    qa, sa, qw, sb, ref = _block_operands(m, n, k, dtype, gen)
+    for out_dtype in ("float32", "bfloat16", "float16"):
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+        gemmlab.matmul(qa, qw.t(), out, scale_a=sa, scale_b=sb)
+        assert not torch.isnan(out).any(), (mnk, out_dtype)
+        tol = 1e-3 if out_dtype == "float32" else FORMATS[FORMAT_OF[dtype]].verify_tol
+        assert _rel(out, ref) <= tol, (dtype, mnk, out_dtype, _rel(out, ref))
+
+
+@pytest.mark.parametrize("kinds", [("1x128", "128x128"), ("1x128", "tensor"), ("row", "128x128"),
+                                   ("1x128", "col"), ("tensor", "128x128")], ids=str)
+def test_block_scales_beside_the_other_kinds(kinds):
+    """A block scale on one side and a scale per tensor, row or column on the other; and A's block scales in
+    column-major order (strides read in place), B's as a contiguous copy of the transpose."""
+    m, n, k = 520, 392, 1000
+    gen = torch.Generator(device="cuda").manual_seed(17)
+    a_kind, b_kind = kinds
+    qa, sa, qw, sb, ref = _block_operands(m, n, k, "float8_e4m3fn", gen, a_kind, {"col": "row"}.get(b_kind, b_kind))
+    out = gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sb, out_dtype="float32")
+    assert _rel(out, ref) <= 1e-3, (kinds, _rel(out, ref))
+    if a_kind == "1x128":
+        sa_cm = sa.t().contiguous().t()  # the same values, M-major
+        out2 = gemmlab.matmul(qa, qw.t(), scale_a=sa_cm, scale_b=sb.contiguous(), out_dtype="float32")
+        assert torch.equal(out, out2)
+
+
+@pytest.mark.parametrize("params", [dict(), dict(CLUSTER=1), dict(CLUSTER=1, SPLIT_K=4), dict(STREAM_K=1),
+                                    dict(DEFER=0), dict(STAGES=4)], ids=str)
+def test_block_scales_on_every_schedule(params):
+    """Clusters of one and two, the split over K (each unit promotes its own steps), stream-K in parts, the
+    deferred stores or not; shapes with several tiles per block and a partial last round."""
+    from gemmlab.kernels.rungs import wgmma
+
+    for m, n, k in [(129, 264, 1040), (1100, 1500, 2048), (4352, 512, 2048)]:
+        gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+        qa, sa, qw, sb, ref = _block_operands(m, n, k, "float8_e5m2", gen)
+        out = gemmlab.matmul(qa, qw.t(), kernel="wgmma", scale_a=sa, scale_b=sb, out_dtype="float32", **params)
+        assert _rel(out, ref) <= 1e-3, (params, m, n, k, _rel(out, ref))
+    p = {**SPEC.defaults, "A_TYPE": 5, "B_LAYOUT": 2, "BM": 128, "BN": 128, "STAGES": 6, "PROMOTE": 1, "STREAM_K": 1}
+    assert wgmma.stream_k(4352, 512, 2048, {**p, "CLUSTER": 2}, 132)[1] >= 2  # (the parts are taken there)
+
+
+def test_block_scales_keep_long_k_accurate():
+    """The point of promoting each k step into fp32: at K = 16384 the error of an fp32 output stays at the
+    accumulation's own (per 128-k step), where one scale per tensor lets the tensor cores' narrower sums grow."""
+    m, n, k = 256, 512, 16384
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    qa, sa, qw, sb, ref = _block_operands(m, n, k, "float8_e4m3fn", gen)
+    err_block = _rel(gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sb, out_dtype="float32"), ref)
+    x = gemmlab.dequantize(qa, sa)
+    w = gemmlab.dequantize(qw, sb.t())
+    ta, tsa = gemmlab.quantize(x, "e4m3", "tensor")
+    tw, tsw = gemmlab.quantize(w, "e4m3", "tensor")
+    ref_t = (ta.double() * tsa.double()) @ (tw.double() * tsw.double()).t()
+    err_tensor = _rel(gemmlab.matmul(ta, tw.t(), scale_a=tsa, scale_b=tsw, out_dtype="float32"), ref_t)
+    assert err_block <= 2e-4 and err_block < err_tensor, (err_block, err_tensor)
+
+
+def test_block_scales_with_the_epilogue_repeat_calls_and_a_graph():
+    """act(alpha (A B) + bias) + R element by element into NaN-poisoned C; new scale values on a repeat call
+    (the cached plan reads them again) and in a captured graph's replay."""
+    m, n, k = 300, 264, 1000
+    gen = torch.Generator(device="cuda").manual_seed(29)
+    qa, sa, qw, sb, ref = _block_operands(m, n, k, "float8_e4m3fn", gen)
+    bias = torch.randn(n, generator=gen, device="cuda")
+    res = torch.randn(m, n, generator=gen, device="cuda").bfloat16()
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    gemmlab.matmul(qa, qw.t(), c, alpha=0.5, scale_a=sa, scale_b=sb, bias=bias, activation="gelu_tanh", residual=res)
+    ref_c = torch.nn.functional.gelu(0.5 * ref + bias.double(), approximate="tanh") + res.double()
+    floor = 0.1 * float(ref_c.pow(2).mean().sqrt())
+    assert float(((c.double() - ref_c).abs() / (ref_c.abs() + floor)).max()) <= 5e-2
+    first = gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sb, out_dtype="float32")
+    sa.mul_(2.0)
+    second = gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sb, out_dtype="float32")
+    assert torch.allclose(second, 2 * first, rtol=1e-6, atol=0)
+    out = torch.empty(m, n, device="cuda")
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        gemmlab.matmul(qa, qw.t(), out, scale_a=sa, scale_b=sb)
+    sa.mul_(0.5)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.allclose(out, first, rtol=1e-6, atol=0)
 

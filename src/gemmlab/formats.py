@@ -127,9 +127,9 @@ def type_code_problems(params, inputs) -> list[str]:
 # ------------------------------------------------------------------------------------------------ epilogue
 # The `epilogue` kernel argument: bias mode in bits 0-1, activation in bits 2-4, residual in bit 5, and for
 # 8-bit inputs the scale of A in bits 6-7 and of B in bits 8-9 (0 none, 1 one per tensor, 2 one per row of A
-# / column of B).
+# / column of B, 3 one per block: 1 x 128 of A, 128 x 128 of B).
 BIAS_MODES = {None: 0, "row": 1, "col": 2}
-SCALE_MODES = {None: 0, "tensor": 1, "row": 2, "col": 2}
+SCALE_MODES = {None: 0, "tensor": 1, "row": 2, "col": 2, "block": 3}  # block: 1 x 128 of A, 128 x 128 of B
 SCALE_A_SHIFT, SCALE_B_SHIFT = 6, 8
 ACTIVATION_CODES = {None: 0, "none": 0, "relu": 1, "gelu_tanh": 2, "gelu_erf": 3, "silu": 4}
 ACTIVATIONS = ("relu", "gelu_tanh", "gelu_erf", "silu")

@@ -146,6 +146,16 @@ def predict(model: KernelModel, ceilings: Ceilings, sm_clock_mhz: float | None =
                             f"{l1.global_load_wavefronts / 1e9:.2f} G global-load + "
                             f"{(l1.smem_load_wavefronts + l1.smem_store_wavefronts) / 1e9:.2f} G shared wavefronts "
                             f"({l1.smem_wavefront_source}), 1 per cycle per SM"))
+    if model.params.get("PROMOTE") and geo.tiled:
+        # 8-bit block scales: every k step of 128 adds its partial sums into the fp32 sums, one FMA per output
+        # element on the CUDA cores, beside the tensor cores (a bound of its own; where a consumer promotes
+        # while its tensor-core work waits, the two times add).
+        steps = -(-int(q.k_per_block) // 128)
+        promo = 2.0 * q.busiest_sm_blocks * geo.tile_m * geo.tile_n * steps * S
+        rate = ceilings.fp32_flops * f
+        bounds.append(Bound("promotion", promo / rate, promo, "FLOP", rate,
+                            f"{steps} k steps x {geo.tile_m}x{geo.tile_n} FMAs per tile on the CUDA cores "
+                            f"({100 * promo / max(fma_work, 1) * (fp32 / rate):.0f}% of the tensor time if not overlapped)"))
     if resource == "FMA":
         kb = q.k_per_block  # a split block's chain is its slice of K
         span_s = q.full_waves * kb * FMA_LATENCY_CYCLES / (mhz * 1e6)

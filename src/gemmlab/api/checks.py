@@ -34,7 +34,7 @@ class Request:
     has_c: bool
     batch: int = 1             # products in the call (A's and B's leading dimension; one of them may be shared)
     batched: bool = False      # the call's operands have a batch dimension (the output is batch x M x N)
-    scale_a: str | None = None  # 8-bit inputs' scales read by the kernel: None, "tensor" or "row" (A), "col" (B)
+    scale_a: str | None = None  # 8-bit inputs' scales read by the kernel: None, "tensor", "row" (A), "col" (B), "block"
     scale_b: str | None = None
 
     @property
@@ -44,6 +44,11 @@ class Request:
     @property
     def epilogue(self) -> bool:
         return self.bias is not None or self.activation is not None or self.residual
+
+    @property
+    def block_scales(self) -> bool:
+        """Whether a scale is per block (the kernel then adds each k step's sums into fp32 times its scales)."""
+        return "block" in (self.scale_a, self.scale_b)
 
     @property
     def flags(self) -> int:
@@ -155,7 +160,9 @@ def is_number(x) -> bool:
 
 def scale_mode(name: str, s, rows: int, cols: int, dtype: str, k: int) -> str | None:
     """The kind of an 8-bit product's scale: None (absent, or a number, which the call folds into alpha),
-    "tensor" (one element), "row" (scale_a: M x 1 or M elements) or "col" (scale_b: 1 x N or N elements).
+    "tensor" (one element), "row" (scale_a: M x 1 or M elements), "col" (scale_b: 1 x N or N elements) or
+    "block" (scale_a: M x ceil(K / 128), one per row and 128 k; scale_b: ceil(K / 128) x ceil(N / 128)).
+    Where shapes coincide (K <= 128, say) the kinds mean the same product and the first above is taken.
     Raises naming the operand, the shape or the dtype at fault."""
     if s is None:
         return None
@@ -180,11 +187,11 @@ def scale_mode(name: str, s, rows: int, cols: int, dtype: str, k: int) -> str | 
         return "row" if a_side else "col"
     blocks = (rows, -(-k // 128)) if a_side else (-(-k // 128), -(-cols // 128))
     if shape == blocks:
-        raise ValueError(f"{name} of shape {fmt_shape(shape)} would be one scale per "
-                         f"{'1 x 128 block of A' if a_side else '128 x 128 block of B'}: block scales are not "
-                         "supported by this version (one per tensor, or per row of A and per column of B, are)")
-    want = (f"one element, or M x 1 = {rows} x 1 (one per row of A)" if a_side
-            else f"one element, or 1 x N = 1 x {cols} (one per column of B)")
+        return "block"
+    want = (f"one element, M x 1 = {rows} x 1 (one per row of A), or M x ceil(K / 128) = {blocks[0]} x {blocks[1]} "
+            "(one per 1 x 128 block of A)" if a_side
+            else f"one element, 1 x N = 1 x {cols} (one per column of B), or ceil(K / 128) x ceil(N / 128) = "
+                 f"{blocks[0]} x {blocks[1]} (one per 128 x 128 block of B)")
     raise ValueError(f"{name} must be {want}; got shape {fmt_shape(shape)}")
 
 
@@ -299,19 +306,23 @@ def check_named(req: Request) -> None:
     layouts = (False, True) if "B_LAYOUT" in spec.type_params else (False,)
     if "B_LAYOUT" in spec.type_params and spec.defaults["B_LAYOUT"] == 2:
         layouts = (True, False)  # a rung that reads B transposed by default: its problems there first
-    problems = [spec.problems({**spec.type_defaults.get(req.element, {}), **given,
-                               **type_params(spec, req.element, req.out, kmajor, batched=req.batch > 1)})
+    # (block scales bring the rung's preferences for them, as the plan applies them, under the caller's)
+    prefs = dict(spec.epilogue_params.get("block_scales", {})) if req.block_scales else {}
+    problems = [spec.problems({**spec.type_defaults.get(req.element, {}), **prefs, **given,
+                               **type_params(spec, req.element, req.out, kmajor, batched=req.batch > 1,
+                                             block_scales=req.block_scales)})
                 for kmajor in layouts]
     if all(problems):
         raise ValueError("; ".join(problems[0]))
 
 
 def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False,
-                batched: bool = False) -> dict[str, int]:
-    """A_TYPE / C_TYPE (and B_LAYOUT, BATCHED where the rung has them) for rungs whose element types, operand
-    layout and batching are template parameters. B_LAYOUT 2: B read K-major in place, because it is given
-    transposed (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared memory),
-    computed as C^T = B^T A^T; 1: B row-major as it is. BATCHED 1: a batch of products in one launch."""
+                batched: bool = False, block_scales: bool = False) -> dict[str, int]:
+    """A_TYPE / C_TYPE (and B_LAYOUT, BATCHED, PROMOTE where the rung has them) for rungs whose element types,
+    operand layout, batching and scales are template parameters. B_LAYOUT 2: B read K-major in place, because
+    it is given transposed (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared
+    memory), computed as C^T = B^T A^T; 1: B row-major as it is. BATCHED 1: a batch of products in one
+    launch. PROMOTE 1: 8-bit inputs with block scales, each k step's sums promoted into fp32 on their own."""
     out_p = {}
     if "A_TYPE" in spec.type_params:
         out_p["A_TYPE"] = formats.ELEMENT_TYPES[element]
@@ -321,4 +332,6 @@ def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False
         out_p["B_LAYOUT"] = 2 if b_kmajor else 3 if element == "tf32" else 1
     if "BATCHED" in spec.type_params:
         out_p["BATCHED"] = int(batched)
+    if "PROMOTE" in spec.type_params:
+        out_p["PROMOTE"] = int(block_scales)
     return out_p

@@ -190,12 +190,14 @@ def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, be
     return _run(plan, home, a, b, c, bias, residual, alpha, beta, stream, scale_a, scale_b)
 
 
-def _scale_vector(home: arrays.Home, s, dev: int):
-    """An 8-bit product's scale as the kernel reads it: contiguous fp32 on `dev`; the tensor itself where it
-    is one."""
+def _scale_vector(home: arrays.Home, s, dev: int, block: bool = False):
+    """An 8-bit product's scale as the kernel reads it: fp32 on `dev`, contiguous (a tensor or vector) or, for
+    block scales, 2-D with any strides (the kernel takes them); the tensor itself where it is one."""
     torch = home.torch
-    if s.dtype == torch.float32 and s.is_contiguous() and s.device.index == dev:
+    if s.dtype == torch.float32 and s.device.index == dev and (block or s.is_contiguous()):
         return s
+    if block:
+        return s.detach().to(device=f"cuda:{dev}", dtype=torch.float32).contiguous()
     return s.detach().reshape(-1).to(device=f"cuda:{dev}", dtype=torch.float32).clone()
 
 
@@ -229,7 +231,12 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
         kr = home.contiguous(residual) if plan.r.copy else residual
         pr = home.ptr(kr)
     pf, pi, keep_ws = _scratch_for(plan, home, stream) if plan.scratch else (0, 0, None)
-    ks = [None if x is None else _scale_vector(home, x, dev) for x in (scale_a, scale_b)]
+    ks = [None if x is None else _scale_vector(home, x, dev, kind == "block")
+          for x, kind in ((scale_a, req.scale_a), (scale_b, req.scale_b))]
+    # block scales' strides (elements): A's M x ceil(K / 128) per row and per k block, B's ceil(K / 128) x
+    # ceil(N / 128) per k block and per column block
+    strides = [*(ks[0].stride() if req.scale_a == "block" else (0, 0)),
+               *(ks[1].stride() if req.scale_b == "block" else (0, 0))]
     maps = _maps(plan, pa, pb, pc) if plan.maps else ()
 
     s = plan.slots
@@ -246,6 +253,8 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
         if "scale_a" in s:
             slots[s["scale_a"]].value = home.ptr(ks[0]) if ks[0] is not None else 0
             slots[s["scale_b"]].value = home.ptr(ks[1]) if ks[1] is not None else 0
+            for i, v in enumerate(strides):
+                slots[s["scale_strides"] + i].value = v
         if maps and maps is not plan.loaded_maps:
             first = s["maps"]
             for i, raw in enumerate(maps):

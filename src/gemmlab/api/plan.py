@@ -276,7 +276,8 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
 
     given = dict(req.params) or None
     full, source, detail = dispatch.full_params(spec, req.m, req.n, req.k, info, req.element, req.out, given,
-                                                req.activation, b_kmajor, residual=req.residual, batch=req.batch)
+                                                req.activation, b_kmajor, residual=req.residual, batch=req.batch,
+                                                block_scales=req.block_scales)
     if device.stream_capturing(home.stream(dev)) and not is_prepared(spec, full, dev):
         raise CaptureError(f"gemmlab.matmul would compile and load {spec.name} {full} during CUDA graph capture; "
                            "make one call with the same shapes, dtypes and options before capturing")
@@ -387,5 +388,6 @@ def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_ma
             values += [np.int32(req.batch), *(np.int64(x) for x in strides)]
         elif group == "scales":
             slots["scale_a"], slots["scale_b"] = len(values), len(values) + 1
-            values += [_NULL, _NULL]
+            slots["scale_strides"] = len(values) + 2  # block scales: A's row and k strides, B's k and column strides
+            values += [_NULL, _NULL, np.int32(0), np.int32(0), np.int32(0), np.int32(0)]
     return values, slots

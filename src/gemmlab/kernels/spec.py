@@ -208,7 +208,9 @@ class Trace:
 # - "batch": the number of products and the element strides between A's, B's, C's and R's matrices (int,
 #   then four 64-bit integers; 0 for an operand every product shares). A rung that takes it runs a batch of
 #   products in one launch (its BATCHED template parameter on: grid.z, or the persistent grid's tiles);
-# - "scales": 8-bit inputs' scales, of A and of B (fp32 pointers; their kinds are in the epilogue flags).
+# - "scales": 8-bit inputs' scales, of A and of B (fp32 pointers; their kinds are in the epilogue flags), then
+#   four int strides in elements for block scales: A's per row and per k block, B's per k block and per
+#   128-column block (0 otherwise).
 ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps", "batch", "scales")
 
 
@@ -244,8 +246,8 @@ class KernelSpec:
     # Argument groups after the standard eleven, in the kernel's order (ARGUMENT_GROUPS).
     arguments: tuple[str, ...] = ()
     # The fused epilogue of epilogue.cuh (bias, activation, residual) is taken: "epilogue" is in `arguments`.
-    # Parameters an activation or a residual wants unless the caller names them ({activation or "residual":
-    # {name: value}}).
+    # Parameters an activation, a residual or block scales want unless the caller names them ({activation,
+    # "residual" or "block_scales": {name: value}}).
     epilogue_params: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     # Parameters a batch of products takes unless the caller names them (e.g. no split-K: its scratch and
     # counters are per product of one launch).

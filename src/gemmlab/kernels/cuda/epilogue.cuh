@@ -32,9 +32,11 @@ template <> struct In<3> { typedef float T; };
 #define EPI_ACT_SILU 4
 #define EPI_RESIDUAL 32      // bit 5: add a residual matrix R (output type, leading dimension ldr)
 #define EPI_FLAGS_MASK 63    // bits 0-5: the epilogue proper; above them, 8-bit inputs' scales:
-#define EPI_SCALE_SHIFT 6    // bits 6-7 A's scale, 8-9 B's (0 none, 1 one per tensor, 2 per row of A / column of B)
+#define EPI_SCALE_SHIFT 6    // bits 6-7 A's scale, 8-9 B's (0 none, 1 one per tensor, 2 per row of A / column of B,
+                             // 3 per block)
 #define EPI_SCALE_ONE 1
 #define EPI_SCALE_VECTOR 2
+#define EPI_SCALE_BLOCK 3    // one per 1 x 128 block of A (row, k step) / 128 x 128 block of B (k step, 128 columns)
 
 // ------------------------------------------------------------------------------------------ conversions
 

@@ -314,6 +314,22 @@ __device__ __forceinline__ void wgmma_step(float (&d)[N / 2], unsigned long long
     }
 }
 
+// 8-bit inputs, k = 32, N = 128, D = A B without adding the old D (scale-d 0): the first instruction of a k
+// step whose sums are promoted on their own (block scales: a fresh partial accumulator per k step).
+template <int A_TYPE>
+__device__ __forceinline__ void wgmma_fresh_fp8_n128(float (&d)[64], unsigned long long desc_a, unsigned long long desc_b) {
+    static_assert(A_TYPE == 5 || A_TYPE == 6, "8-bit inputs only (e4m3, e5m2)");
+    if constexpr (A_TYPE == 5) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {" WG_REGS64 "}, %64, %65, p, 1, 1;\n}\n"
+                     : WG_ACC64(0) : "l"(desc_a), "l"(desc_b), "n"(0));
+    } else {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2 {" WG_REGS64 "}, %64, %65, p, 1, 1;\n}\n"
+                     : WG_ACC64(0) : "l"(desc_a), "l"(desc_b), "n"(0));
+    }
+}
+
 // One k step with A from registers, tf32 (k = 8): D (64 x N) += A (64 x 8) * B (8 x N, K-major, from desc_b).
 // a[0..3] hold A in mma.sync's m16n8k8 layout, warp w of the warpgroup taking rows 16 w .. 16 w + 15:
 // (row g, k t), (g + 8, t), (g, t + 4), (g + 8, t + 4) with g = lane / 4, t = lane % 4 (rows relative to

@@ -78,6 +78,14 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append("B_LAYOUT = 3 (computed transposed) is the tf32 path; 16-bit types read a row-major B as it is (1)")
     if p["A_TYPE"] in FP8_TYPES.values() and p.get("BATCHED"):
         errs.append("8-bit inputs run one product per launch (BATCHED = 0)")
+    if p.get("PROMOTE") not in (None, 0, 1):
+        errs.append(f"PROMOTE = {p['PROMOTE']}: 0 or 1 (8-bit inputs with block scales)")
+    elif p.get("PROMOTE") and (p["A_TYPE"] not in FP8_TYPES.values() or bm != 128 or bn not in (128, 256)
+                               or p["SCHEDULE"] != COOPERATIVE or (bn == 256 and p["DEFER"])):
+        errs.append(f"PROMOTE = 1 (block scales: partial sums beside the sums) runs 8-bit inputs on cooperative tiles "
+                    f"of 128 x 128, or 128 x 256 without deferred stores (BM = 128, BN = 128 or 256 with DEFER = 0, "
+                    f"SCHEDULE = 1); got A_TYPE = {p['A_TYPE']}, BM = {bm}, BN = {bn}, SCHEDULE = {p['SCHEDULE']}, "
+                    f"DEFER = {p['DEFER']}")
     if p["SPLIT_K"] > 1 and (p.get("STREAM_K") or p.get("BATCHED")):
         errs.append(f"SPLIT_K = {p['SPLIT_K']} goes without stream-K (STREAM_K = 0) and a batch (BATCHED = 0)")
     if p["SCHEDULE"] not in (COOPERATIVE, PINGPONG):
@@ -531,6 +539,9 @@ SPEC = KernelSpec(
         Param("SPLIT_K", 1, SPLIT_CHOICES, "slices of K per tile (1: none): each (slice, tile) unit stores fp32 sums "
                                            "to a slab, a second launch adds the slabs and applies the epilogue "
                                            "(the heuristic: split_for)", searched=False),
+        Param("PROMOTE", 0, (0, 1), "1: 8-bit inputs with block scales: each k step (128 of K) into a fresh "
+                                    "accumulator, added into the fp32 sums times its scales once its wgmmas "
+                                    "complete; set from the call's scales", searched=False),
     ),
     constraints=_constraints,
     geometry=_geometry,
@@ -542,7 +553,7 @@ SPEC = KernelSpec(
     dtypes=("float16", "bfloat16", *FP8_TYPES),
     precisions=("tf32",),
     arguments=("epilogue", "tensor_maps", "workspace", "batch", "scales"),
-    type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT", "BATCHED"),
+    type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT", "BATCHED", "PROMOTE"),
     batch_params={"STREAM_K": 0, "SPLIT_K": 1},
     persistent=True,
     cluster=lambda p: p["CLUSTER"],
@@ -560,7 +571,12 @@ SPEC = KernelSpec(
     # A residual (beta == 0, R's rows allowing pairs) is added box by box on the stores through TMA, which the
     # deferred stores cannot hold beside their registers (its loads spilled): DEFER=0 for calls with one.
     # Measured, BF16 down projections x W^T + R against torch eager: from registers 0.90-0.96 (docs/journal.md).
-    epilogue_params={"gelu_erf": {"DEFER": 0}, "residual": {"DEFER": 0}},
+    # Block scales (PROMOTE 1) hold partial sums beside the sums: 128 x 256 cooperative tiles without the
+    # deferred stores (128 x 128 tiles are bound by L2 at 8-bit: 24 KB a k step for half the work; measured
+    # 0.58-0.61 of the per-tensor product).
+    epilogue_params={"gelu_erf": {"DEFER": 0}, "residual": {"DEFER": 0},
+                     "block_scales": {"BM": 128, "BN": 256, "SCHEDULE": COOPERATIVE, "STAGES": 4, "HELD": 1,
+                                      "DEFER": 0}},
     trace=Trace("GEMMLAB_TRACE", lambda p: 128 // element_bytes(p)),
     # Over rung 14 (persistent): the epilogue through TMA stores under the next tile's k steps, the tiles
     # chosen per shape (15_wgmma.cu's header).
