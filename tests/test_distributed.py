@@ -169,3 +169,39 @@ def test_the_parallel_linear_pair_trains_as_the_full_layers(world, tmp_path):
     for rank, (err, same) in got.items():
         assert all(v < 1e-4 for v in err.values()), (rank, err)
         assert same < 1e-4, (rank, same)
+
+
+# ------------------------------------------------------------------------------------------ what limits it
+
+def test_explain_names_the_link_or_the_math():
+    from gemmlab.analysis.tensor_parallel import REFERENCE_BUSBW, explain_tensor_parallel, rank_shape
+
+    assert rank_shape("all_gather", 16384, 8192, 8192, 4) == (16384, 2048, 8192)
+    assert rank_shape("reduce_scatter", 16384, 8192, 8192, 4) == (16384, 8192, 2048)
+    # 268 MB gathered at the reference 270 GB/s: 0.75 ms, against a 16384 x 2048 x 8192 GEMM's 0.53 ms bound
+    v = explain_tensor_parallel("all_gather", 16384, 8192, 8192, 4, device="h100")
+    assert v.busbw == REFERENCE_BUSBW[4] and v.prediction.limiter == "link" and "limited by the link" in v.paragraph
+    assert v.prediction.comm_s == pytest.approx(16384 * 8192 * 2 * 3 / 4 / 270e9)
+    # a fast link: the math
+    fast = explain_tensor_parallel("all_gather", 16384, 8192, 8192, 4, device="h100", busbw=2e12)
+    assert fast.prediction.limiter == "math" and "limited by the math" in fast.paragraph
+    # row-parallel: the partial sums (M x N, bf16 out) move
+    rs = explain_tensor_parallel("reduce_scatter", 8192, 8192, 28672, 2, device="h100")
+    assert rs.prediction.comm_s == pytest.approx(8192 * 8192 * 2 / 2 / REFERENCE_BUSBW[2])
+    with pytest.raises(ValueError, match="multiples of 4"):
+        explain_tensor_parallel("all_gather", 16384, 8190, 8192, 4, device="h100")
+    with pytest.raises(ValueError, match="no reference bus bandwidth for 3 GPUs"):
+        explain_tensor_parallel("all_gather", 3 * 1024, 3 * 1024, 1024, 3, device="h100")
+    with pytest.raises(ValueError, match="kind must be"):
+        explain_tensor_parallel("all_reduce", 1024, 1024, 1024, 2, device="h100")
+
+
+def test_explain_cli_for_a_distributed_product():
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    res = CliRunner().invoke(app, ["explain", "wgmma", "--m", "4096", "--n", "10240", "--k", "8192", "--distributed",
+                                   "4", "--device", "h100", "--busbw", "300"])
+    assert res.exit_code == 0, res.output
+    assert "over 4 GPUs" in res.output and "ring pipeline" in res.output and "300 GB/s" in res.output

@@ -144,6 +144,13 @@ def explain(
     out_dtype: Optional[str] = typer.Option(None, "--out-dtype", help="C's dtype (default: the inputs')"),
     sustained_s: float = typer.Option(1.0, "--sustained", help="seconds of calls back to back for the power part "
                                                                "(clock, draw, the limit; 0: none)"),
+    distributed: Optional[int] = typer.Option(None, "--distributed", help="a tensor-parallel product over this many "
+                                              "GPUs (M x N x K the full product; model only): whether the link or "
+                                              "the math limits it"),
+    kind: str = typer.Option("all_gather", "--kind", help="with --distributed: all_gather (column-parallel) or "
+                                                          "reduce_scatter (row-parallel)"),
+    busbw: Optional[float] = typer.Option(None, "--busbw", help="with --distributed: the link's bus bandwidth, GB/s "
+                                                                "(default: the reference host's, for 2 or 4 GPUs)"),
 ) -> None:
     """What limits KERNEL at M x N x K: the numbers, the model against measurement, and a paragraph."""
     from ..analysis import facts
@@ -152,6 +159,27 @@ def explain(
 
     spec = _spec_or_fail(kernel)
     M, N, K = _shape(size, m, n, k)
+    if distributed is not None:
+        from ..analysis.tensor_parallel import explain_tensor_parallel
+
+        try:
+            v = explain_tensor_parallel(kind, M, N, K, distributed, kernel=spec.name, dtype=dtype or "bfloat16",
+                                        busbw=None if busbw is None else busbw * 1e9, device=preset)
+        except ValueError as exc:
+            fail(str(exc))
+        p = v.prediction
+        t = Table(title=f"{kind} {M}x{N}x{K} over {distributed} GPUs (model)")
+        for col in ("quantity", "value"):
+            t.add_column(col)
+        for name, val in (("each rank's GEMM", "x".join(map(str, v.rank_shape))), ("GEMM", f"{p.gemm_s * 1e3:.3f} ms"),
+                          ("collective", f"{p.comm_s * 1e3:.3f} ms at {v.busbw / 1e9:.0f} GB/s"),
+                          ("sequential", f"{p.sequential_s * 1e3:.3f} ms"), ("ideal overlap", f"{p.ideal_s * 1e3:.3f} ms"),
+                          ("ring pipeline", f"{p.overlapped_s * 1e3:.3f} ms ({p.efficiency:.0%} of ideal)"),
+                          ("limited by", p.limiter)):
+            t.add_row(name, val)
+        console.print(t)
+        console.print(v.paragraph, highlight=False)
+        return
     params = parse_params(param)
     try:
         fmt = model_format(spec, dtype, None, out_dtype)

@@ -46,11 +46,21 @@ def bench(
     only: Optional[str] = typer.Option(None, "--only", help="with --suite: groups, comma-separated (square, odd, "
                                                             "llm, long_k, wide)"),
     quick: bool = typer.Option(False, "--quick", help="with --suite: every third shape"),
+    distributed: Optional[int] = typer.Option(None, "--distributed", help="instead of the ladder: tensor-parallel "
+                                              "products over this many GPUs (one process each, NCCL): gemmlab's "
+                                              "overlapped all-gather + GEMM and GEMM + reduce-scatter against the "
+                                              "sequential collective + torch.matmul and torch's fused operators; "
+                                              "--shape for the full products (default: three reference shapes)"),
+    backend: str = typer.Option("nccl", "--backend", help="with --distributed: nccl (GPUs) or gloo (CPU processes, "
+                                                          "float32: a check of the harness, not of speed)"),
 ) -> None:
     """Benchmark the ladder (compute only and end to end) against cuBLAS, torch, Triton and the CPU;
     write results (JSON, CSV) and the report (Markdown, HTML). Without a GPU: the CPU ladder only.
     With --batch: batched products against torch; with --suite: the shape suite against torch
     (GPU and torch needed for both)."""
+    if distributed is not None:
+        _bench_distributed(distributed, backend, shape, dtype, budget_ms, out)
+        return
     if suite:
         _reject_with_suite(sizes=sizes, shape=shape, kernel=kernel, batch=batch, precision=precision)
         _bench_suite(dtype, only, quick, budget_ms, out)
@@ -170,6 +180,34 @@ def _bench_batch(batch: int, shared: str, sizes, shapes, dtype: str, budget_ms, 
     console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], budget_ms, out) -> None:
+    import json
+
+    from rich.table import Table
+
+    from ..bench import distributed as tp
+    from ..bench.sweep import parse_shape
+    from ..files import atomic_write
+    from ._app import fail
+
+    try:
+        problems = [parse_shape(s) for s in shapes] if shapes else list(tp.SHAPES)
+        dt = dtype or ("float32" if backend == "gloo" else "bfloat16")
+        with console.status(f"{world} processes on {backend}"):
+            rows = tp.run(world, problems, backend=backend, dtype=dt, budget_ms=budget_ms or 300.0)
+    except (ValueError, ImportError) as exc:
+        fail(str(exc))
+    t = Table(title=f"tensor-parallel products over {world} ranks ({backend}, {dt}; medians of the slowest rank)")
+    for col in tp.TABLE_HEADER:
+        t.add_column(col, justify="left" if col in ("kind", "M x N x K") else "right")
+    for cells in tp.table(rows):
+        t.add_row(*cells)
+    console.print(t)
+    target = (out or Path("gemmlab-results")) / f"distributed-{world}-{backend}.json"
+    atomic_write(target, json.dumps([r.to_dict() for r in rows], indent=1))
+    console.print(f"written: {target}", highlight=False)
 
 
 def _reject_with_suite(**given) -> None:

@@ -1,0 +1,298 @@
+"""Tensor-parallel products timed over the GPUs of one host (NCCL), or over CPU processes (gloo): gemmlab's
+overlapped products (`gemmlab.distributed`) against the sequential collective then torch.matmul, and against
+torch's fused operators where its symmetric memory runs, in the same processes, interleaved; the collective
+alone and each rank's GEMM alone beside them, so that the model (`distributed.model.predict`) can be held to
+the measurement.
+
+One process per rank (`torch.multiprocessing`, a file rendezvous), each on its own GPU under NCCL. Every
+process has NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 set before the
+group starts (NVLink multicast stays off). Per case, every candidate is first checked against the float64
+product of the full operands; then rounds of calls go round the candidates in turn, each call between two
+barriers, timed on the host around a device synchronize (what a user's step pays); a call's time is the
+slowest rank's (an all-reduce of the maxima), and a candidate's time the median of its calls. Operands are
+fresh random values per case; the shapes this is for move hundreds of MB per call, past L2.
+
+kind "all_gather" (column-parallel): A (M x K) in row shards, each rank's B its K x N / W column slice;
+kind "reduce_scatter" (row-parallel): each rank's K / W slice of A and B, the sum scattered by rows.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+KINDS = ("all_gather", "reduce_scatter")
+ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# M x N x K (the full product) of the tensor-parallel figures in docs/performance.md
+SHAPES = ((8192, 28672, 8192), (16384, 8192, 8192), (4096, 10240, 8192))
+CANDIDATES = ("gemmlab", "sequential", "torch_fused", "comm", "gemm_gemmlab", "gemm_torch")
+
+
+@dataclass
+class Row:
+    """One case over `world` ranks: each candidate's median time (s; None where it did not run, `notes` says
+    why), its relative error against float64, and the model's predictions from the measured parts."""
+
+    kind: str
+    m: int
+    n: int
+    k: int
+    world: int
+    backend: str
+    dtype: str
+    seconds: dict[str, float | None] = field(default_factory=dict)
+    errors: dict[str, float] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    predicted: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ideal(self) -> float | None:
+        """max(collective alone, gemmlab's GEMM alone): perfect overlap."""
+        c, g = self.seconds.get("comm"), self.seconds.get("gemm_gemmlab")
+        return None if c is None or g is None else max(c, g)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ideal": self.ideal}
+
+
+def run(world: int, shapes: Iterable[Sequence[int]] = SHAPES, kinds: Sequence[str] = KINDS, backend: str = "nccl",
+        dtype: str = "bfloat16", budget_ms: float = 300.0, rounds: int = 5) -> list[Row]:
+    """Every (kind, shape) over `world` processes; rank 0's rows. NCCL needs `world` GPUs; gloo runs on CPUs."""
+    import torch
+    import torch.multiprocessing as mp
+
+    cases = [(kind, *map(int, s)) for kind in kinds for s in shapes]
+    _check(world, cases, backend, torch)
+    with tempfile.TemporaryDirectory(prefix="gemmlab-tp-") as tmp, mp.Manager() as manager:
+        out = manager.dict()
+        mp.spawn(_worker, args=(world, os.path.join(tmp, "rendezvous"), backend, cases, dtype, budget_ms, rounds, out),
+                 nprocs=world, join=True)
+        return [Row(**r) for r in out.get("rows", [])]
+
+
+def _check(world: int, cases: list, backend: str, torch) -> None:
+    if world < 1:
+        raise ValueError(f"the world size must be >= 1, got {world}")
+    if backend not in ("nccl", "gloo"):
+        raise ValueError(f"backend must be 'nccl' (GPUs) or 'gloo' (CPU processes), got {backend!r}")
+    if backend == "nccl" and torch.cuda.device_count() < world:
+        raise ValueError(f"{world} ranks on NCCL need {world} GPUs; this host has {torch.cuda.device_count()}")
+    for kind, m, n, k in cases:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if min(m, n, k) < 1 or m % world or (k if kind == "reduce_scatter" else n) % world:
+            what = "M and K" if kind == "reduce_scatter" else "M and N"
+            raise ValueError(f"{kind} {m} x {n} x {k} over {world} ranks: {what} must be positive multiples of {world}")
+
+
+def _worker(rank: int, world: int, rendezvous: str, backend: str, cases: list, dtype: str, budget_ms: float,
+            rounds: int, out) -> None:
+    os.environ.update(ENV)
+    import torch
+    import torch.distributed as dist
+
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    try:
+        rows = [_case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds)
+                for kind, m, n, k in cases]
+        if rank == 0:
+            out["rows"] = [asdict(r) for r in rows]
+    finally:
+        dist.destroy_process_group()
+
+
+def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds) -> Row:
+    import gemmlab.distributed as gd
+
+    from .. import formats
+    from ..distributed import model
+
+    dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    dt = getattr(torch, dtype)
+    g = torch.Generator(device=dev).manual_seed(1234)  # the same full operands on every rank
+    a = (torch.randn(m, k, generator=g, device=dev) / k ** 0.25).to(dt)
+    b = (torch.randn(k, n, generator=g, device=dev) / k ** 0.25).to(dt)
+    row = Row(kind, m, n, k, world, backend, dtype)
+    mr = m // world
+    if kind == "all_gather":
+        cols = n // world
+        shard, b_local = a[rank * mr:(rank + 1) * mr].contiguous(), b[:, rank * cols:(rank + 1) * cols].contiguous()
+        want = a.double() @ b_local.double()                       # every rank: all of A times its columns
+        gathered = torch.empty(m, k, dtype=dt, device=dev)
+        local = (a, b_local)
+        calls = {
+            "gemmlab": lambda: gd.all_gather_matmul(shard, b_local),
+            "sequential": lambda: torch.matmul(_all_gather(torch, dist, gathered, shard, backend), b_local),
+            "comm": lambda: _all_gather(torch, dist, gathered, shard, backend),
+        }
+        moved = m * k * a.element_size()
+    else:
+        ks = k // world
+        a_local, b_local = a[:, rank * ks:(rank + 1) * ks].contiguous(), b[rank * ks:(rank + 1) * ks].contiguous()
+        want = (a.double() @ b.double())[rank * mr:(rank + 1) * mr]  # this rank's rows of the full sum
+        part = torch.zeros(m, n, dtype=dt, device=dev)
+        local = (a_local, b_local)
+        calls = {
+            "gemmlab": lambda: gd.matmul_reduce_scatter(a_local, b_local),
+            "sequential": lambda: _reduce_scatter(torch, dist, torch.matmul(a_local, b_local), rank, world, backend),
+            "comm": lambda: _reduce_scatter(torch, dist, part, rank, world, backend),
+        }
+        moved = m * n * a.element_size()
+    calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
+    calls["gemm_torch"] = lambda: torch.matmul(*local)
+    fused, why = _torch_fused(torch, dist, kind, backend, shard if kind == "all_gather" else a_local, b_local)
+    if fused is not None:
+        calls["torch_fused"] = fused
+    else:
+        row.notes["torch_fused"] = why
+    tol = formats.tolerance(dtype)
+    for name in ("gemmlab", "sequential", "torch_fused"):
+        if name not in calls:
+            continue
+        try:
+            got = calls[name]()
+            got = got[0] if isinstance(got, (tuple, list)) else got
+            err = float((got.double() - want).norm() / want.norm().clamp_min(1e-30))
+        except Exception as exc:  # noqa: BLE001 - a peer that cannot run here is reported, not fatal
+            calls.pop(name)
+            row.notes[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            continue
+        row.errors[name] = _max_over_ranks(torch, dist, err, dev)
+        if name == "gemmlab" and row.errors[name] > tol:
+            raise AssertionError(f"{kind} {m} x {n} x {k} over {world}: gemmlab's rel. error {row.errors[name]:.2e} "
+                                 f"> {tol:.0e}")
+    del want
+    times = _time(torch, dist, calls, dev, budget_ms, rounds)
+    row.seconds = {name: times.get(name) for name in CANDIDATES}
+    c, g_ours, g_torch = times.get("comm"), times.get("gemm_gemmlab"), times.get("gemm_torch")
+    if c and g_ours and g_torch and world > 1:
+        busbw = moved * (world - 1) / world / c
+        link = model.Link(busbw, busbw)  # (the kind's own collective, measured)
+        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size())
+        seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
+        row.predicted = {"sequential": seq.sequential_s, "overlapped": ours.overlapped_s, "ideal": ours.ideal_s,
+                         "busbw": busbw, "limiter_link": float(ours.limiter == "link")}
+    return row
+
+
+def gemmlab_matmul(a, b):
+    from ..api.call import matmul
+
+    return matmul(a, b)
+
+
+def _all_gather(torch, dist, gathered, shard, backend):
+    """The whole of A on every rank (NCCL: into one tensor; gloo, which has no such call: into its row views)."""
+    if backend == "nccl":
+        dist.all_gather_into_tensor(gathered, shard)
+    else:
+        dist.all_gather(list(gathered.chunk(dist.get_world_size())), shard)
+    return gathered
+
+
+def _reduce_scatter(torch, dist, full, rank, world, backend):
+    """This rank's rows of the sum over ranks of `full` (NCCL: a reduce-scatter; gloo, which has none: an
+    all-reduce, then the rows)."""
+    rows = full.shape[0] // world
+    if backend == "nccl":
+        out = torch.empty(rows, full.shape[1], dtype=full.dtype, device=full.device)
+        dist.reduce_scatter_tensor(out, full)
+        return out
+    summed = full.clone()
+    dist.all_reduce(summed)
+    return summed[rank * rows:(rank + 1) * rows]
+
+
+def _torch_fused(torch, dist, kind, backend, a, b):
+    """torch's fused operator for the kind (torch.ops.symm_mem), as a call; or None and why it cannot run."""
+    if backend != "nccl":
+        return None, "needs NCCL and symmetric memory (GPUs)"
+    try:
+        from torch.distributed import _symmetric_memory as symm
+
+        group = dist.group.WORLD
+        symm.enable_symm_mem_for_group(group.group_name)
+        ops = torch.ops.symm_mem
+        if kind == "all_gather":
+            return (lambda: ops.fused_all_gather_matmul(a, [b], gather_dim=0, group_name=group.group_name)[1][0]), ""
+        return (lambda: ops.fused_matmul_reduce_scatter(a, b, "sum", scatter_dim=0, group_name=group.group_name)), ""
+    except Exception as exc:  # noqa: BLE001 - torch builds without symmetric memory: said in the row
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+
+
+def _max_over_ranks(torch, dist, value: float, dev) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def _sync(torch, dev) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _time(torch, dist, calls: dict, dev, budget_ms: float, rounds: int) -> dict[str, float]:
+    """Median over calls of the slowest rank's time per call, candidates in turn within each round (the first
+    of a round moves along), after one warm-up call each; the number of calls per round from the budget."""
+    names = list(calls)
+    first = {}
+    for name in names:  # warm-up (compiles, plans, communicators), then one call to size the rounds
+        calls[name]()
+        _sync(torch, dev)
+        dist.barrier()
+        t0 = time.perf_counter()
+        calls[name]()
+        _sync(torch, dev)
+        first[name] = _max_over_ranks(torch, dist, time.perf_counter() - t0, dev)
+    per_round = max(1, int(budget_ms / 1e3 / rounds / max(sum(first.values()), 1e-6)))
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            for _ in range(per_round):
+                dist.barrier()
+                _sync(torch, dev)
+                t0 = time.perf_counter()
+                calls[name]()
+                _sync(torch, dev)
+                samples[name].append(time.perf_counter() - t0)
+    out = {}
+    for name in names:  # the slowest rank's time per call, call by call
+        t = torch.tensor(samples[name], dtype=torch.float64, device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        out[name] = statistics.median(t.tolist())
+    return out
+
+
+def table(rows: Sequence[Row]) -> list[list[str]]:
+    """Rows for a printed table: per case the times (ms), gemmlab against sequential, the ideal bound and torch's
+    fused operator, and the model's predictions against the measurement."""
+    out = []
+    for r in rows:
+        s = r.seconds
+
+        def ms(name):
+            v = s.get(name)
+            return "-" if v is None else f"{v * 1e3:.3f}"
+        ours, seq, fused, ideal = s.get("gemmlab"), s.get("sequential"), s.get("torch_fused"), r.ideal
+        p = r.predicted
+        out.append([
+            r.kind, f"{r.m}x{r.n}x{r.k}", str(r.world), ms("comm"), ms("gemm_gemmlab"), ms("sequential"),
+            ms("gemmlab"), ms("torch_fused") if fused else r.notes.get("torch_fused", "-")[:40],
+            f"{seq / ours:.2f}x" if seq and ours else "-",
+            f"{ideal / ours:.0%}" if ideal and ours else "-",
+            f"{fused / ours:.2f}x" if fused and ours else "-",
+            f"{p['overlapped'] / ours:.2f} / {p['sequential'] / seq:.2f}" if p and ours and seq else "-",
+            ("link" if p.get("limiter_link") else "math") if p else "-",
+        ])
+    return out
+
+
+TABLE_HEADER = ["kind", "M x N x K", "GPUs", "comm ms", "GEMM ms", "sequential ms", "gemmlab ms", "torch fused ms",
+                "x sequential", "of ideal", "x torch fused", "model / measured (overlapped / sequential)", "limit"]

@@ -1,0 +1,66 @@
+"""The tensor-parallel harness (`gemmlab bench --distributed`) on CPU processes (gloo): every candidate checked
+against float64 and timed, the model's predictions beside the measurement, the JSON it writes, and the cases
+it refuses by name. Its speed figures mean nothing on gloo; NCCL runs are for GPUs."""
+
+import json
+
+import pytest
+
+from gemmlab.bench import distributed as tp
+
+
+def _gloo():
+    torch = pytest.importorskip("torch")
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    return torch
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_every_candidate_is_checked_and_timed_on_gloo(world):
+    _gloo()
+    rows = tp.run(world, [(8, 12, 16)], backend="gloo", dtype="float32", budget_ms=20, rounds=2)
+    assert [r.kind for r in rows] == ["all_gather", "reduce_scatter"]
+    for r in rows:
+        assert (r.m, r.n, r.k, r.world, r.backend) == (8, 12, 16, world, "gloo")
+        assert r.errors["gemmlab"] < 1e-5 and r.errors["sequential"] < 1e-5, r.errors
+        for name in ("gemmlab", "sequential", "comm", "gemm_gemmlab", "gemm_torch"):
+            assert r.seconds[name] is not None and r.seconds[name] > 0, (name, r.seconds)
+        assert r.seconds["torch_fused"] is None and "NCCL" in r.notes["torch_fused"]
+        if world > 1:
+            p = r.predicted
+            assert p["busbw"] > 0 and p["ideal"] == pytest.approx(r.ideal)
+            assert p["overlapped"] >= p["ideal"] and p["sequential"] > 0
+        cells = tp.table([r])[0]
+        assert len(cells) == len(tp.TABLE_HEADER) and cells[1] == "8x12x16"
+
+
+def test_cases_refused_by_name():
+    torch = _gloo()
+    with pytest.raises(ValueError, match="M and N must be positive multiples of 3"):
+        tp.run(3, [(8, 12, 16)], kinds=("all_gather",), backend="gloo")
+    with pytest.raises(ValueError, match="M and K must be positive multiples of 2"):
+        tp.run(2, [(8, 12, 15)], kinds=("reduce_scatter",), backend="gloo")
+    with pytest.raises(ValueError, match="backend must be"):
+        tp.run(2, [(8, 12, 16)], backend="mpi")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        tp.run(2, [(8, 12, 16)], kinds=("all_reduce",), backend="gloo")
+    if torch.cuda.device_count() < 64:
+        with pytest.raises(ValueError, match="64 ranks on NCCL need 64 GPUs"):
+            tp.run(64, [(64, 64, 64)], backend="nccl")
+
+
+def test_the_cli_prints_and_writes_the_rows(tmp_path):
+    _gloo()
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "--distributed", "2", "--backend", "gloo", "--shape", "8x12x16",
+                                   "--budget-ms", "20", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "tensor-parallel products over 2 ranks" in res.output
+    rows = json.loads((tmp_path / "distributed-2-gloo.json").read_text())
+    assert [r["kind"] for r in rows] == ["all_gather", "reduce_scatter"] and rows[0]["ideal"] > 0
+    bad = CliRunner().invoke(app, ["bench", "--distributed", "3", "--backend", "gloo", "--shape", "8x12x16"])
+    assert bad.exit_code != 0 and "multiples of 3" in bad.output
