@@ -57,10 +57,13 @@ def test_the_cli_prints_and_writes_the_rows(tmp_path):
     from gemmlab.cli import app
 
     res = CliRunner().invoke(app, ["bench", "--distributed", "2", "--backend", "gloo", "--shape", "8x12x16",
-                                   "--budget-ms", "20", "--out", str(tmp_path)])
+                                   "--budget-ms", "20", "--out", str(tmp_path), "--chunks", "1,2"])
     assert res.exit_code == 0, res.output
-    assert "tensor-parallel products over 2 ranks" in res.output
+    assert "tensor-parallel products over 2 ranks" in res.output and "2 pieces" in res.output
     rows = json.loads((tmp_path / "distributed-2-gloo.json").read_text())
     assert [r["kind"] for r in rows] == ["all_gather", "reduce_scatter"] and rows[0]["ideal"] > 0
+    assert rows[0]["seconds"]["gemmlab_2"] > 0 and rows[0]["errors"]["gemmlab_2"] < 1e-5
+    bad = CliRunner().invoke(app, ["bench", "--distributed", "2", "--backend", "gloo", "--chunks", "0"])
+    assert bad.exit_code != 0 and "chunks must be positive" in bad.output
     bad = CliRunner().invoke(app, ["bench", "--distributed", "3", "--backend", "gloo", "--shape", "8x12x16"])
     assert bad.exit_code != 0 and "multiples of 3" in bad.output

@@ -121,6 +121,52 @@ def test_products_on_gloo_equal_the_single_process_product(world, tmp_path):
         assert yshape == (6 * world, 20) and zshape == (6, 20)
 
 
+def _chunked(rank, world):
+    """Both products with each shard in 1, 2, 4 and 7 row pieces (7 > 6 rows: empty pieces left out): the
+    results of the unchunked rings, up to the rounding of a product over fewer rows (BLAS may block those
+    differently)."""
+    import torch
+
+    import gemmlab.distributed as gd
+
+    g = torch.Generator().manual_seed(11)
+    m, n, k = 6 * world, 20, 12 * world
+    a, b, bias = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g), torch.randn(n, generator=g)
+    rows, cols = m // world, k // world
+    out = {}
+    for chunks in (1, 2, 4, 7):
+        y = gd.all_gather_matmul(a[rank * rows:(rank + 1) * rows], b, bias=bias, activation="relu", chunks=chunks)
+        z = gd.matmul_reduce_scatter(a[:, rank * cols:(rank + 1) * cols], b[rank * cols:(rank + 1) * cols],
+                                     bias=bias, activation="silu", chunks=chunks)
+        out[chunks] = (y, z)
+    full = a @ b + bias
+    ag_err = float((out[4][0] - torch.relu(full)).abs().max())
+    rs_err = float((out[4][1] - torch.nn.functional.silu(full)[rank * rows:(rank + 1) * rows]).abs().max())
+    same = all(torch.allclose(out[c][i], out[1][i], rtol=1e-5, atol=1e-5) for c in (2, 4, 7) for i in (0, 1))
+    return ag_err, rs_err, same
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_chunked_rings_on_gloo(world, tmp_path):
+    for rank, (ag_err, rs_err, same) in _spawn(_chunked, world, tmp_path).items():
+        assert ag_err < 1e-4 and rs_err < 1e-4 and same, (rank, ag_err, rs_err, same)
+
+
+def test_chunks_in_the_model_and_refused_by_name():
+    link = Link(100e9, 100e9)
+    # t_comm = t_gemm at W = 4: one block of four lost (80 %), one piece of sixteen with 4 chunks (94 %)
+    comm = collective_seconds("all_gather", 16384 * 8192 * 2, 4, link)
+    one = predict("all_gather", 16384, 8192, 8192, 4, comm, link)
+    four = predict("all_gather", 16384, 8192, 8192, 4, comm, link, chunks=4)
+    assert one.efficiency == pytest.approx(0.8) and four.efficiency == pytest.approx(16 / 17)
+    with pytest.raises(ValueError, match="chunks must be >= 1"):
+        predict("all_gather", 16, 16, 16, 2, 1e-3, link, chunks=0)
+    import gemmlab.distributed.ops as ops
+
+    with pytest.raises(ValueError, match="chunks must be a positive integer"):
+        ops._pieces(6, 0)
+
+
 def _mlp(rank, world):
     import torch
     import torch.distributed as dist

@@ -60,16 +60,22 @@ class Row:
 
 
 def run(world: int, shapes: Iterable[Sequence[int]] = SHAPES, kinds: Sequence[str] = KINDS, backend: str = "nccl",
-        dtype: str = "bfloat16", budget_ms: float = 300.0, rounds: int = 5) -> list[Row]:
-    """Every (kind, shape) over `world` processes; rank 0's rows. NCCL needs `world` GPUs; gloo runs on CPUs."""
+        dtype: str = "bfloat16", budget_ms: float = 300.0, rounds: int = 5, chunks: Sequence[int] = (1,)) -> list[Row]:
+    """Every (kind, shape) over `world` processes; rank 0's rows. NCCL needs `world` GPUs; gloo runs on CPUs.
+    `chunks`: row pieces per shard of gemmlab's rings; the first is "gemmlab" (and the model's), each other
+    "gemmlab_<chunks>"."""
     import torch
     import torch.multiprocessing as mp
 
     cases = [(kind, *map(int, s)) for kind in kinds for s in shapes]
+    chunks = tuple(chunks)
     _check(world, cases, backend, torch)
+    if not chunks or any(not isinstance(c, int) or c < 1 for c in chunks):
+        raise ValueError(f"chunks must be positive integers, got {chunks!r}")
     with tempfile.TemporaryDirectory(prefix="gemmlab-tp-") as tmp, mp.Manager() as manager:
         out = manager.dict()
-        mp.spawn(_worker, args=(world, os.path.join(tmp, "rendezvous"), backend, cases, dtype, budget_ms, rounds, out),
+        mp.spawn(_worker, args=(world, os.path.join(tmp, "rendezvous"), backend, cases, dtype, budget_ms, rounds, chunks,
+                                out),
                  nprocs=world, join=True)
         return [Row(**r) for r in out.get("rows", [])]
 
@@ -90,7 +96,7 @@ def _check(world: int, cases: list, backend: str, torch) -> None:
 
 
 def _worker(rank: int, world: int, rendezvous: str, backend: str, cases: list, dtype: str, budget_ms: float,
-            rounds: int, out) -> None:
+            rounds: int, chunks: tuple, out) -> None:
     os.environ.update(ENV)
     import torch
     import torch.distributed as dist
@@ -99,7 +105,7 @@ def _worker(rank: int, world: int, rendezvous: str, backend: str, cases: list, d
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     try:
-        rows = [_case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds)
+        rows = [_case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds, chunks)
                 for kind, m, n, k in cases]
         if rank == 0:
             out["rows"] = [asdict(r) for r in rows]
@@ -107,7 +113,7 @@ def _worker(rank: int, world: int, rendezvous: str, backend: str, cases: list, d
         dist.destroy_process_group()
 
 
-def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds) -> Row:
+def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds, chunks) -> Row:
     import gemmlab.distributed as gd
 
     from .. import formats
@@ -126,8 +132,9 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         want = a.double() @ b_local.double()                       # every rank: all of A times its columns
         gathered = torch.empty(m, k, dtype=dt, device=dev)
         local = (a, b_local)
+        ours = lambda c: lambda: gd.all_gather_matmul(shard, b_local, chunks=c)  # noqa: E731
         calls = {
-            "gemmlab": lambda: gd.all_gather_matmul(shard, b_local),
+            "gemmlab": ours(chunks[0]),
             "sequential": lambda: torch.matmul(_all_gather(torch, dist, gathered, shard, backend), b_local),
             "comm": lambda: _all_gather(torch, dist, gathered, shard, backend),
         }
@@ -138,12 +145,15 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         want = (a.double() @ b.double())[rank * mr:(rank + 1) * mr]  # this rank's rows of the full sum
         part = torch.zeros(m, n, dtype=dt, device=dev)
         local = (a_local, b_local)
+        ours = lambda c: lambda: gd.matmul_reduce_scatter(a_local, b_local, chunks=c)  # noqa: E731
         calls = {
-            "gemmlab": lambda: gd.matmul_reduce_scatter(a_local, b_local),
+            "gemmlab": ours(chunks[0]),
             "sequential": lambda: _reduce_scatter(torch, dist, torch.matmul(a_local, b_local), rank, world, backend),
             "comm": lambda: _reduce_scatter(torch, dist, part, rank, world, backend),
         }
         moved = m * n * a.element_size()
+    for c in chunks[1:]:
+        calls[f"gemmlab_{c}"] = ours(c)
     calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
     calls["gemm_torch"] = lambda: torch.matmul(*local)
     fused, why = _torch_fused(torch, dist, kind, backend, shard if kind == "all_gather" else a_local, b_local)
@@ -152,7 +162,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     else:
         row.notes["torch_fused"] = why
     tol = formats.tolerance(dtype)
-    for name in ("gemmlab", "sequential", "torch_fused"):
+    for name in ("gemmlab", *(f"gemmlab_{c}" for c in chunks[1:]), "sequential", "torch_fused"):
         if name not in calls:
             continue
         try:
@@ -164,17 +174,17 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
             row.notes[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
             continue
         row.errors[name] = _max_over_ranks(torch, dist, err, dev)
-        if name == "gemmlab" and row.errors[name] > tol:
+        if name.startswith("gemmlab") and row.errors[name] > tol:
             raise AssertionError(f"{kind} {m} x {n} x {k} over {world}: gemmlab's rel. error {row.errors[name]:.2e} "
                                  f"> {tol:.0e}")
     del want
     times = _time(torch, dist, calls, dev, budget_ms, rounds)
-    row.seconds = {name: times.get(name) for name in CANDIDATES}
+    row.seconds = {name: times.get(name) for name in (*CANDIDATES, *(f"gemmlab_{c}" for c in chunks[1:]))}
     c, g_ours, g_torch = times.get("comm"), times.get("gemm_gemmlab"), times.get("gemm_torch")
     if c and g_ours and g_torch and world > 1:
         busbw = moved * (world - 1) / world / c
         link = model.Link(busbw, busbw)  # (the kind's own collective, measured)
-        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size())
+        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0])
         seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
         row.predicted = {"sequential": seq.sequential_s, "overlapped": ours.overlapped_s, "ideal": ours.ideal_s,
                          "busbw": busbw, "limiter_link": float(ours.limiter == "link")}

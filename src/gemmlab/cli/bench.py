@@ -53,13 +53,15 @@ def bench(
                                               "--shape for the full products (default: three reference shapes)"),
     backend: str = typer.Option("nccl", "--backend", help="with --distributed: nccl (GPUs) or gloo (CPU processes, "
                                                           "float32: a check of the harness, not of speed)"),
+    chunks: str = typer.Option("1", "--chunks", help="with --distributed: row pieces per shard of gemmlab's rings, "
+                                                     "comma-separated (each timed; the first is the model's)"),
 ) -> None:
     """Benchmark the ladder (compute only and end to end) against cuBLAS, torch, Triton and the CPU;
     write results (JSON, CSV) and the report (Markdown, HTML). Without a GPU: the CPU ladder only.
     With --batch: batched products against torch; with --suite: the shape suite against torch
     (GPU and torch needed for both)."""
     if distributed is not None:
-        _bench_distributed(distributed, backend, shape, dtype, budget_ms, out)
+        _bench_distributed(distributed, backend, shape, dtype, budget_ms, out, chunks)
         return
     if suite:
         _reject_with_suite(sizes=sizes, shape=shape, kernel=kernel, batch=batch, precision=precision)
@@ -182,7 +184,7 @@ def _bench_batch(batch: int, shared: str, sizes, shapes, dtype: str, budget_ms, 
         raise typer.Exit(1)
 
 
-def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], budget_ms, out) -> None:
+def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], budget_ms, out, chunks: str) -> None:
     import json
 
     from rich.table import Table
@@ -195,8 +197,12 @@ def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], b
     try:
         problems = [parse_shape(s) for s in shapes] if shapes else list(tp.SHAPES)
         dt = dtype or ("float32" if backend == "gloo" else "bfloat16")
+        try:
+            pieces = tuple(int(c) for c in chunks.split(","))
+        except ValueError:
+            raise ValueError(f"--chunks takes positive integers, comma-separated, got {chunks!r}") from None
         with console.status(f"{world} processes on {backend}"):
-            rows = tp.run(world, problems, backend=backend, dtype=dt, budget_ms=budget_ms or 300.0)
+            rows = tp.run(world, problems, backend=backend, dtype=dt, budget_ms=budget_ms or 300.0, chunks=pieces)
     except (ValueError, ImportError) as exc:
         fail(str(exc))
     t = Table(title=f"tensor-parallel products over {world} ranks ({backend}, {dt}; medians of the slowest rank)")
@@ -205,6 +211,10 @@ def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], b
     for cells in tp.table(rows):
         t.add_row(*cells)
     console.print(t)
+    for r in rows:  # the other chunkings of gemmlab's rings
+        more = [f"{c.split('_')[1]} pieces {v * 1e3:.3f} ms" for c, v in r.seconds.items() if c.startswith("gemmlab_") and v]
+        if more:
+            console.print(f"{r.kind} {r.m}x{r.n}x{r.k}: " + ", ".join(more), highlight=False)
     target = (out or Path("gemmlab-results")) / f"distributed-{world}-{backend}.json"
     atomic_write(target, json.dumps([r.to_dict() for r in rows], indent=1))
     console.print(f"written: {target}", highlight=False)

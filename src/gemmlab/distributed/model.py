@@ -10,7 +10,10 @@ communication into W - 1 steps of c = t_comm / (W - 1). All-gather + GEMM: block
 arrived (s steps in) and the block before it is done, so the last ends at max over s of (s c + (W - s) g) =
 max(W g, (W - 1) c + g). GEMM + reduce-scatter is the mirror image (a block's sum leaves as soon as it is made,
 the next block's partial is computed meanwhile): the same max(W g, g + (W - 1) c). Against the ideal bound
-max(t_comm, t_gemm) the pipeline loses one block of whichever is shorter. `gemm_slowdown` stretches the GEMM
+max(t_comm, t_gemm) the pipeline loses one block of whichever is shorter: at W = 4 and t_comm = t_gemm, 80 % of
+the bound. With each block cut into `chunks` pieces (the products' `chunks`) the same holds piece by piece,
+g = t_gemm / (W chunks) and c = t_comm / ((W - 1) chunks): one piece is lost (4 pieces at W = 4: 94 %), as long
+as pieces stay large enough for the GEMM's rate, which the model does not see. `gemm_slowdown` stretches the GEMM
 while communication runs beside it (the copies take SMs and memory bandwidth); 1 until measured.
 """
 
@@ -74,16 +77,18 @@ class Prediction:
 
 
 def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, link: Link, elem: int = 2,
-            gemm_slowdown: float = 1.0) -> Prediction:
+            gemm_slowdown: float = 1.0, chunks: int = 1) -> Prediction:
     """The times of a tensor-parallel product of global shape M x N x K over `world` ranks.
 
     kind "all_gather": column-parallel, A (M x K) gathered from row blocks, each rank multiplying by its
     K x N / W slice of B; `gemm_seconds` is that rank's M x N/W x K product alone. kind "reduce_scatter":
     row-parallel, each rank multiplying its M x K / W slice of A by its K / W x N slice of B and the sums
     scattered by rows; `gemm_seconds` is that M x N x K/W product. `elem`: bytes per element moved (A's for
-    the all-gather, C's for the reduce-scatter)."""
+    the all-gather, C's for the reduce-scatter). `chunks`: pieces per block of the ring."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if chunks < 1:
+        raise ValueError(f"chunks must be >= 1, got {chunks}")
     if min(m, n, k) < 0 or world < 1:
         raise ValueError(f"need M, N, K >= 0 and a world size >= 1, got {m} x {n} x {k} over {world}")
     nbytes = float(m) * (k if kind == "all_gather" else n) * elem
@@ -92,7 +97,7 @@ def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, 
     seq = comm + gemm
     if world == 1:
         return Prediction(kind, world, comm, gemm, seq, seq, seq)
-    g = gemm * gemm_slowdown / world
-    c = comm / (world - 1)
-    overlapped = max(world * g, (world - 1) * c + g)
+    g = gemm * gemm_slowdown / (world * chunks)
+    c = comm / ((world - 1) * chunks)
+    overlapped = max(world * chunks * g, (world - 1) * chunks * c + g)
     return Prediction(kind, world, comm, gemm, seq, max(comm, gemm), overlapped)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..api.call import matmul as _matmul
 from ..formats import dtype_label, number_format
-from .schedule import all_gather_order, reduce_scatter_order, row_blocks
+from .schedule import all_gather_order, pieces, reduce_scatter_order, row_blocks
 
 
 def _torch():
@@ -54,48 +54,71 @@ def _exchange(dist, send, dst, recv, src, group):
 
 
 def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out_dtype=None, return_gathered=False,
-                      **params):
+                      chunks: int = 1, **params):
     """C = all_gather(a_shard) @ B (+ bias, activation), M x N on every rank, each shard multiplied as it
-    arrives. With `return_gathered`, also the gathered A (M x K). Other keywords go to gemmlab.matmul."""
+    arrives. With `return_gathered`, also the gathered A (M x K). `chunks`: each shard travels and is
+    multiplied in that many row pieces (schedule.pieces), a finer pipeline: the ring then loses one piece of
+    the shorter side instead of one shard (distributed.model.predict). Other keywords go to gemmlab.matmul."""
     torch, dist = _torch()
     rows, k, n = _operands("all_gather_matmul", ("A's shard", a_shard), ("B", b), params)
     rank, world, prev, nxt = _ring(group, dist)
+    cuts = _pieces(rows, chunks)
     gathered = torch.empty((world, rows, k), dtype=a_shard.dtype, device=a_shard.device)
     gathered[rank].copy_(a_shard)
     out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
     order = all_gather_order(rank, world)
+    waiting: dict[int, list] = {}  # piece -> the requests that bring it for the current step's shard
     for s, block in enumerate(order):
-        reqs = _exchange(dist, gathered[block], nxt, gathered[order[s + 1]], prev, group) if s + 1 < world else []
-        _matmul(gathered[block], b, out[block * rows:(block + 1) * rows], bias=bias, activation=activation,
-                out_dtype=out_dtype, **params)
+        for j, (first, count) in enumerate(cuts):
+            for r in waiting.pop(j, []):   # this piece of the shard has arrived (and the last send of it left)
+                r.wait()
+            if s + 1 < world:              # pass the piece on; the next shard's piece comes from rank - 1
+                waiting[j] = _exchange(dist, gathered[block, first:first + count], nxt,
+                                       gathered[order[s + 1], first:first + count], prev, group)
+            _matmul(gathered[block, first:first + count], b, out[block * rows + first:block * rows + first + count],
+                    bias=bias, activation=activation, out_dtype=out_dtype, **params)
+    for reqs in waiting.values():
         for r in reqs:
             r.wait()
     return (out, gathered.reshape(world * rows, k)) if return_gathered else out
 
 
-def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None, out_dtype=None, **params):
+def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None, out_dtype=None, chunks: int = 1,
+                          **params):
     """Rank r's row block (M / W x N) of sum over ranks of A_r @ B_r, then bias and activation on that sum; A_r
-    is this rank's M x K / W slice of A, B_r its K / W x N slice of B. Other keywords go to gemmlab.matmul."""
+    is this rank's M x K / W slice of A, B_r its K / W x N slice of B. `chunks`: each row block's partial sum
+    is made and passed on in that many row pieces (a finer pipeline, as for all_gather_matmul). Other
+    keywords go to gemmlab.matmul."""
     torch, dist = _torch()
     m, k, n = _operands("matmul_reduce_scatter", ("A", a), ("B's slice", b_shard), params)
     rank, world, prev, nxt = _ring(group, dist)
     blocks = row_blocks(m, world)
     rows = blocks[0][1]
+    cuts = _pieces(rows, chunks)
     dtype = _out_dtype(torch, a, out_dtype)
     work = [torch.empty((rows, n), dtype=dtype, device=a.device) for _ in range(2)]
     out = torch.empty((rows, n), dtype=dtype, device=a.device)
-    reqs = []
+    waiting: dict[int, list] = {}  # piece -> the requests of its last exchange (its sum arriving in the target)
     for s, step in enumerate(reduce_scatter_order(rank, world)):
-        first, count = blocks[step.rows]
+        first, _ = blocks[step.rows]
         target = work[s % 2] if step.send else out
-        for r in reqs:      # the sum so far has arrived in `target` (and the last send has left)
-            r.wait()
+        nxt_target = work[(s + 1) % 2] if s + 2 < world else out
         epi = dict(bias=bias, activation=activation) if not step.send else {}
-        _matmul(a[first:first + count], b_shard, target, beta=1.0 if step.receive else 0.0, **epi, **params)
-        if step.send:       # on to rank + 1; the next step's sum comes from rank - 1
-            nxt_target = work[(s + 1) % 2] if s + 2 < world else out
-            reqs = _exchange(dist, target, nxt, nxt_target, prev, group)
+        for j, (p0, count) in enumerate(cuts):
+            for r in waiting.pop(j, []):  # this piece's sum so far is in `target` (and its last send has left)
+                r.wait()
+            _matmul(a[first + p0:first + p0 + count], b_shard, target[p0:p0 + count],
+                    beta=1.0 if step.receive else 0.0, **epi, **params)
+            if step.send:  # on to rank + 1; the next step's sum for this piece comes from rank - 1
+                waiting[j] = _exchange(dist, target[p0:p0 + count], nxt, nxt_target[p0:p0 + count], prev, group)
     return out
+
+
+def _pieces(rows: int, chunks) -> list[tuple[int, int]]:
+    """The row pieces of a block (schedule.pieces); ValueError naming `chunks` where it is not a count."""
+    if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 1:
+        raise ValueError(f"chunks must be a positive integer (row pieces per shard), got {chunks!r}")
+    return pieces(rows, chunks) or [(0, 0)]
 
 
 _TAKEN = ("residual", "beta", "alpha", "c", "scale_a", "scale_b", "stream")
