@@ -72,12 +72,20 @@ def run(world: int, shapes: Iterable[Sequence[int]] = SHAPES, kinds: Sequence[st
     _check(world, cases, backend, torch)
     if not chunks or any(not isinstance(c, int) or c < 1 for c in chunks):
         raise ValueError(f"chunks must be positive integers, got {chunks!r}")
+    rows = spawn_ranks(world, backend, _cases, cases, dtype, budget_ms, rounds, chunks)
+    return [Row(**r) for r in rows]
+
+
+def spawn_ranks(world: int, backend: str, body, *args):
+    """`body(torch, dist, rank, world, device, *args)` in `world` processes of one process group (NCCL: rank r
+    on GPU r; gloo: CPUs), NVLink multicast off in each; rank 0's result. `body` is a module-level function."""
+    import torch.multiprocessing as mp
+
     with tempfile.TemporaryDirectory(prefix="gemmlab-tp-") as tmp, mp.Manager() as manager:
         out = manager.dict()
-        mp.spawn(_worker, args=(world, os.path.join(tmp, "rendezvous"), backend, cases, dtype, budget_ms, rounds, chunks,
-                                out),
-                 nprocs=world, join=True)
-        return [Row(**r) for r in out.get("rows", [])]
+        mp.spawn(_worker, args=(world, os.path.join(tmp, "rendezvous"), backend, body, args, out), nprocs=world,
+                 join=True)
+        return out.get("result")
 
 
 def _check(world: int, cases: list, backend: str, torch) -> None:
@@ -95,8 +103,7 @@ def _check(world: int, cases: list, backend: str, torch) -> None:
             raise ValueError(f"{kind} {m} x {n} x {k} over {world} ranks: {what} must be positive multiples of {world}")
 
 
-def _worker(rank: int, world: int, rendezvous: str, backend: str, cases: list, dtype: str, budget_ms: float,
-            rounds: int, chunks: tuple, out) -> None:
+def _worker(rank: int, world: int, rendezvous: str, backend: str, body, args: tuple, out) -> None:
     os.environ.update(ENV)
     import torch
     import torch.distributed as dist
@@ -105,12 +112,18 @@ def _worker(rank: int, world: int, rendezvous: str, backend: str, cases: list, d
         torch.cuda.set_device(rank)
     dist.init_process_group(backend, init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     try:
-        rows = [_case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds, chunks)
-                for kind, m, n, k in cases]
+        dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+        result = body(torch, dist, rank, world, dev, *args)
         if rank == 0:
-            out["rows"] = [asdict(r) for r in rows]
+            out["result"] = result
     finally:
         dist.destroy_process_group()
+
+
+def _cases(torch, dist, rank, world, dev, cases, dtype, budget_ms, rounds, chunks) -> list[dict]:
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    return [asdict(_case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds, chunks))
+            for kind, m, n, k in cases]
 
 
 def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, rounds, chunks) -> Row:
@@ -135,8 +148,8 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         ours = lambda c: lambda: gd.all_gather_matmul(shard, b_local, chunks=c)  # noqa: E731
         calls = {
             "gemmlab": ours(chunks[0]),
-            "sequential": lambda: torch.matmul(_all_gather(torch, dist, gathered, shard, backend), b_local),
-            "comm": lambda: _all_gather(torch, dist, gathered, shard, backend),
+            "sequential": lambda: torch.matmul(all_gather_into(torch, dist, gathered, shard, backend), b_local),
+            "comm": lambda: all_gather_into(torch, dist, gathered, shard, backend),
         }
         moved = m * k * a.element_size()
     else:
@@ -148,8 +161,8 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         ours = lambda c: lambda: gd.matmul_reduce_scatter(a_local, b_local, chunks=c)  # noqa: E731
         calls = {
             "gemmlab": ours(chunks[0]),
-            "sequential": lambda: _reduce_scatter(torch, dist, torch.matmul(a_local, b_local), rank, world, backend),
-            "comm": lambda: _reduce_scatter(torch, dist, part, rank, world, backend),
+            "sequential": lambda: reduce_scatter_rows(torch, dist, torch.matmul(a_local, b_local), rank, world, backend),
+            "comm": lambda: reduce_scatter_rows(torch, dist, part, rank, world, backend),
         }
         moved = m * n * a.element_size()
     for c in chunks[1:]:
@@ -173,12 +186,12 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
             calls.pop(name)
             row.notes[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
             continue
-        row.errors[name] = _max_over_ranks(torch, dist, err, dev)
+        row.errors[name] = max_over_ranks(torch, dist, err, dev)
         if name.startswith("gemmlab") and row.errors[name] > tol:
             raise AssertionError(f"{kind} {m} x {n} x {k} over {world}: gemmlab's rel. error {row.errors[name]:.2e} "
                                  f"> {tol:.0e}")
     del want
-    times = _time(torch, dist, calls, dev, budget_ms, rounds)
+    times = time_calls(torch, dist, calls, dev, budget_ms, rounds)
     row.seconds = {name: times.get(name) for name in (*CANDIDATES, *(f"gemmlab_{c}" for c in chunks[1:]))}
     c, g_ours, g_torch = times.get("comm"), times.get("gemm_gemmlab"), times.get("gemm_torch")
     if c and g_ours and g_torch and world > 1:
@@ -197,7 +210,7 @@ def gemmlab_matmul(a, b):
     return matmul(a, b)
 
 
-def _all_gather(torch, dist, gathered, shard, backend):
+def all_gather_into(torch, dist, gathered, shard, backend):
     """The whole of A on every rank (NCCL: into one tensor; gloo, which has no such call: into its row views)."""
     if backend == "nccl":
         dist.all_gather_into_tensor(gathered, shard)
@@ -206,7 +219,7 @@ def _all_gather(torch, dist, gathered, shard, backend):
     return gathered
 
 
-def _reduce_scatter(torch, dist, full, rank, world, backend):
+def reduce_scatter_rows(torch, dist, full, rank, world, backend):
     """This rank's rows of the sum over ranks of `full` (NCCL: a reduce-scatter; gloo, which has none: an
     all-reduce, then the rows)."""
     rows = full.shape[0] // world
@@ -236,7 +249,7 @@ def _torch_fused(torch, dist, kind, backend, a, b):
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
 
-def _max_over_ranks(torch, dist, value: float, dev) -> float:
+def max_over_ranks(torch, dist, value: float, dev) -> float:
     t = torch.tensor([value], dtype=torch.float64, device=dev)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
@@ -247,7 +260,7 @@ def _sync(torch, dev) -> None:
         torch.cuda.synchronize(dev)
 
 
-def _time(torch, dist, calls: dict, dev, budget_ms: float, rounds: int) -> dict[str, float]:
+def time_calls(torch, dist, calls: dict, dev, budget_ms: float, rounds: int) -> dict[str, float]:
     """Median over calls of the slowest rank's time per call, candidates in turn within each round (the first
     of a round moves along), after one warm-up call each; the number of calls per round from the budget."""
     names = list(calls)
@@ -259,7 +272,7 @@ def _time(torch, dist, calls: dict, dev, budget_ms: float, rounds: int) -> dict[
         t0 = time.perf_counter()
         calls[name]()
         _sync(torch, dev)
-        first[name] = _max_over_ranks(torch, dist, time.perf_counter() - t0, dev)
+        first[name] = max_over_ranks(torch, dist, time.perf_counter() - t0, dev)
     per_round = max(1, int(budget_ms / 1e3 / rounds / max(sum(first.values()), 1e-6)))
     samples: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):

@@ -101,8 +101,16 @@ def micro(
                                              "l2_read, smem_read, l1_read"),
     budget_ms: float = typer.Option(150.0, help="timing budget per benchmark, ms"),
     out: Optional[Path] = typer.Option(None, help="also write the ceilings as JSON here"),
+    link: Optional[int] = typer.Option(None, "--link", help="instead: the link between this many GPUs (one process "
+                                       "each): NCCL all-gather and reduce-scatter bus bandwidth by message size, "
+                                       "and a peer copy"),
+    backend: str = typer.Option("nccl", "--backend", help="with --link: nccl (GPUs) or gloo (CPU processes, small "
+                                                          "messages: a check of the code)"),
 ) -> None:
     """Peak FMA, tensor-core, DRAM, L2, shared-memory and L1 rates, beside the datasheet and the SM clock."""
+    if link is not None:
+        _micro_link(link, backend, budget_ms, out)
+        return
     dev = _gpu_or_fail()
     ceil = _run_micro(dev, only, budget_ms, save=True)
     t = Table(title=f"Microbenchmarks on {dev.name} (datasheet at the SM clock measured during each run)")
@@ -122,6 +130,35 @@ def micro(
         console.print("[yellow]SM clock not sampled (nvidia-ml-py / NVML unavailable): % are against the boost clock only[/yellow]")
     if out:
         console.print(f"ceilings written to {ceil.save(out)}")
+
+
+def _micro_link(world: int, backend: str, budget_ms: float, out: Optional[Path]) -> None:
+    import json
+
+    from ..files import atomic_write
+    from ..micro import link as lk
+
+    sizes = lk.SIZES if backend == "nccl" else (1 << 16, 1 << 20)
+    try:
+        with console.status(f"the link over {world} ranks ({backend})"):
+            res = lk.measure_link(world, backend, sizes, budget_ms)
+    except (ValueError, ImportError) as exc:
+        fail(str(exc))
+    t = Table(title=f"the link over {world} ranks ({backend}): bus bandwidth, NCCL's definition")
+    for col in ("collective", "size", "time", "bus bandwidth"):
+        t.add_column(col, justify="left" if col == "collective" else "right")
+    for p in res.points:
+        t.add_row(p.collective, f"{p.nbytes / 1e6:.1f} MB", f"{p.seconds * 1e6:.1f} us", f"{p.busbw / 1e9:.1f} GB/s")
+    console.print(t)
+    if res.peer_copy_bps:
+        console.print(f"peer copy GPU 0 -> 1: {res.peer_copy_bps / 1e9:.1f} GB/s", highlight=False)
+    lnk = res.link()
+    console.print(f"model link (largest size): all-gather {lnk.all_gather_busbw / 1e9:.1f} GB/s, reduce-scatter "
+                  f"{lnk.reduce_scatter_busbw / 1e9:.1f} GB/s (gemmlab explain --distributed {world} --busbw ...)",
+                  highlight=False)
+    if out:
+        atomic_write(out, json.dumps(res.to_dict(), indent=1))
+        console.print(f"written: {out}", highlight=False)
 
 
 # ------------------------------------------------------------------------------------------- explain
