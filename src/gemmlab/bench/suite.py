@@ -110,17 +110,19 @@ def group_of(shape: Shape) -> str:
 
 def measure(dtypes: Iterable[str] = DTYPES, groups: Sequence[str] | None = None, quick: bool = False,
             budget_ms: float = DEFAULT_BUDGET_MS, on_progress: Callable[[str], None] | None = None,
-            command: str = "", on_shape: Callable[["Pair"], None] | None = None) -> Results:
+            command: str = "", on_shape: Callable[["Pair"], None] | None = None,
+            share: Sequence[tuple[str, Shape]] | None = None) -> Results:
     """Run the suite: per dtype and shape, a gemmlab record and a torch record (or one failed gemmlab record),
     as `Results`. `budget_ms`: the sampling budget of each call on each shape. `on_progress(text)` says what
     runs; `on_shape(pair)` gets each shape's `Pair` once measured. TF32 is off in torch throughout (strict
-    float32 on both sides), restored afterwards."""
+    float32 on both sides), restored afterwards. `share`: these (group, shape) cases of the suite instead (a
+    GPU's share of a spread run, `measure_share`)."""
     import torch
 
     dtypes = list(dtypes)
     if not dtypes or any(d not in DTYPES for d in dtypes):
         raise ValueError(f"dtypes {dtypes}: the suite runs {', '.join(DTYPES)}")
-    chosen = cases(groups, quick)
+    chosen = cases(groups, quick) if share is None else [(g, tuple(s)) for g, s in share]
     if not budget_ms > 0:
         raise ValueError(f"--budget-ms must be positive, got {budget_ms}")
     context = _context(budget_ms)
@@ -144,6 +146,30 @@ def measure(dtypes: Iterable[str] = DTYPES, groups: Sequence[str] | None = None,
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
     run["finished_at"] = context["now"]()
     return Results(records, [run])
+
+
+def measure_share(share: Sequence[tuple[str, Shape]], dtypes: Sequence[str], budget_ms: float, command: str,
+                  groups: Sequence[str] | None, quick: bool) -> Results:
+    """One process's share of a suite spread over GPUs (bench.spread): `measure` on those cases."""
+    return measure(dtypes, groups, quick, budget_ms, command=command, share=share)
+
+
+def measure_spread(gpus: int, dtypes: Sequence[str] = DTYPES, groups: Sequence[str] | None = None,
+                   quick: bool = False, budget_ms: float = DEFAULT_BUDGET_MS, command: str = "") -> Results:
+    """The suite over `gpus` GPUs of this host, one process each, merged into one Results in suite order.
+    Every shape costs about the same (two calls of `budget_ms` each, and a compile), so the shares are
+    equal counts, the larger products spread first."""
+    from . import spread
+
+    chosen = cases(groups, quick)
+    costs = [1.0 + 2.0 * m * n * k / 1e13 for _, (m, n, k) in chosen]
+    parts = spread.run_spread(measure_share, chosen, costs, gpus, list(dtypes), budget_ms, command, groups, quick)
+    place = {(dt, tuple(s)): (di, i) for di, dt in enumerate(dtypes) for i, (_, s) in enumerate(chosen)}
+    merged = spread.merge([r for _, r in parts],
+                          order=lambda r: place.get((r.dtype, (r.m, r.n, r.k)), (len(dtypes), 0)) + (r.kernel != GEMMLAB,))
+    for run in merged.runs:
+        run.setdefault("notes", []).append(f"one of {len(parts)} processes of a suite spread over {gpus} GPUs")
+    return merged
 
 
 def _context(budget_ms: float) -> dict:

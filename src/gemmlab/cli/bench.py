@@ -53,6 +53,9 @@ def bench(
                                               "--shape for the full products (default: three reference shapes)"),
     backend: str = typer.Option("nccl", "--backend", help="with --distributed: nccl (GPUs) or gloo (CPU processes, "
                                                           "float32: a check of the harness, not of speed)"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="with --suite: spread the shapes over this many GPUs of "
+                                                            "this host (one process each, torch beside gemmlab on "
+                                                            "each), merged into one result"),
     chunks: str = typer.Option("1", "--chunks", help="with --distributed: row pieces per shard of gemmlab's rings, "
                                                      "comma-separated (each timed; the first is the model's)"),
 ) -> None:
@@ -65,12 +68,12 @@ def bench(
         return
     if suite:
         _reject_with_suite(sizes=sizes, shape=shape, kernel=kernel, batch=batch, precision=precision)
-        _bench_suite(dtype, only, quick, budget_ms, out)
+        _bench_suite(dtype, only, quick, budget_ms, out, gpus)
         return
-    if only is not None or quick:
+    if only is not None or quick or gpus is not None:
         from ._app import fail
 
-        fail(f"{'--only' if only is not None else '--quick'} goes with --suite")
+        fail(f"{'--only' if only is not None else '--quick' if quick else '--gpus'} goes with --suite")
     # The main job: no choice of sizes, shapes, kernels or format. On a GPU with tensor cores it adds the BF16
     # section and a fused layer (bench.main_job) to the FP32 ladder, in one report.
     main_job = not (sizes or shape or kernel or neighbours or dtype or precision or batch is not None)
@@ -229,7 +232,7 @@ def _reject_with_suite(**given) -> None:
         fail(f"--suite runs its own shapes against torch.matmul; --{wrong[0]} does not go with it")
 
 
-def _bench_suite(dtype: Optional[str], only: Optional[str], quick: bool, budget_ms, out) -> None:
+def _bench_suite(dtype: Optional[str], only: Optional[str], quick: bool, budget_ms, out, gpus: Optional[int] = None) -> None:
     from rich.markup import escape
 
     from ..bench import suite as st
@@ -240,13 +243,23 @@ def _bench_suite(dtype: Optional[str], only: Optional[str], quick: bool, budget_
         groups = st.parse_groups(only)
         if budget_ms is not None and not budget_ms > 0:
             raise ValueError(f"--budget-ms must be positive, got {budget_ms}")
+        if gpus is not None and gpus < 1:
+            raise ValueError(f"--gpus must be >= 1, got {gpus}")
     except ValueError as exc:
         fail(str(exc))
     _require_gpu_and_torch("gemmlab bench --suite")
-    with console.status("starting") as status:
-        res = st.measure(dtypes, groups, quick, budget_ms or st.DEFAULT_BUDGET_MS,
-                         on_progress=lambda t: status.update(escape(t)),
-                         command=" ".join(["gemmlab", *sys.argv[1:]]))
+    command = " ".join(["gemmlab", *sys.argv[1:]])
+    if gpus is not None and gpus > 1:
+        import torch
+
+        if torch.cuda.device_count() < gpus:
+            fail(f"--gpus {gpus}: this host has {torch.cuda.device_count()} GPUs")
+        with console.status(f"the suite over {gpus} GPUs"):
+            res = st.measure_spread(gpus, dtypes, groups, quick, budget_ms or st.DEFAULT_BUDGET_MS, command)
+    else:
+        with console.status("starting") as status:
+            res = st.measure(dtypes, groups, quick, budget_ms or st.DEFAULT_BUDGET_MS,
+                             on_progress=lambda t: status.update(escape(t)), command=command)
     summaries = st.summarize(res)
     for dt, rows in st.pairs(res).items():
         console.print(_suite_table(dt, rows))

@@ -1,0 +1,76 @@
+"""Spreading a sweep over the GPUs of a host: the shares, the processes (each with its own
+CUDA_VISIBLE_DEVICES) and the merge into one result, on the CPU."""
+
+import os
+
+import pytest
+
+from gemmlab.bench import spread
+from gemmlab.bench.records import Results
+
+
+def test_shares_are_balanced_by_cost_and_keep_the_items_order():
+    assert spread.deal([1, 1, 1, 1, 1, 1, 1], 4) == [[0, 4], [1, 5], [2, 6], [3]]
+    assert spread.deal([10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 2) == [[0], list(range(1, 11))]
+    assert spread.deal([], 3) == [[], [], []]
+    shares = spread.deal([float(i % 5 + 1) for i in range(45)], 4)
+    loads = [sum(i % 5 + 1 for i in s) for s in shares]
+    assert sorted(i for s in shares for i in s) == list(range(45)) and max(loads) - min(loads) <= 5
+    with pytest.raises(ValueError, match="GPUs must be >= 1"):
+        spread.deal([1.0], 0)
+
+
+def test_each_share_runs_in_its_own_process_with_its_gpu_visible():
+    items = list(range(10))
+    parts = spread.run_spread(_where, items, [1.0] * 10, 3)
+    assert [p[0] for p in parts] == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    for gpu, (share, (visible, got, pid)) in enumerate(parts):
+        assert visible == str(gpu) and got == [items[i] for i in share] and pid != os.getpid()
+    with pytest.raises(RuntimeError, match="GPU 0's share failed: ZeroDivisionError"):
+        spread.run_spread(_fails, [1], [1.0], 1)
+    with pytest.raises(ValueError, match="2 items but 1 costs"):
+        spread.run_spread(_where, [1, 2], [1.0], 2)
+
+
+def test_merge_keeps_every_run_and_orders_records():
+    from gemmlab.bench.records import Record
+
+    def rec(m):
+        return Record(kernel="gemmlab", label="x", family="gpu", rung=15, idea="", params={}, dtype="bfloat16", m=m,
+                      n=8, k=8, alpha=1.0, beta=0.0, mode="compute", l2="cold", pinned=None)
+    a, b = Results([rec(3), rec(1)], [{"run_id": "a"}]), Results([rec(2)], [{"run_id": "b"}])
+    merged = spread.merge([a, b], order=lambda r: r.m)
+    assert [r.m for r in merged.records] == [1, 2, 3] and [r["run_id"] for r in merged.runs] == ["a", "b"]
+
+
+def _where(items):
+    return os.environ.get("CUDA_VISIBLE_DEVICES"), list(items), os.getpid()
+
+
+def _fails(items):
+    return 1 / 0
+
+
+def test_the_suite_spread_merges_in_suite_order(monkeypatch):
+    """measure_spread deals the suite's cases, and puts the processes' records back in suite order (per dtype,
+    gemmlab before torch on each shape), every process's run kept and marked."""
+    from gemmlab.bench import suite
+    from gemmlab.bench.records import Record
+
+    def fake(fn, items, costs, gpus, dtypes, *rest):
+        assert fn is suite.measure_share and len(costs) == len(items)
+        out = []
+        for g, share in enumerate(spread.deal(costs, gpus)):
+            recs = [Record(kernel=kern, label=kern, family="gpu", rung=None, idea="", params={}, dtype=dt, m=items[i][1][0],
+                           n=items[i][1][1], k=items[i][1][2], alpha=1.0, beta=0.0, mode="compute", l2="cold",
+                           pinned=None)
+                    for dt in dtypes for i in reversed(share) for kern in (suite.TORCH, suite.GEMMLAB)]
+            out.append((share, Results(recs, [{"run_id": str(g)}])))
+        return out
+
+    monkeypatch.setattr(spread, "run_spread", fake)
+    res = suite.measure_spread(3, ["bfloat16", "float32"], ["square", "odd"])
+    chosen = suite.cases(["square", "odd"])
+    want = [(dt, s, kern) for dt in ("bfloat16", "float32") for _, s in chosen for kern in (suite.GEMMLAB, suite.TORCH)]
+    assert [(r.dtype, (r.m, r.n, r.k), r.kernel) for r in res.records] == want
+    assert len(res.runs) == 3 and all("spread over 3 GPUs" in run["notes"][-1] for run in res.runs)
