@@ -33,6 +33,104 @@ def test_reduce_scatter_order_passes_each_sum_along_the_ring_to_its_owner(world)
     assert [s.rows for s in reduce_scatter_order(0, 4)] == [3, 2, 1, 0]
 
 
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("chunks", [1, 2, 3])
+def test_the_chunked_all_gather_ring_without_torch(world, chunks):
+    """Every rank multiplies every piece of every shard once, each holding the data of the rank it came from."""
+    from gemmlab.distributed import all_gather_plan
+
+    def act(rank, op, st, arrived):
+        held = st.setdefault("held", {(rank, j): rank for j in range(chunks)})  # (block, piece) -> origin
+        if arrived is not None:
+            block, origin = arrived
+            held[(block, op.piece)] = origin
+        assert (op.block, op.piece) in held, (rank, op)  # the piece is here before it is used
+        st.setdefault("done", []).append((op.block, op.piece, held[(op.block, op.piece)]))
+        return (held[(op.block, op.piece)], op.recv) if op.recv is not None else None
+
+    state = _run_ring_gather(world, chunks, lambda r: all_gather_plan(r, world, chunks), act)
+    for r, st in state.items():
+        assert sorted(st["done"]) == [(b, j, b) for b in range(world) for j in range(chunks)]
+
+
+def _run_ring_gather(world, chunks, plan_of, act):
+    """Every rank's plan run without torch: an exchange puts what is sent in rank + 1's inbox for its piece
+    (FIFO) and notes where this rank's own receive lands (the op's `recv` block), which the piece's next wait
+    takes; ranks take turns, and an op whose wait finds nothing yet blocks its rank. `act(rank, op, state,
+    arrived)` does the op's work and returns (what it sends, where its receive lands) or None. Raises on a
+    deadlock."""
+    from collections import deque
+
+    plans = {r: plan_of(r) for r in range(world)}
+    inbox = {(r, j): deque() for r in range(world) for j in range(chunks)}
+    lands = {(r, j): deque() for r in range(world) for j in range(chunks)}
+    state = {r: {} for r in range(world)}
+    at = {r: 0 for r in range(world)}
+    while any(at[r] < len(plans[r]) for r in range(world)):
+        moved = False
+        for r in range(world):
+            if at[r] == len(plans[r]):
+                continue
+            op = plans[r][at[r]]
+            arrived = None
+            if op.wait:
+                if not inbox[(r, op.piece)]:
+                    continue
+                arrived = (lands[(r, op.piece)].popleft(), inbox[(r, op.piece)].popleft())
+            send = act(r, op, state[r], arrived)
+            if send is not None:
+                inbox[((r + 1) % world, op.piece)].append(send[0])
+                lands[(r, op.piece)].append(send[1])
+            at[r] += 1
+            moved = True
+        if not moved:
+            raise AssertionError(f"deadlock at {at}")
+    return state
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("chunks", [1, 2, 3])
+def test_the_chunked_reduce_scatter_ring_without_torch(world, chunks):
+    """Rank r ends with, for every piece, the sum of all ranks' partials of row block r, each added once, and
+    no buffer is written while its last send could still be reading it."""
+    from collections import deque
+
+    from gemmlab.distributed import reduce_scatter_plan
+
+    plans = {r: reduce_scatter_plan(r, world, chunks) for r in range(world)}
+    inbox = {(r, j): deque() for r in range(world) for j in range(chunks)}
+    lands = {(r, j): deque() for r in range(world) for j in range(chunks)}
+    bufs = {r: {(t, j): None for t in (0, 1, -1) for j in range(chunks)} for r in range(world)}
+    at = {r: 0 for r in range(world)}
+    while any(at[r] < len(plans[r]) for r in range(world)):
+        moved = False
+        for r in range(world):
+            if at[r] == len(plans[r]):
+                continue
+            op = plans[r][at[r]]
+            if op.wait:
+                if not inbox[(r, op.piece)]:
+                    continue
+                landed, payload = lands[(r, op.piece)].popleft(), inbox[(r, op.piece)].popleft()
+                assert landed == op.target  # the sum so far arrived where this op adds to it
+                bufs[r][(landed, op.piece)] = payload
+            mine = frozenset({(r, op.rows)})  # this rank's partial of row block `rows`
+            before = bufs[r][(op.target, op.piece)] if op.accumulate else frozenset()
+            assert before is not None and not (before & mine), (r, op)
+            bufs[r][(op.target, op.piece)] = before | mine
+            if op.send:
+                inbox[((r + 1) % world, op.piece)].append(bufs[r][(op.target, op.piece)])
+                lands[(r, op.piece)].append(op.next_target)
+                assert op.next_target != op.target  # never receive into the buffer being sent
+            at[r] += 1
+            moved = True
+        if not moved:
+            raise AssertionError(f"deadlock at {at}")
+    for r in range(world):
+        for j in range(chunks):
+            assert bufs[r][(-1, j)] == frozenset((q, r) for q in range(world)), (r, j, bufs[r][(-1, j)])
+
+
 def test_blocks_and_pieces():
     assert row_blocks(8, 4) == [(0, 2), (2, 2), (4, 2), (6, 2)]
     with pytest.raises(ValueError, match="M = 10 rows do not split into 4"):

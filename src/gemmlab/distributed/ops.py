@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..api.call import matmul as _matmul
 from ..formats import dtype_label, number_format
-from .schedule import all_gather_order, pieces, reduce_scatter_order, row_blocks
+from .schedule import all_gather_plan, pieces, reduce_scatter_plan, row_blocks
 
 
 def _torch():
@@ -66,17 +66,17 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
     gathered = torch.empty((world, rows, k), dtype=a_shard.dtype, device=a_shard.device)
     gathered[rank].copy_(a_shard)
     out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
-    order = all_gather_order(rank, world)
     waiting: dict[int, list] = {}  # piece -> the requests that bring it for the current step's shard
-    for s, block in enumerate(order):
-        for j, (first, count) in enumerate(cuts):
-            for r in waiting.pop(j, []):   # this piece of the shard has arrived (and the last send of it left)
-                r.wait()
-            if s + 1 < world:              # pass the piece on; the next shard's piece comes from rank - 1
-                waiting[j] = _exchange(dist, gathered[block, first:first + count], nxt,
-                                       gathered[order[s + 1], first:first + count], prev, group)
-            _matmul(gathered[block, first:first + count], b, out[block * rows + first:block * rows + first + count],
-                    bias=bias, activation=activation, out_dtype=out_dtype, **params)
+    for op in all_gather_plan(rank, world, len(cuts)):
+        first, count = cuts[op.piece]
+        for r in waiting.pop(op.piece, []) if op.wait else []:  # the piece has arrived (its last send has left)
+            r.wait()
+        if op.recv is not None:  # pass the piece on; the next shard's piece comes from rank - 1
+            waiting[op.piece] = _exchange(dist, gathered[op.block, first:first + count], nxt,
+                                          gathered[op.recv, first:first + count], prev, group)
+        _matmul(gathered[op.block, first:first + count], b,
+                out[op.block * rows + first:op.block * rows + first + count],
+                bias=bias, activation=activation, out_dtype=out_dtype, **params)
     for reqs in waiting.values():
         for r in reqs:
             r.wait()
@@ -98,19 +98,20 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
     dtype = _out_dtype(torch, a, out_dtype)
     work = [torch.empty((rows, n), dtype=dtype, device=a.device) for _ in range(2)]
     out = torch.empty((rows, n), dtype=dtype, device=a.device)
+    buffers = {0: work[0], 1: work[1], -1: out}
     waiting: dict[int, list] = {}  # piece -> the requests of its last exchange (its sum arriving in the target)
-    for s, step in enumerate(reduce_scatter_order(rank, world)):
-        first, _ = blocks[step.rows]
-        target = work[s % 2] if step.send else out
-        nxt_target = work[(s + 1) % 2] if s + 2 < world else out
-        epi = dict(bias=bias, activation=activation) if not step.send else {}
-        for j, (p0, count) in enumerate(cuts):
-            for r in waiting.pop(j, []):  # this piece's sum so far is in `target` (and its last send has left)
-                r.wait()
-            _matmul(a[first + p0:first + p0 + count], b_shard, target[p0:p0 + count],
-                    beta=1.0 if step.receive else 0.0, **epi, **params)
-            if step.send:  # on to rank + 1; the next step's sum for this piece comes from rank - 1
-                waiting[j] = _exchange(dist, target[p0:p0 + count], nxt, nxt_target[p0:p0 + count], prev, group)
+    for op in reduce_scatter_plan(rank, world, len(cuts)):
+        first, _ = blocks[op.rows]
+        p0, count = cuts[op.piece]
+        target = buffers[op.target]
+        for r in waiting.pop(op.piece, []) if op.wait else []:  # the piece's sum so far is in `target`
+            r.wait()
+        epi = dict(bias=bias, activation=activation) if not op.send else {}
+        _matmul(a[first + p0:first + p0 + count], b_shard, target[p0:p0 + count],
+                beta=1.0 if op.accumulate else 0.0, **epi, **params)
+        if op.send:  # on to rank + 1; the next step's sum for this piece comes from rank - 1
+            waiting[op.piece] = _exchange(dist, target[p0:p0 + count], nxt, buffers[op.next_target][p0:p0 + count],
+                                          prev, group)
     return out
 
 

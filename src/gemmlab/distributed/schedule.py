@@ -74,3 +74,61 @@ def pieces(rows: int, parts: int) -> list[tuple[int, int]]:
             out.append((start, n))
         start += n
     return out
+
+
+# ------------------------------------------------------------------------------------------ chunked rings
+# Each shard cut into row pieces (`pieces`): the ring runs piece by piece, every piece's transfer posted before
+# its GEMM. These plans are the products' order of work, op by op, so that a test can run them without torch.
+
+
+@dataclass(frozen=True)
+class GatherOp:
+    """All-gather + GEMM, one piece of one step: wait for the piece of `block` to have arrived (and for its
+    last send to have left), post the exchange (send this piece of `block` to rank + 1, receive the same
+    piece of `recv` from rank - 1; None on the last step), then multiply the piece of `block`."""
+    step: int
+    piece: int
+    block: int
+    wait: bool
+    recv: int | None
+
+
+def all_gather_plan(rank: int, world: int, chunks: int = 1) -> list[GatherOp]:
+    """The ops of `all_gather_matmul` on rank `rank` with each shard in `chunks` pieces."""
+    _check(rank, world)
+    if chunks < 1:
+        raise ValueError(f"chunks must be >= 1, got {chunks}")
+    order = all_gather_order(rank, world)
+    return [GatherOp(s, j, block, s > 0, order[s + 1] if s + 1 < world else None)
+            for s, block in enumerate(order) for j in range(chunks)]
+
+
+@dataclass(frozen=True)
+class ReduceOp:
+    """GEMM + reduce-scatter, one piece of one step: wait for this piece's sum so far to have arrived in
+    `target` (and its last send to have left), compute the piece of row block `rows` into `target` (adding
+    what is there where `accumulate`), then, where `send`, post the exchange: send the piece to rank + 1 and
+    receive the next sum for it from rank - 1 into `next_target`. Targets: 0 and 1 are the two work buffers,
+    -1 the output."""
+    step: int
+    piece: int
+    rows: int
+    wait: bool
+    accumulate: bool
+    target: int
+    send: bool
+    next_target: int
+
+
+def reduce_scatter_plan(rank: int, world: int, chunks: int = 1) -> list[ReduceOp]:
+    """The ops of `matmul_reduce_scatter` on rank `rank` with each row block in `chunks` pieces."""
+    _check(rank, world)
+    if chunks < 1:
+        raise ValueError(f"chunks must be >= 1, got {chunks}")
+    ops = []
+    for s, step in enumerate(reduce_scatter_order(rank, world)):
+        target = s % 2 if step.send else -1
+        nxt = (s + 1) % 2 if s + 2 < world else -1
+        ops += [ReduceOp(s, j, step.rows, s > 0, step.receive, target, step.send, nxt) for j in range(chunks)]
+    return ops
+
