@@ -74,3 +74,21 @@ def test_the_suite_spread_merges_in_suite_order(monkeypatch):
     want = [(dt, s, kern) for dt in ("bfloat16", "float32") for _, s in chosen for kern in (suite.GEMMLAB, suite.TORCH)]
     assert [(r.dtype, (r.m, r.n, r.k), r.kernel) for r in res.records] == want
     assert len(res.runs) == 3 and all("spread over 3 GPUs" in run["notes"][-1] for run in res.runs)
+
+
+def test_tune_jobs_spread_back_in_order_and_refuse_mixed_gpus(monkeypatch):
+    from gemmlab.tune import search
+
+    jobs = [("sgemm", (512, 512, 512)), ("sgemm", (4096, 4096, 4096)), ("wgmma", (1024, 1024, 1024))]
+
+    def fake(fn, items, costs, gpus, budget_s, names=("H100", "H100")):
+        assert fn is search._tune_share and budget_s == 5.0
+        return [(share, [(names[g], search.TuneResult(items[i][0], "c", items[i][1], None, 0.0, None)) for i in share])
+                for g, share in enumerate(spread.deal(costs, gpus))]
+
+    monkeypatch.setattr(spread, "run_spread", fake)
+    got = search.tune_jobs(jobs, 5.0, gpus=2)
+    assert [(r.kernel, r.shape) for r in got] == jobs
+    monkeypatch.setattr(spread, "run_spread", lambda *a: fake(*a, names=("H100", "H200")))
+    with pytest.raises(ValueError, match="the GPUs differ"):
+        search.tune_jobs(jobs, 5.0, gpus=2)

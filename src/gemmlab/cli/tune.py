@@ -30,12 +30,14 @@ def tune(
     shape: Optional[list[str]] = typer.Option(None, "--shape", help="MxNxK problems whose shape classes to tune"),
     budget_s: float = typer.Option(60.0, help="search time per kernel and shape class, seconds"),
     dry_run: bool = typer.Option(False, help="search and report, but do not store the winners"),
+    gpus: int = typer.Option(1, "--gpus", help="spread the searches (kernel x shape) over this many GPUs of the host, "
+                                               "one process each; the winners go to one store"),
 ) -> None:
     """Search each rung's parameter space on this GPU (verified, timed) and store the winners per
     (device, kernel, shape class); `gemmlab.matmul` then uses them when no parameters are given."""
     from .. import api
     from ..tuned import shape_class
-    from ..tune.search import tune as run_search
+    from ..tune.search import tune as run_search, tune_jobs
 
     try:
         info = device.device_info()
@@ -43,20 +45,27 @@ def tune(
         fail(str(exc))
     specs = [registry.get(k) for k in kernel] if kernel else [api.choose_kernel()]
     shapes = [parse_shape(s) for s in (shape or DEFAULT_SHAPES)]
+    if gpus < 1:
+        fail(f"--gpus must be >= 1, got {gpus}")
+    spread = {}
+    if gpus > 1:
+        import torch
+
+        if torch.cuda.device_count() < gpus:
+            fail(f"--gpus {gpus}: this host has {torch.cuda.device_count()} GPUs")
+        jobs = [(spec.name, s) for spec in specs for s in shapes]
+        with console.status(f"{len(jobs)} searches over {gpus} GPUs, {budget_s:.0f} s each"):
+            try:
+                spread = dict(zip(jobs, tune_jobs(jobs, budget_s, gpus)))
+            except ValueError as exc:
+                fail(str(exc))
     cache = api.tuned_cache(info)
     table = Table(title=f"tuned on {info.name} ({info.arch}, {info.sm_count} SMs)")
     for col in ("kernel", "shape class", "tuned on", "tried", "default TFLOP/s", "best TFLOP/s", "best parameters"):
         table.add_column(col)
     for spec in specs:
         for m, n, k in shapes:
-            with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
-                          TimeRemainingColumn(), console=console, transient=True) as prog:
-                task = prog.add_task(f"{spec.name} {m}x{n}x{k}", total=budget_s)
-                import time
-
-                t0 = time.perf_counter()
-                res = run_search(spec, (m, n, k), budget_s=budget_s,
-                                 on_step=lambda c, rate, note: prog.update(task, completed=min(budget_s, time.perf_counter() - t0)))
+            res = spread.get((spec.name, (m, n, k))) or _search_one(run_search, spec, (m, n, k), budget_s)
             timed = sum(1 for _, r, _ in res.tried if r is not None)
             if res.best is None:
                 table.add_row(spec.name, res.shape_class, f"{m}x{n}x{k}", str(len(res.tried)), "-", "-", "no candidate passed")
@@ -74,6 +83,19 @@ def tune(
             fail(str(exc))
         console.print(f"stored in {cache.path}")
     console.print(table)
+
+
+def _search_one(run_search, spec, shape, budget_s: float):
+    """One search on this GPU, with a progress bar over its budget."""
+    import time
+
+    m, n, k = shape
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
+                  TimeRemainingColumn(), console=console, transient=True) as prog:
+        task = prog.add_task(f"{spec.name} {m}x{n}x{k}", total=budget_s)
+        t0 = time.perf_counter()
+        return run_search(spec, shape, budget_s=budget_s,
+                          on_step=lambda c, rate, note: prog.update(task, completed=min(budget_s, time.perf_counter() - t0)))
 
 
 @app.command()

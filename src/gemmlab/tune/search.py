@@ -247,3 +247,35 @@ def _try_candidates(spec, params, info, shape, per_candidate_ms, seed, result, o
             result.best, result.best_tflops = cand.params, rate
         if on_step:
             on_step(cand, rate, "ok")
+
+
+# ------------------------------------------------------------------------------------------ over several GPUs
+
+def _tune_share(share: list[tuple[str, tuple[int, int, int]]], budget_s: float) -> list[tuple[str, TuneResult]]:
+    """One GPU's share of a spread search (bench.spread): each (kernel, shape) searched on this process's GPU,
+    with the GPU's name (its results go to the store of that device)."""
+    from ..runtime import device
+
+    name = device.device_info().name
+    return [(name, tune(registry.get(kernel), tuple(shape), budget_s=budget_s)) for kernel, shape in share]
+
+
+def tune_jobs(jobs: list[tuple[str, tuple[int, int, int]]], budget_s: float, gpus: int = 1) -> list[TuneResult]:
+    """Every (kernel name, shape) searched within `budget_s` each, in `jobs` order: on this GPU one after the
+    other, or spread over `gpus` GPUs of the host, one process each, every search's candidates timed side by
+    side on one GPU (so no comparison crosses GPUs). ValueError where the GPUs differ: the store keeps one
+    device's winners."""
+    if gpus <= 1 or len(jobs) <= 1:
+        return [tune(registry.get(kernel), shape, budget_s=budget_s) for kernel, shape in jobs]
+    from ..bench import spread
+
+    parts = spread.run_spread(_tune_share, list(jobs), [1.0] * len(jobs), gpus, budget_s)
+    names = {name for _, results in parts for name, _ in results}
+    if len(names) > 1:
+        raise ValueError(f"the GPUs differ ({', '.join(sorted(names))}): tune them one at a time")
+    out: list[TuneResult | None] = [None] * len(jobs)
+    for share, results in parts:
+        for i, (_, res) in zip(share, results):
+            out[i] = res
+    return out
+
