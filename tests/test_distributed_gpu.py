@@ -1,0 +1,68 @@
+"""Tensor-parallel products on NCCL, two GPUs of one host (skipped with fewer): both products, whole shards and
+in pieces, against the single-GPU gemmlab product of the gathered operands and against float64; the fused
+epilogue on the full sum; the harness end to end (the Linear pair is checked on gloo, tests/test_distributed.py).
+Every process has NVLink multicast off (bench.distributed.ENV). Results are rank 0's."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+
+WORLD = 2
+
+
+@pytest.fixture(autouse=True)
+def _two_gpus():
+    if torch.cuda.device_count() < WORLD or not torch.distributed.is_nccl_available():
+        pytest.skip(f"needs {WORLD} GPUs and NCCL")
+
+
+def _products(torch, dist, rank, world, dev):
+    import gemmlab
+    import gemmlab.distributed as gd
+
+    g = torch.Generator(device=dev).manual_seed(5)
+    out = []
+    for m, n, k in [(1024, 768, 512), (4096, 2048, 1024), (256, 136, 264)]:
+        a = torch.randn(m, k, generator=g, device=dev).bfloat16()
+        b = torch.randn(k, n, generator=g, device=dev).bfloat16()
+        bias = torch.randn(n, generator=g, device=dev)
+        rows, cols, ks = m // world, n // world, k // world
+        b_cols = b[:, rank * cols:(rank + 1) * cols]
+        single = gemmlab.matmul(a, b_cols, bias=bias[rank * cols:(rank + 1) * cols], activation="gelu_tanh")
+        full = a.double() @ b.double() + bias.double()
+        for chunks in (1, 2, 3):
+            y, gathered = gd.all_gather_matmul(a[rank * rows:(rank + 1) * rows], b_cols,
+                                               bias=bias[rank * cols:(rank + 1) * cols], activation="gelu_tanh",
+                                               return_gathered=True, chunks=chunks)
+            z = gd.matmul_reduce_scatter(a[:, rank * ks:(rank + 1) * ks].contiguous(), b[rank * ks:(rank + 1) * ks],
+                                         bias=bias, activation="silu", chunks=chunks)
+            want_z = torch.nn.functional.silu(full)[rank * rows:(rank + 1) * rows]
+            out.append(dict(
+                shape=(m, n, k), chunks=chunks, gathered=bool(torch.equal(gathered, a)),
+                ag_vs_single=float((y.float() - single.float()).abs().max()),
+                ag_err=float((y.double() - torch.nn.functional.gelu(full[:, rank * cols:(rank + 1) * cols],
+                                                                     approximate="tanh")).norm()
+                             / full.norm()),
+                rs_err=float((z.double() - want_z).norm() / want_z.norm())))
+    return out
+
+
+def test_products_on_nccl_match_the_single_gpu_product():
+    from gemmlab.bench.distributed import spawn_ranks
+
+    for r in spawn_ranks(WORLD, "nccl", _products):
+        assert r["gathered"], r
+        # each shard's rows run the rung on fewer rows than the single product: the same sums up to tile order
+        assert r["ag_vs_single"] <= 2e-2 and r["ag_err"] <= 1e-2 and r["rs_err"] <= 1e-2, r
+
+
+def test_the_harness_runs_on_nccl():
+    from gemmlab.bench import distributed as tp
+
+    rows = tp.run(WORLD, [(2048, 1024, 1024)], backend="nccl", dtype="bfloat16", budget_ms=50, rounds=2,
+                  chunks=(1, 2))
+    for r in rows:
+        assert r.errors["gemmlab"] <= 1e-2 and r.errors["gemmlab_2"] <= 1e-2, r.errors
+        assert all(r.seconds[c] for c in ("gemmlab", "gemmlab_2", "sequential", "comm", "gemm_gemmlab")), r.seconds
+        assert r.predicted["busbw"] > 0
