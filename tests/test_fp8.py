@@ -168,10 +168,26 @@ def test_the_operator_traces_with_a_fake(torch):
         assert y.dtype == torch.float32
 
 
-def test_bench_refuses_8_bit_formats_in_one_line():
+def test_the_8_bit_bench_refuses_by_name():
+    """gemmlab bench --dtype e4m3 times 8-bit products against torch._scaled_mm (bench.fp8; GPU and torch);
+    what it cannot take is refused in one line before any GPU work, and sweeps send 8-bit formats there."""
     from typer.testing import CliRunner
 
+    from gemmlab.bench import fp8
     from gemmlab.cli import app
 
-    res = CliRunner().invoke(app, ["bench", "--dtype", "e4m3"])
-    assert res.exit_code != 0 and "does not time e4m3 yet" in res.output
+    run = CliRunner().invoke
+    res = run(app, ["bench", "--dtype", "e4m3", "--scales", "cube"])
+    assert res.exit_code != 0 and "--scales 'cube' is not one of tensor, row, block" in res.output
+    res = run(app, ["bench", "--dtype", "e5m2", "--shape", "64x64x30"])
+    assert res.exit_code != 0 and "K = 30" in res.output and "multiple of 16" in res.output
+    res = run(app, ["bench", "--scales", "row"])
+    assert res.exit_code != 0 and "--scales goes with an 8-bit --dtype" in res.output
+    res = run(app, ["sweep", "--dtype", "e4m3"])
+    assert res.exit_code != 0 and "sweeps do not time e4m3" in res.output and "gemmlab bench --dtype" in res.output
+    with pytest.raises(ValueError, match="M, N and K must be positive"):
+        fp8.Problem(0, 8, 16).check()
+    with pytest.raises(ValueError, match="8-bit bench takes"):
+        fp8.Problem(8, 8, 16, dtype="bfloat16").check()
+    assert fp8.Problem(4096, 7168, 16384, "float8_e4m3fn", "block").describe() == \
+        "4096 x 7168 x 16384 e4m3, scales per block"

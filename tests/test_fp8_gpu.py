@@ -302,3 +302,17 @@ def test_block_scales_with_the_epilogue_repeat_calls_and_a_graph():
     torch.cuda.synchronize()
     assert torch.allclose(out, first, rtol=1e-6, atol=0)
 
+
+
+@pytest.mark.parametrize("scales", ["tensor", "row", "block"])
+def test_the_8_bit_bench_verifies_and_times_each_call(scales):
+    """bench.fp8 (gemmlab bench --dtype e4m3): every call checked against its own dequantized float64 product,
+    then timed; block scales beside gemmlab's and torch's per-tensor products."""
+    from gemmlab.bench import fp8
+
+    res = fp8.measure(fp8.Problem(512, 384, 1024, "float8_e4m3fn", scales), budget_ms=20)
+    labels = [r.label for r in res.records]
+    assert len(labels) == (3 if scales == "block" else 2), labels
+    for r in res.records:
+        assert r.ok and r.rel_error <= r.verify_tol and r.median_ms > 0 and r.tflops > 0, (r.label, r.status, r.note)
+    assert any(r.kernel == fp8.SCALED_MM for r in res.records)

@@ -7,7 +7,8 @@ One job per module, arrows downwards:
 - `plan`: the decision made once per call signature (`make_plan` → `Plan`), and the loaded kernels;
 - `launch`: `run`, the one function every GPU call goes through (copies, allocation, scratch, tensor
   maps, the packed launch);
-- `matmul`: the public entry, with the one repeat-call cache in front of `launch.run`.
+- `matmul`: the public entry, with the one repeat-call cache in front of `launch.run`;
+- `quantize`: 8-bit values and their scales (per tensor, row, column or block) from a wider tensor.
 """
 
 from ..kernels import registry
@@ -16,6 +17,7 @@ from .dispatch import (Candidate, KernelChoice, choose_kernel, default_params, e
                        resolve_params, tuned_cache, type_params, validated_params)
 from .call import forget_launches, matmul
 from .plan import CaptureError, Plan, Prepared, loaded, prepare, resident_blocks
+from .quantize import dequantize, quantize
 
 
 def kernels():
@@ -24,6 +26,6 @@ def kernels():
 
 
 __all__ = ["AUTO", "INT32_MAX", "Candidate", "CaptureError", "KernelChoice", "Plan", "Prepared", "Request",
-           "choose_kernel", "default_params", "epilogue_params", "explain_choice", "forget_launches", "kernels",
-           "loaded", "matmul", "prepare", "registry", "resident_blocks", "resolve_params", "tuned_cache",
-           "type_params", "validated_params"]
+           "choose_kernel", "default_params", "dequantize", "epilogue_params", "explain_choice", "forget_launches",
+           "kernels", "loaded", "matmul", "prepare", "quantize", "registry", "resident_blocks", "resolve_params",
+           "tuned_cache", "type_params", "validated_params"]

@@ -44,8 +44,8 @@ def build_plan(
     except ValueError as exc:
         fail(str(exc))
     if nf.is_fp8:
-        fail(f"gemmlab bench does not time {nf.name} yet (8-bit operands come with scales and a K-major B); call "
-             "gemmlab.matmul(a, w.t(), scale_a=..., scale_b=...) on torch tensors (README, 8-bit floats)")
+        fail(f"sweeps do not time {nf.name} (8-bit operands come with scales and a K-major B): gemmlab bench --dtype "
+             f"{nf.name} [--shape MxNxK] [--scales tensor,row,block] times it against torch._scaled_mm")
     gpu = device.gpu_available()
     if not nf.is_fp32 and not gpu:
         fail(f"the {nf.name} sweep (--dtype {dtype}{' --precision ' + precision if precision else ''}) runs on "

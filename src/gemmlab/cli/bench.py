@@ -53,6 +53,9 @@ def bench(
                                               "--shape for the full products (default: three reference shapes)"),
     backend: str = typer.Option("nccl", "--backend", help="with --distributed: nccl (GPUs) or gloo (CPU processes, "
                                                           "float32: a check of the harness, not of speed)"),
+    scales: Optional[str] = typer.Option(None, "--scales", help="with an 8-bit --dtype (e4m3, e5m2): the scales' "
+                                                                "granularity, tensor, row or block (1 x 128 of A, "
+                                                                "128 x 128 of B), comma-separated (default all three)"),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="with --suite: spread the shapes over this many GPUs of "
                                                             "this host (one process each, torch beside gemmlab on "
                                                             "each), merged into one result"),
@@ -66,6 +69,13 @@ def bench(
     if distributed is not None:
         _bench_distributed(distributed, backend, shape, dtype, budget_ms, out, chunks)
         return
+    if dtype is not None and _is_fp8(dtype):
+        _bench_fp8(dtype, scales, sizes, shape, budget_ms, out)
+        return
+    if scales is not None:
+        from ._app import fail
+
+        fail("--scales goes with an 8-bit --dtype (e4m3, e5m2)")
     if suite:
         _reject_with_suite(sizes=sizes, shape=shape, kernel=kernel, batch=batch, precision=precision)
         _bench_suite(dtype, only, quick, budget_ms, out, gpus)
@@ -221,6 +231,65 @@ def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], b
     target = (out or Path("gemmlab-results")) / f"distributed-{world}-{backend}.json"
     atomic_write(target, json.dumps([r.to_dict() for r in rows], indent=1))
     console.print(f"written: {target}", highlight=False)
+
+
+def _is_fp8(dtype: str) -> bool:
+    from ..formats import dtype_label, is_fp8
+
+    try:
+        return is_fp8(dtype_label(dtype))
+    except ValueError:
+        return False
+
+
+def _bench_fp8(dtype: str, scales: Optional[str], sizes, shapes, budget_ms, out) -> None:
+    """8-bit products at each granularity against torch._scaled_mm (bench.fp8): a table per problem."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..bench import fp8
+    from ..bench.records import Results
+    from ..bench.sweep import parse_shape, parse_sizes
+    from ..formats import dtype_label
+    from ._app import fail
+
+    try:
+        dims = [parse_shape(s) for s in shapes or []] + [(n, n, n) for n in (parse_sizes(sizes) if sizes else [])]
+        dims = dims or [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 16384)]
+        kinds = scales.split(",") if scales else list(fp8.GRANULARITIES)
+        problems = [fp8.Problem(m, n, k, dtype_label(dtype), kind) for m, n, k in dims for kind in kinds]
+        for p in problems:
+            p.check()
+    except ValueError as exc:
+        fail(str(exc))
+    _require_gpu_and_torch(f"gemmlab bench --dtype {dtype}")
+    merged = Results([], [])
+    failed = False
+    for problem in problems:
+        with console.status("starting") as status:
+            res = fp8.measure(problem, budget_ms=budget_ms or 300.0, command=" ".join(["gemmlab", *sys.argv[1:]]),
+                              on_progress=lambda t: status.update(escape(t)))
+        merged.records += res.records
+        merged.runs += res.runs
+        peer = next((r for r in res.records if r.kernel == fp8.SCALED_MM and r.ok), None)
+        t = Table(title=f"{problem.describe()} (medians, cold L2, bf16 out)")
+        for col in ("call", "time", "TFLOP/s", "x torch._scaled_mm", "rel. error"):
+            t.add_column(col, justify="left" if col == "call" else "right", no_wrap=col == "call")
+        for r in sorted((r for r in res.records if r.ok), key=lambda r: r.median_ms):
+            t.add_row(escape(r.label), _measure._time(r.median_ms), f"{r.tflops:.0f}",
+                      f"{peer.median_ms / r.median_ms:.3f}" if peer else "-", f"{r.rel_error:.1e}")
+        console.print(t)
+        for note in (n for run in res.runs for n in run.get("notes", [])):
+            console.print(f"[dim]{escape(note)}[/dim]", highlight=False)
+        for r in res.records:
+            if not r.ok:
+                failed = failed or r.family == "gpu"
+                console.print(f"[red]{escape(f'{r.label}: {r.status}: {r.note}')}[/red]", highlight=False)
+    target = out or Path("gemmlab-results") / merged.runs[0]["run_id"]
+    paths = _measure.write_outputs(merged, target, report=False, at=None)
+    console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
+    if failed:
+        raise typer.Exit(1)
 
 
 def _reject_with_suite(**given) -> None:
