@@ -170,6 +170,9 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
     calls["gemm_torch"] = lambda: torch.matmul(*local)
     fused, why = _torch_fused(torch, dist, kind, backend, shard if kind == "all_gather" else a_local, b_local)
+    # every rank must run the same calls in the same order (each holds collectives): what one lacks, all drop
+    if not _all_agree(torch, dist, fused is not None, dev):
+        fused, why = None, why or "not available on every rank"
     if fused is not None:
         calls["torch_fused"] = fused
     else:
@@ -178,15 +181,19 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     for name in ("gemmlab", *(f"gemmlab_{c}" for c in chunks[1:]), "sequential", "torch_fused"):
         if name not in calls:
             continue
+        err, why = 0.0, ""
         try:
             got = calls[name]()
             got = got[0] if isinstance(got, (tuple, list)) else got
             err = float((got.double() - want).norm() / want.norm().clamp_min(1e-30))
         except Exception as exc:  # noqa: BLE001 - a peer that cannot run here is reported, not fatal
+            why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        worst = max_over_ranks(torch, dist, err, dev)
+        if not _all_agree(torch, dist, not why, dev):  # dropped by every rank, where any rank failed it
             calls.pop(name)
-            row.notes[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            row.notes[name] = why or "failed on another rank"
             continue
-        row.errors[name] = max_over_ranks(torch, dist, err, dev)
+        row.errors[name] = worst
         if name.startswith("gemmlab") and row.errors[name] > tol:
             raise AssertionError(f"{kind} {m} x {n} x {k} over {world}: gemmlab's rel. error {row.errors[name]:.2e} "
                                  f"> {tol:.0e}")
@@ -247,6 +254,13 @@ def _torch_fused(torch, dist, kind, backend, a, b):
         return (lambda: ops.fused_matmul_reduce_scatter(a, b, "sum", scatter_dim=0, group_name=group.group_name)), ""
     except Exception as exc:  # noqa: BLE001 - torch builds without symmetric memory: said in the row
         return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+
+
+def _all_agree(torch, dist, flag: bool, dev) -> bool:
+    """Whether `flag` holds on every rank (a collective: every rank must call it)."""
+    t = torch.tensor([0.0 if flag else 1.0], dtype=torch.float64, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item() == 0.0
 
 
 def max_over_ranks(torch, dist, value: float, dev) -> float:
