@@ -210,3 +210,31 @@ def test_written_report_is_self_contained(tmp_path):
     assert page.count('src="data:image/png;base64,') == len(linked)
     assert not re.search(r'(src|href)="(https?:|//|figures/)', page)
     assert "<table>" in page and "blocktile_2d" in page and "| kernel |" in md
+
+
+def _fp8(label, family, ms, scales, kernel="wgmma", run="fp8run"):
+    r = Record(kernel=kernel, label=label, family=family, rung=15 if family == "gpu" else None, idea="x",
+               params={"scales": scales}, dtype="float8_e4m3fn", m=4096, n=7168, k=16384, alpha=1.0, beta=0.0,
+               mode="compute", l2="cold", pinned=None, precision="e4m3", rel_error=1.7e-3, verify_tol=1e-2,
+               method="events", samples=10, median_ms=ms, min_ms=ms, max_ms=ms, q1_ms=ms, q3_ms=ms, gpu="GPU A",
+               cc="9.0", sm_count=132, run_id=run, measured_at="2026-01-02T00:00:00")
+    return derive(r)
+
+
+def test_8_bit_products_get_their_own_section_beside_the_ladder():
+    """Records of `gemmlab bench --dtype e4m3`: one section per shape, every granularity against torch._scaled_mm
+    of the same run; they stay out of the ladder's sections, and the method names how 8-bit inputs are made."""
+    fp8 = Results([_fp8("gemmlab wgmma (block)", "gpu", 0.9, "block"), _fp8("gemmlab wgmma (tensor)", "gpu", 0.65, "tensor"),
+                   _fp8("torch._scaled_mm (tensor)", "gpu_peer", 0.7, "tensor", kernel="torch_scaled_mm")], [])
+    secs = build_report(Results.merge(synthetic(), fp8))
+    titles = [s.title for s in secs]
+    (eight,) = [s for s in secs if s.title.startswith("8-bit products")]
+    assert eight.title == "8-bit products (e4m3), 4096 x 7168 x 16384, GPU A"
+    (table,) = [b for b in eight.blocks if isinstance(b, Table)]
+    assert [row[0] for row in table.rows] == ["gemmlab wgmma (tensor)", "torch._scaled_mm (tensor)",
+                                              "gemmlab wgmma (block)"]
+    assert [row[3] for row in table.rows] == ["1.08x", "1.00x", "0.78x"]
+    assert not any("e4m3" in t and "8-bit" not in t for t in titles)  # not in the ladder's sections
+    method = next(s for s in secs if s.title == "How these numbers were measured")
+    text = " ".join(method.blocks[0].items)
+    assert "8-bit inputs (e4m3)" in text and "torch._scaled_mm" in text and "uniform random" in text

@@ -89,12 +89,14 @@ def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Fp8C
     qa, sa, qw, sb, ref = quantized(problem.scales)
     calls = [Fp8Call(spec.name, f"gemmlab {spec.name} ({problem.scales})", "gpu",
                      f"gemmlab.matmul(qa, qw.t(), scale_a, scale_b), scales per {problem.scales}, bf16 out",
-                     ours("ours", qa, sa, qw, sb), lambda: held["ours"], ref, rung=spec.rung)]
+                     ours("ours", qa, sa, qw, sb), lambda: held["ours"], ref, rung=spec.rung,
+                     params={"scales": problem.scales})]
     if problem.scales == "block":
         ta, tsa, tw, tsb, tref = quantized("tensor")
         calls.append(Fp8Call(spec.name, f"gemmlab {spec.name} (tensor)", "gpu",
                              "the same product with one scale per tensor: what the block scales cost",
-                             ours("tensor", ta, tsa, tw, tsb), lambda: held["tensor"], tref, rung=spec.rung))
+                             ours("tensor", ta, tsa, tw, tsb), lambda: held["tensor"], tref, rung=spec.rung,
+                             params={"scales": "tensor"}))
         theirs = (ta, tsa.reshape(()), tw, tsb.reshape(()), tref)
         notes.append("torch._scaled_mm takes no block scales on this build and GPU: timed per tensor beside them")
     else:
@@ -107,7 +109,8 @@ def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Fp8C
 
     calls.append(Fp8Call(SCALED_MM, "torch._scaled_mm" + (" (tensor)" if problem.scales == "block" else ""),
                          "gpu_peer", "cuBLASLt's scaled 8-bit product (torch._scaled_mm), bf16 out", scaled_mm,
-                         lambda: held["torch"], pref))
+                         lambda: held["torch"], pref, params={"scales": "tensor" if problem.scales == "block"
+                                                              else problem.scales}))
     return calls, notes
 
 

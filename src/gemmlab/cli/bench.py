@@ -286,7 +286,7 @@ def _bench_fp8(dtype: str, scales: Optional[str], sizes, shapes, budget_ms, out)
                 failed = failed or r.family == "gpu"
                 console.print(f"[red]{escape(f'{r.label}: {r.status}: {r.note}')}[/red]", highlight=False)
     target = out or Path("gemmlab-results") / merged.runs[0]["run_id"]
-    paths = _measure.write_outputs(merged, target, report=False, at=None)
+    paths = _measure.write_outputs(merged, target, report=True, at=None)
     console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
     if failed:
         raise typer.Exit(1)

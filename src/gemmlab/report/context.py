@@ -76,6 +76,9 @@ class ReportContext:
         # Runs that measured fused layers: their bare products are yardsticks of the layer section, not
         # points of the ladder's.
         self._layer_runs = {r.run_id for r in self.results.records if r.epilogue}
+        # Runs of 8-bit products (`bench.fp8`): their own section, with torch._scaled_mm as the yardstick.
+        self._fp8_runs = {r.run_id for r in self.results.records if FORMATS.get(r.fmt) is not None
+                          and FORMATS[r.fmt].is_fp8}
         latest: dict[tuple, Record] = {}
         for r in self.results.ok():
             k = _identity(r)
@@ -105,7 +108,7 @@ class ReportContext:
         devices = self.devices()
         found: dict[str, tuple] = {}
         for r in self._latest:
-            if r.is_gpu and not r.epilogue and r.run_id not in self._layer_runs:
+            if r.is_gpu and not r.epilogue and r.run_id not in self._layer_runs | self._fp8_runs:
                 found.setdefault(group_of(r), (devices.index(r.gpu), _FORMAT_ORDER.get(r.fmt, 9)))
         return sorted(found, key=found.__getitem__)
 
@@ -117,7 +120,15 @@ class ReportContext:
     def gpu_records(self, gpu: str, mode: str = COMPUTE, square: bool | None = None) -> list[Record]:
         """The records of one group (a GPU and a number format; see `gpus`)."""
         return [r for r in self._latest if r.is_gpu and group_of(r) == gpu and r.mode == mode and not r.epilogue
-                and (square is None or r.square == square) and r.run_id not in self._layer_runs]
+                and (square is None or r.square == square) and r.run_id not in self._layer_runs | self._fp8_runs]
+
+    def fp8_products(self) -> dict[tuple, list[Record]]:
+        """8-bit measurements (`bench.fp8`), {(GPU, format, shape, run id): the calls of that run}."""
+        out: dict[tuple, list[Record]] = {}
+        for r in self._latest:
+            if r.run_id in self._fp8_runs:
+                out.setdefault((r.gpu, r.fmt, r.shape, r.run_id), []).append(r)
+        return out
 
     def layers(self) -> dict[tuple, list[Record]]:
         """Fused-layer measurements (`bench.fused`), {(GPU, format, epilogue, shape, run id): records}: the

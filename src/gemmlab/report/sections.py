@@ -387,6 +387,33 @@ def fused_layers(ctx: ReportContext) -> list[Section]:
     return out
 
 
+def fp8_products(ctx: ReportContext) -> list[Section]:
+    """One table per 8-bit product measured (`gemmlab bench --dtype e4m3`): each call (a scale granularity) with
+    its time, TFLOP/s, ratio to torch._scaled_mm of the same run, and error against its dequantized float64
+    product."""
+    out = []
+    for (gpu, fmt, shape, _), recs in ctx.fp8_products().items():
+        m, n, k = shape
+        peer = next((r for r in recs if r.kernel == "torch_scaled_mm"), None)
+        scales = sorted({str(r.params.get("scales", "")) for r in recs if r.family == GPU} - {""})
+        s = Section(f"8-bit products ({fmt}), {m} x {n} x {k}, {gpu}")
+        s.blocks.append(Paragraph(
+            f"C = (scale_a A) @ (scale_b B) with {fmt} inputs, B given as an N x K weight's transpose, bf16 out; "
+            f"scales per {', '.join(scales) or 'tensor'}. Each call was checked against the float64 product of its "
+            "own dequantized inputs (each 8-bit value times its scale), so the inputs' rounding is not counted, "
+            f"within {num(recs[0].verify_tol, 2)}; then all were timed interleaved with the L2 flushed, as a torch "
+            "user calls them. torch._scaled_mm (cuBLASLt) takes no block scales on the H100: beside block scales it "
+            "runs per tensor, and gemmlab's per-tensor call shows what the block scales cost."))
+        rows = [[r.label, num(r.median_ms, 4), num(r.tflops),
+                 f"{peer.median_ms / r.median_ms:.2f}x" if peer else "-",
+                 f"{r.rel_error:.1e}" if r.rel_error is not None else "-"]
+                for r in sorted(recs, key=lambda r: r.median_ms or 0)]
+        s.blocks.append(Table(["call", "time (ms)", "TFLOP/s", "x torch._scaled_mm", "rel. error"], rows,
+                              align=["l", "r", "r", "r", "r"]))
+        out.append(s)
+    return out
+
+
 def trust(ctx: ReportContext) -> Section | None:
     recs = [r for r in ctx.records if r.is_gpu]
     if not recs and not ctx.records:
@@ -472,11 +499,21 @@ def _pivot(ctx: ReportContext, recs: list[Record], title: str, value) -> Section
 
 
 def method(ctx: ReportContext) -> Section:
-    fmts = sorted({r.fmt for r in ctx.records} or {"fp32"}, key=lambda f: _FORMAT_NAMES.index(f))
-    tols = ", ".join(f"{format_tolerance(f):.0e} for {f}" for f in fmts)
-    return Section("How these numbers were measured", [Bullets([
+    every = sorted({r.fmt for r in ctx.records} or {"fp32"}, key=lambda f: _FORMAT_NAMES.index(f))
+    eight = [f for f in every if FORMATS[f].is_fp8]
+    fmts = [f for f in every if f not in eight]
+    tols = ", ".join(f"{format_tolerance(f):.0e} for {f}" for f in every)
+    inputs = ([] if not fmts else [
         "Inputs: uniform random in [-1, 1) (never zeros), row-major, in the number format of the run ("
-        + ", ".join(fmts) + "; fp16 and bf16 rounded from the same fp32 values); C = alpha*A@B + beta*C.",
+        + ", ".join(fmts) + "; fp16 and bf16 rounded from the same fp32 values); C = alpha*A@B + beta*C."])
+    if eight:
+        inputs.append(f"8-bit inputs ({', '.join(eight)}): normal float32 values quantized by gemmlab.quantize at "
+                      "the granularity named (per tensor, per row and column, or 1 x 128 and 128 x 128 blocks), B "
+                      "as an N x K weight's transpose; the values read are the 8-bit values times their scales, and "
+                      "the reference is their float64 product. The peer is torch._scaled_mm, called as a torch user "
+                      "calls it (a new output each call).")
+    return Section("How these numbers were measured", [Bullets([
+        *inputs,
         "Verification before timing: each kernel's output is compared with a float64 product of the values it "
         f"read; a relative error above the format's tolerance ({tols}) marks it failed and it is not timed.",
         "GPU timing: CUDA events around each call on one stream, after a warm-up; the L2 is flushed (a "
@@ -497,6 +534,6 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text.lower()).strip("_")[:60]
 
 
-for _builder in (overview, ladder_story, throughput, end_to_end, cpu_and_gpu, table1, fused_layers, trust, all_results,
-                 method):
+for _builder in (overview, ladder_story, throughput, end_to_end, cpu_and_gpu, table1, fused_layers, fp8_products, trust,
+                 all_results, method):
     register(_builder)
