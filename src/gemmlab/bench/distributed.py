@@ -88,13 +88,19 @@ def spawn_ranks(world: int, backend: str, body, *args):
         return out.get("result")
 
 
-def _check(world: int, cases: list, backend: str, torch) -> None:
-    if world < 1:
-        raise ValueError(f"the world size must be >= 1, got {world}")
+def check_ranks(world: int, backend: str, torch, least: int = 1) -> None:
+    """ValueError naming the fault where `world` processes on `backend` cannot run here (at least `least`)."""
+    if world < least:
+        raise ValueError(f"the world size must be >= {least}, got {world}" if least == 1 else
+                         f"a link needs at least {least} ranks, got {world}")
     if backend not in ("nccl", "gloo"):
         raise ValueError(f"backend must be 'nccl' (GPUs) or 'gloo' (CPU processes), got {backend!r}")
     if backend == "nccl" and torch.cuda.device_count() < world:
         raise ValueError(f"{world} ranks on NCCL need {world} GPUs; this host has {torch.cuda.device_count()}")
+
+
+def _check(world: int, cases: list, backend: str, torch) -> None:
+    check_ranks(world, backend, torch)
     for kind, m, n, k in cases:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")

@@ -124,38 +124,21 @@ def measure(problem: Problem, *, budget_ms: float = 300.0, seed: int = 0, comman
             on_progress: Callable[[str], None] | None = None):
     """Verify, then time every call of `build` interleaved; one record per call, as `Results`. A call that
     raises or fails its check gets an "error" or "failed" record and is not timed."""
-    import secrets
-    from datetime import datetime, timezone
-
     import torch
 
     from .. import api as gemmlab
     from ..runtime import device
-    from . import environment
-    from .records import COMPUTE, OK, Record, Results, derive
-    from .verified import verify_then_time_torch
+    from .records import Results
+    from .verified import torch_call_run, verify_then_time_torch
 
     problem.check()
     device.require_cupy()
-    now = lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")  # noqa: E731
-    run_id = datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-    env = environment.record_fields()
     fmt = number_format(problem.dtype)
-    peak = device.device_info().peak_tensor_tflops(problem.dtype)
-    run = {"run_id": run_id, "started_at": now(), "finished_at": None, "interrupted": False, "command": command,
-           "fp8": {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype, "scales": problem.scales},
-           "notes": [], "environment": env}
-    fields = set(Record.__dataclass_fields__)
-
-    def record(c: Fp8Call, *, status=OK, err=None, note="", t=None) -> Record:
-        td = t.as_dict() if t is not None else {}
-        rec = Record(kernel=c.kernel, label=c.label, family=c.family, rung=c.rung, idea=c.idea, params=dict(c.params),
-                     dtype=problem.dtype, m=problem.m, n=problem.n, k=problem.k, alpha=1.0, beta=0.0, mode=COMPUTE,
-                     l2=td.get("l2", "cold"), pinned=None, precision=fmt.name, status=status, rel_error=err,
-                     verify_tol=fmt.verify_tol, note=note, peak_tflops=peak, run_id=run_id, measured_at=now(),
-                     **{k: v for k, v in td.items() if k in fields and k != "l2"},
-                     **{k: v for k, v in env.items() if k in fields})
-        return derive(rec)
+    run, record, finish = torch_call_run(
+        command, ("fp8", {"m": problem.m, "n": problem.n, "k": problem.k, "dtype": problem.dtype,
+                          "scales": problem.scales}),
+        dtype=problem.dtype, m=problem.m, n=problem.n, k=problem.k, fmt=fmt,
+        peak=device.device_info().peak_tensor_tflops(problem.dtype))
 
     if on_progress:
         on_progress("quantizing the operands")
@@ -168,5 +151,5 @@ def measure(problem: Problem, *, budget_ms: float = 300.0, seed: int = 0, comman
 
     records = verify_then_time_torch(calls, lambda c: c.reference, fmt.verify_tol, record, budget_ms, on_progress,
                                      before_timing=drop_references)
-    run["finished_at"] = now()
+    finish()
     return Results(records, [run])

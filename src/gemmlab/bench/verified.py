@@ -124,3 +124,37 @@ def verify_then_time_torch(calls: Sequence[Any], reference: Callable[[Any], Any]
     checks = torch_checks(calls, reference)
     opts = balanced(TimingOptions(budget_ms=budget_ms), len(checks))
     return verify_then_time(checks, tol, record, opts, on_progress=on_progress, before_timing=free)
+
+
+def torch_call_run(command: str, about: tuple[str, dict], *, dtype: str, m: int, n: int, k: int, fmt,
+                   peak: float | None, batch: int = 1):
+    """A run of torch-level calls at one problem (bench.batched, bench.fp8): the run's metadata (`about` =
+    (key, what was measured) kept under that key) and the `record` that `verify_then_time` calls for each
+    subject (with .kernel, .label, .family, .rung, .idea, .params), the problem's fields filled in."""
+    import secrets
+    from datetime import datetime, timezone
+
+    from . import environment
+    from .records import COMPUTE, OK, Record, derive
+
+    now = lambda: datetime.now(timezone.utc).isoformat(timespec="seconds")  # noqa: E731
+    run_id = datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    env = environment.record_fields()
+    run = {"run_id": run_id, "started_at": now(), "finished_at": None, "interrupted": False, "command": command,
+           about[0]: about[1], "notes": [], "environment": env}
+    fields = set(Record.__dataclass_fields__)
+
+    def record(c, *, status=OK, err=None, note="", t=None) -> Record:
+        td = t.as_dict() if t is not None else {}
+        rec = Record(kernel=c.kernel, label=c.label, family=c.family, rung=c.rung, idea=c.idea, params=dict(c.params),
+                     dtype=dtype, m=m, n=n, k=k, alpha=1.0, beta=0.0, mode=COMPUTE, l2=td.get("l2", "cold"),
+                     pinned=None, precision=fmt.name, batch=batch, status=status, rel_error=err,
+                     verify_tol=fmt.verify_tol, note=note, peak_tflops=peak, run_id=run_id, measured_at=now(),
+                     **{key: v for key, v in td.items() if key in fields and key != "l2"},
+                     **{key: v for key, v in env.items() if key in fields})
+        return derive(rec)
+
+    def finish() -> None:
+        run["finished_at"] = now()
+
+    return run, record, finish

@@ -151,11 +151,7 @@ def _require_gpu_and_torch(command: str) -> None:
 
 
 def _bench_batch(batch: int, shared: str, sizes, shapes, dtype: str, budget_ms, out) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     from ..bench import batched as bz
-    from ..bench.records import Results
     from ..bench.sweep import parse_shape, parse_sizes
     from ._app import fail
 
@@ -169,29 +165,44 @@ def _bench_batch(batch: int, shared: str, sizes, shapes, dtype: str, budget_ms, 
     except ValueError as exc:
         fail(str(exc))
     _require_gpu_and_torch("gemmlab bench --batch")
+    _measure_problems(batches, bz.measure, bz.BMM, "torch.bmm",
+                      "medians, cold L2; TFLOP/s of the whole batch", 1, out, report=False, budget_ms=budget_ms)
+
+
+def _measure_problems(problems, measure, peer_kernel: str, peer_name: str, caption: str, digits: int, out,
+                      report: bool, budget_ms) -> None:
+    """Each problem measured (`measure(problem, ...)` -> Results: gemmlab's calls and peers), a table per problem
+    with every call against `peer_kernel` of the same run, the run's notes and failures, then the results (and
+    the report, where `report`) written; exit status 1 where a gemmlab call failed."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..bench.records import Results
+
     merged = Results([], [])
     failed = False
-    for problem in batches:
+    for problem in problems:
         with console.status("starting") as status:
-            res = bz.measure(problem, budget_ms=budget_ms or 300.0, command=" ".join(["gemmlab", *sys.argv[1:]]),
-                             on_progress=lambda t: status.update(escape(t)))
+            res = measure(problem, budget_ms=budget_ms or 300.0, command=" ".join(["gemmlab", *sys.argv[1:]]),
+                          on_progress=lambda t: status.update(escape(t)))
         merged.records += res.records
         merged.runs += res.runs
-        recs = res.records
-        bmm = next((r for r in recs if r.kernel == bz.BMM and r.ok), None)
-        t = Table(title=f"{problem.describe()} (medians, cold L2; TFLOP/s of the whole batch)")
-        for col in ("call", "time", "TFLOP/s", "x torch.bmm", "rel. error"):
+        peer = next((r for r in res.records if r.kernel == peer_kernel and r.ok), None)
+        t = Table(title=f"{problem.describe()} ({caption})")
+        for col in ("call", "time", "TFLOP/s", f"x {peer_name}", "rel. error"):
             t.add_column(col, justify="left" if col == "call" else "right", no_wrap=col == "call")
-        for r in sorted((r for r in recs if r.ok), key=lambda r: r.median_ms):
-            t.add_row(escape(r.label), _measure._time(r.median_ms), f"{r.tflops:.1f}",
-                      f"{bmm.median_ms / r.median_ms:.3f}" if bmm else "-", f"{r.rel_error:.1e}")
+        for r in sorted((r for r in res.records if r.ok), key=lambda r: r.median_ms):
+            t.add_row(escape(r.label), _measure._time(r.median_ms), f"{r.tflops:.{digits}f}",
+                      f"{peer.median_ms / r.median_ms:.3f}" if peer else "-", f"{r.rel_error:.1e}")
         console.print(t)
-        for r in recs:
+        for note in (n for run in res.runs for n in run.get("notes", [])):
+            console.print(f"[dim]{escape(note)}[/dim]", highlight=False)
+        for r in res.records:
             if not r.ok:
                 failed = failed or r.family == "gpu"
                 console.print(f"[red]{escape(f'{r.label}: {r.status}: {r.note}')}[/red]", highlight=False)
     target = out or Path("gemmlab-results") / merged.runs[0]["run_id"]
-    paths = _measure.write_outputs(merged, target, report=False, at=None)
+    paths = _measure.write_outputs(merged, target, report=report, at=None)
     console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
     if failed:
         raise typer.Exit(1)
@@ -244,11 +255,7 @@ def _is_fp8(dtype: str) -> bool:
 
 def _bench_fp8(dtype: str, scales: Optional[str], sizes, shapes, budget_ms, out) -> None:
     """8-bit products at each granularity against torch._scaled_mm (bench.fp8): a table per problem."""
-    from rich.markup import escape
-    from rich.table import Table
-
     from ..bench import fp8
-    from ..bench.records import Results
     from ..bench.sweep import parse_shape, parse_sizes
     from ..formats import dtype_label
     from ._app import fail
@@ -263,33 +270,8 @@ def _bench_fp8(dtype: str, scales: Optional[str], sizes, shapes, budget_ms, out)
     except ValueError as exc:
         fail(str(exc))
     _require_gpu_and_torch(f"gemmlab bench --dtype {dtype}")
-    merged = Results([], [])
-    failed = False
-    for problem in problems:
-        with console.status("starting") as status:
-            res = fp8.measure(problem, budget_ms=budget_ms or 300.0, command=" ".join(["gemmlab", *sys.argv[1:]]),
-                              on_progress=lambda t: status.update(escape(t)))
-        merged.records += res.records
-        merged.runs += res.runs
-        peer = next((r for r in res.records if r.kernel == fp8.SCALED_MM and r.ok), None)
-        t = Table(title=f"{problem.describe()} (medians, cold L2, bf16 out)")
-        for col in ("call", "time", "TFLOP/s", "x torch._scaled_mm", "rel. error"):
-            t.add_column(col, justify="left" if col == "call" else "right", no_wrap=col == "call")
-        for r in sorted((r for r in res.records if r.ok), key=lambda r: r.median_ms):
-            t.add_row(escape(r.label), _measure._time(r.median_ms), f"{r.tflops:.0f}",
-                      f"{peer.median_ms / r.median_ms:.3f}" if peer else "-", f"{r.rel_error:.1e}")
-        console.print(t)
-        for note in (n for run in res.runs for n in run.get("notes", [])):
-            console.print(f"[dim]{escape(note)}[/dim]", highlight=False)
-        for r in res.records:
-            if not r.ok:
-                failed = failed or r.family == "gpu"
-                console.print(f"[red]{escape(f'{r.label}: {r.status}: {r.note}')}[/red]", highlight=False)
-    target = out or Path("gemmlab-results") / merged.runs[0]["run_id"]
-    paths = _measure.write_outputs(merged, target, report=True, at=None)
-    console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
-    if failed:
-        raise typer.Exit(1)
+    _measure_problems(problems, fp8.measure, fp8.SCALED_MM, "torch._scaled_mm", "medians, cold L2, bf16 out", 0,
+                      out, report=True, budget_ms=budget_ms)
 
 
 def _reject_with_suite(**given) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..bench.distributed import all_gather_into, reduce_scatter_rows, spawn_ranks, time_calls
+from ..bench.distributed import all_gather_into, check_ranks, reduce_scatter_rows, spawn_ranks, time_calls
 from ..distributed.model import Link
 
 SIZES = (1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)  # bytes of the whole tensor (bf16 elements)
@@ -50,12 +50,7 @@ def measure_link(world: int, backend: str = "nccl", sizes=SIZES, budget_ms: floa
     """Bus bandwidth of both collectives at each size over `world` ranks, and the peer copy (NCCL, 2+ GPUs)."""
     import torch
 
-    if world < 2:
-        raise ValueError(f"a link needs at least 2 ranks, got {world}")
-    if backend not in ("nccl", "gloo"):
-        raise ValueError(f"backend must be 'nccl' (GPUs) or 'gloo' (CPU processes), got {backend!r}")
-    if backend == "nccl" and torch.cuda.device_count() < world:
-        raise ValueError(f"{world} ranks on NCCL need {world} GPUs; this host has {torch.cuda.device_count()}")
+    check_ranks(world, backend, torch, least=2)
     sizes = tuple(int(s) for s in sizes)
     if any(s < 2 * world for s in sizes):
         raise ValueError(f"sizes must be at least {2 * world} bytes (one bf16 element a rank), got {sizes}")
