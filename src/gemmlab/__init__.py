@@ -15,6 +15,7 @@ from . import formats as _formats
 from ._version import __version__
 from .api import call as _call
 from .api import choose_kernel, kernels
+from .api.grouped import grouped_matmul
 from .api.quantize import dequantize, quantize
 from .runtime.errors import CompileError, GemmlabError, GPUUnavailableError
 
@@ -140,5 +141,5 @@ matmul.__doc__ = _call.matmul.__doc__ + """
     torch.matmul broadcasts W), one launch.
     """
 
-__all__ = ["CompileError", "GPUUnavailableError", "GemmlabError", "__version__", "choose_kernel", "dequantize", "kernels",
-           "matmul", "quantize"]
+__all__ = ["CompileError", "GPUUnavailableError", "GemmlabError", "__version__", "choose_kernel", "dequantize",
+           "grouped_matmul", "kernels", "matmul", "quantize"]

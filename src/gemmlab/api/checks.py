@@ -36,6 +36,12 @@ class Request:
     batched: bool = False      # the call's operands have a batch dimension (the output is batch x M x N)
     scale_a: str | None = None  # 8-bit inputs' scales read by the kernel: None, "tensor", "row" (A), "col" (B), "block"
     scale_b: str | None = None
+    # Grouped products (gemmlab.grouped_matmul; `batch` is then the groups): "ends" (cumulative row ends, one
+    # per group) or "counts" (the masked layout: `group_rows` rows per group, a count of valid ones each);
+    # group_bias: a bias per group (G x N) rather than one for all.
+    grouped: str | None = None
+    group_rows: int = 0
+    group_bias: bool = False
 
     @property
     def element(self) -> str:
@@ -310,19 +316,20 @@ def check_named(req: Request) -> None:
     prefs = dict(spec.epilogue_params.get("block_scales", {})) if req.block_scales else {}
     problems = [spec.problems({**spec.type_defaults.get(req.element, {}), **prefs, **given,
                                **type_params(spec, req.element, req.out, kmajor, batched=req.batch > 1,
-                                             block_scales=req.block_scales)})
+                                             block_scales=req.block_scales, grouped=bool(req.grouped))})
                 for kmajor in layouts]
     if all(problems):
         raise ValueError("; ".join(problems[0]))
 
 
 def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False,
-                batched: bool = False, block_scales: bool = False) -> dict[str, int]:
+                batched: bool = False, block_scales: bool = False, grouped: bool = False) -> dict[str, int]:
     """A_TYPE / C_TYPE (and B_LAYOUT, BATCHED, PROMOTE where the rung has them) for rungs whose element types,
     operand layout, batching and scales are template parameters. B_LAYOUT 2: B read K-major in place, because
     it is given transposed (column-major); 3: tf32 on a row-major B (which tf32 cannot read N-major from shared
     memory), computed as C^T = B^T A^T; 1: B row-major as it is. BATCHED 1: a batch of products in one
-    launch. PROMOTE 1: 8-bit inputs with block scales, each k step's sums promoted into fp32 on their own."""
+    launch, 2 (grouped): grouped products. PROMOTE 1: 8-bit inputs with block scales, each k step's sums
+    promoted into fp32 on their own."""
     out_p = {}
     if "A_TYPE" in spec.type_params:
         out_p["A_TYPE"] = formats.ELEMENT_TYPES[element]
@@ -331,7 +338,7 @@ def type_params(spec: KernelSpec, element: str, out: str, b_kmajor: bool = False
     if "B_LAYOUT" in spec.type_params:
         out_p["B_LAYOUT"] = 2 if b_kmajor else 3 if element == "tf32" else 1
     if "BATCHED" in spec.type_params:
-        out_p["BATCHED"] = int(batched)
+        out_p["BATCHED"] = 2 if grouped else int(batched)
     if "PROMOTE" in spec.type_params:
         out_p["PROMOTE"] = int(block_scales)
     return out_p

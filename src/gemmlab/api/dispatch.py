@@ -268,26 +268,32 @@ def explain_choice(dtype: str = "float32", precision: str | None = None, *, shap
 def full_params(spec: KernelSpec, m: int, n: int, k: int, info, element: str, out: str,
                 given: Mapping[str, int] | None, activation: str | None, b_kmajor: bool,
                 sm_count: int | None = None, residual: bool = False, batch: int = 1,
-                block_scales: bool = False) -> tuple[dict[str, int], str, str]:
+                block_scales: bool = False, grouped: bool = False) -> tuple[dict[str, int], str, str]:
     """The validated parameter set a call runs, where it came from, and why (resolve_params, then the
     epilogue's preferences, then a batch's, then block scales', then the type parameters). A batch of `batch`
-    products is tuned as one product of batch x M rows: the tiles it has to spread over the SMs."""
-    partial, source, detail = resolve_params(spec, m * batch, n, k, info, element=element, given=given,
-                                             sm_count=sm_count, b_kmajor=b_kmajor)
+    products is tuned as one product of batch x M rows: the tiles it has to spread over the SMs; grouped
+    products (`grouped`: M the rows of all groups) as one product of M rows, with a batch's parameters."""
+    partial, source, detail = resolve_params(spec, m * (1 if grouped else batch), n, k, info, element=element,
+                                             given=given, sm_count=sm_count, b_kmajor=b_kmajor)
     for_epilogue = epilogue_params(spec, activation, given, residual)
     if for_epilogue:
         what = " and ".join(w for w in (activation, "a residual" if residual else None) if w)
         detail += f"; for {what}: {_fmt_params(for_epilogue)} (the rung's preference for that epilogue)"
-    for_batch = {name: v for name, v in spec.batch_params.items() if name not in (given or {})} if batch > 1 else {}
+    for_batch = ({name: v for name, v in spec.batch_params.items() if name not in (given or {})}
+                 if batch > 1 or grouped else {})
+    if grouped and spec.group_params is not None:  # the groups' own rule (their rows, not all of them)
+        for_batch.update({name: v for name, v in spec.group_params(m // max(batch, 1), n, k,
+                                                                  {**partial, **for_batch}).items()
+                          if name not in (given or {})})
     if for_batch:
-        detail += f"; for a batch: {_fmt_params(for_batch)}"
+        detail += f"; for {'groups' if grouped else 'a batch'}: {_fmt_params(for_batch)}"
     for_blocks = ({name: v for name, v in spec.epilogue_params.get("block_scales", {}).items()
                    if name not in (given or {})} if block_scales else {})
     if for_blocks:
         detail += f"; for block scales: {_fmt_params(for_blocks)}"
     _, full = validated_params(spec, {**partial, **for_epilogue, **for_batch, **for_blocks,
                                       **type_params(spec, element, out, b_kmajor, batched=batch > 1,
-                                                    block_scales=block_scales)})
+                                                    block_scales=block_scales, grouped=grouped)})
     return full, source, detail
 
 

@@ -142,8 +142,9 @@ def _maps(plan: Plan, pa: int, pb: int, pc: int) -> tuple[bytes, ...]:
     ptrs = {"A": pa, "B": pb, "C": pc}
     lds = {"A": plan.a.read_ld, "B": plan.b.read_ld, "C": plan.c.read_ld if plan.c is not None else max(req.n, 1)}
     # A batched build reads 3-D maps: depth the products an operand holds (1 for one every product shares),
-    # its matrices the plan's batch stride apart.
+    # its matrices the plan's batch stride apart; grouped products read B so (a matrix per group), A and C 2-D.
     batched = bool(plan.params.get("BATCHED"))
+    grouped = bool(req.grouped)
     lays = {"A": plan.a, "B": plan.b, "C": plan.c}
     out = []
     for box in plan.maps:
@@ -153,7 +154,8 @@ def _maps(plan: Plan, pa: int, pb: int, pc: int) -> tuple[bytes, ...]:
         ptr, ld = ptrs[box.operand], lds[box.operand]
         item = box.elem_bytes or ITEMSIZE[req.out]
         depth, step = 1, 0
-        if batched:
+        deep = batched and (not grouped or box.operand == "B")
+        if deep:
             lay = lays[box.operand]
             step = lay.read_bstride if lay is not None else req.m * ld  # (C allocated by the call: contiguous)
             depth = req.batch if step else 1
@@ -161,7 +163,7 @@ def _maps(plan: Plan, pa: int, pb: int, pc: int) -> tuple[bytes, ...]:
             out.append(zero)
             continue
         out.append(tma.encode(ptr, item, box.rows, box.cols, ld, box.box_rows, box.box_cols, swizzle=box.swizzle,
-                              depth=depth, depth_stride=step, rank=3 if batched else 2))
+                              depth=depth, depth_stride=step, rank=3 if deep else 2))
     hit = tuple(out)
     if len(plan.map_cache) >= _MAPS_PER_PLAN:
         plan.map_cache.clear()
@@ -179,7 +181,7 @@ def _span(ptr: int, lay: OperandLayout) -> tuple[int, int]:
 # ----------------------------------------------------------------------------------------- the launch
 
 def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int,
-        scale_a=None, scale_b=None):
+        scale_a=None, scale_b=None, groups=None):
     """C = act(alpha A B + beta C + bias) + R on `stream`, as the plan says; returns C, or the new output.
     A transposed plan computes C^T = B^T A^T: it is given the transposes (views), and a new output comes back
     as C, row-major (the swapped product's C^T transposed once more, a copy of M x N)."""
@@ -187,7 +189,7 @@ def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, be
         out = _run(plan, home, b.T, a.T, None if c is None else c.T, bias, None if residual is None else residual.T,
                    alpha, beta, stream)
         return home.contiguous(out.T) if c is None else c
-    return _run(plan, home, a, b, c, bias, residual, alpha, beta, stream, scale_a, scale_b)
+    return _run(plan, home, a, b, c, bias, residual, alpha, beta, stream, scale_a, scale_b, groups)
 
 
 def _scale_vector(home: arrays.Home, s, dev: int, block: bool = False):
@@ -202,7 +204,7 @@ def _scale_vector(home: arrays.Home, s, dev: int, block: bool = False):
 
 
 def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int,
-         scale_a=None, scale_b=None):
+         scale_a=None, scale_b=None, groups=None):
     req = plan.request
     dev = plan.device
     ka, pa = _operand(home, a, plan.a, dev, stream)
@@ -237,6 +239,8 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
     # ceil(N / 128) per k block and per column block
     strides = [*(ks[0].stride() if req.scale_a == "block" else (0, 0)),
                *(ks[1].stride() if req.scale_b == "block" else (0, 0))]
+    if req.grouped and ks[1] is not None:  # B's scale of group g at g x (1: one per group; N: one per column)
+        strides[2] = req.n if req.scale_b == "col" else 1 if ks[1].numel() > 1 else 0
     maps = _maps(plan, pa, pb, pc) if plan.maps else ()
 
     s = plan.slots
@@ -250,6 +254,8 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
             slots[s["bias"]].value, slots[s["r"]].value = pbias, pr
         if "ws_floats" in s:
             slots[s["ws_floats"]].value, slots[s["ws_ints"]].value = pf, pi
+        if "groups" in s:
+            slots[s["groups"]].value = home.ptr(groups) if groups is not None else 0
         if "scale_a" in s:
             slots[s["scale_a"]].value = home.ptr(ks[0]) if ks[0] is not None else 0
             slots[s["scale_b"]].value = home.ptr(ks[1]) if ks[1] is not None else 0

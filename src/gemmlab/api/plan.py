@@ -254,8 +254,16 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     lb = layout_of(b.shape, sb, item_in)
     pa, pb = home.ptr(a), home.ptr(b)
 
-    # The rung: named, or the highest that fits (its operand rules checked on the operands as read).
-    if req.kernel == AUTO:
+    # The rung: named, or the highest that fits (its operand rules checked on the operands as read); grouped
+    # products: the rung that runs them (`grouped`), B read as it lies (K-major where given transposed).
+    if req.grouped:
+        spec = grouped_rung(req.kernel)
+        if info.compute_capability < spec.min_cc:
+            raise ValueError(f"grouped products run on {spec.name} (rung {spec.rung}), which needs compute "
+                             f"capability {spec.min_cc[0]}.{spec.min_cc[1]}; the device is "
+                             f"{info.compute_capability[0]}.{info.compute_capability[1]}")
+        may_swap = False
+    elif req.kernel == AUTO:
         ops = None if la.copy or lb.copy or req.m * req.n * req.k == 0 else (pa, la.ld, pb, lb.ld)
         spec = dispatch.choose_kernel(req.dtype, info.compute_capability, req.precision, epilogue=req.epilogue,
                                       operands=ops, shape=(req.m, req.n, req.k), batched=req.batch > 1,
@@ -271,13 +279,16 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
         return replace(p, transposed=True)
     if not lb_t.transposed and _reads_b_kmajor_only(spec, req.element):
         lb_t = _as_kmajor(b.shape, sb, item_in) or lb_t  # (one column, or K = 0: either reading fits)
-    b_kmajor = dispatch.reads_b_transposed(spec, req.m, req.n, req.k, lb_t.transposed, info.sm_count)
+    if req.grouped:
+        b_kmajor = lb_t.transposed
+    else:
+        b_kmajor = dispatch.reads_b_transposed(spec, req.m, req.n, req.k, lb_t.transposed, info.sm_count)
     lb = lb_t if b_kmajor else lb
 
     given = dict(req.params) or None
     full, source, detail = dispatch.full_params(spec, req.m, req.n, req.k, info, req.element, req.out, given,
                                                 req.activation, b_kmajor, residual=req.residual, batch=req.batch,
-                                                block_scales=req.block_scales)
+                                                block_scales=req.block_scales, grouped=bool(req.grouped))
     if device.stream_capturing(home.stream(dev)) and not is_prepared(spec, full, dev):
         raise CaptureError(f"gemmlab.matmul would compile and load {spec.name} {full} during CUDA graph capture; "
                            "make one call with the same shapes, dtypes and options before capturing")
@@ -312,7 +323,9 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
         raise ValueError(f"{spec.name} {p} needs {geo.smem} bytes of shared memory per block; "
                          f"this device allows {info.smem_per_block_optin}")
     grid = geo.grid
-    if p.get("BATCHED"):  # a batch: the persistent grid walks every product's tiles; others take grid.z
+    if req.grouped:  # how many tiles the groups make is on the GPU: every block that can be resident walks them
+        grid = (INT32_MAX, 1, 1)
+    elif p.get("BATCHED"):  # a batch: the persistent grid walks every product's tiles; others take grid.z
         if spec.walks(p):
             if grid[0] * req.batch > INT32_MAX:
                 raise ValueError(f"{spec.name}: {req.batch} products of {grid[0]} tiles exceed the kernel's 32-bit "
@@ -339,6 +352,8 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     ldr = lr.read_ld if lr is not None else 0
     strides = (la.read_bstride, lb.read_bstride, (lc.read_bstride if lc is not None else req.m * ldc),
                lr.read_bstride if lr is not None else 0) if req.batch > 1 else (0, 0, 0, 0)
+    if req.grouped:  # A and C are 2-D (all groups' rows); only B holds a matrix per group
+        strides = (0, lb.read_bstride, 0, 0)
     values, slots = _arguments(spec, req, workspace, len(maps), la.read_ld, lb.read_ld, ldc, ldr, strides)
     # the second kernel's (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, bias, R, ldr, flags)
     second_pack = None if second is None else launch.ArgPack(
@@ -353,6 +368,22 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
                 launch.function_handle(prepared.kernel), after, slots, second_pack=second_pack,
                 second_launch=second_launch,
                 scratch=workspace is not None and (workspace.floats or workspace.ints) > 0)
+
+
+def grouped_rung(kernel: str) -> KernelSpec:
+    """The rung that runs grouped products: the highest with a grouped form for kernel="auto", else the named
+    one, which must have it."""
+    if kernel == AUTO:
+        specs = [s for s in registry.REGISTRY.values() if s.grouped]
+        if not specs:
+            raise ValueError("no rung runs grouped products")
+        return max(specs, key=lambda s: s.rung)
+    spec = registry.get(kernel)
+    if not spec.grouped:
+        offer = [s.name for s in registry.REGISTRY.values() if s.grouped]
+        raise ValueError(f"kernel {spec.name} runs no grouped products; {', '.join(offer) or 'no rung'} does "
+                         "(or kernel='auto')")
+    return spec
 
 
 def _as_read(pa: int, la: OperandLayout, pb: int, lb: OperandLayout):
@@ -386,6 +417,9 @@ def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_ma
             values += [tma.kernel_arg(bytes(tma.TENSOR_MAP_BYTES))] * n_maps
         elif group == "batch":
             values += [np.int32(req.batch), *(np.int64(x) for x in strides)]
+        elif group == "groups":
+            slots["groups"] = len(values)
+            values += [_NULL, np.int32(req.group_rows), np.int32(req.n if req.group_bias else 0)]
         elif group == "scales":
             slots["scale_a"], slots["scale_b"] = len(values), len(values) + 1
             slots["scale_strides"] = len(values) + 2  # block scales: A's row and k strides, B's k and column strides

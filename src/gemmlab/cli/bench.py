@@ -61,6 +61,13 @@ def bench(
                                                             "each), merged into one result"),
     chunks: str = typer.Option("1", "--chunks", help="with --distributed: row pieces per shard of gemmlab's rings, "
                                                      "comma-separated (each timed; the first is the model's)"),
+    grouped: Optional[int] = typer.Option(None, "--grouped", help="instead of the ladder: grouped products of "
+                                                                  "this many groups (a mixture-of-experts layer; "
+                                                                  "--shape TxNxK: rows per group, N, K; without "
+                                                                  "one, the built-in MoE shapes) against "
+                                                                  "torch._grouped_mm and a loop of matmuls"),
+    spread: str = typer.Option("uniform,skewed", "--spread", help="with --grouped: the groups' sizes, uniform "
+                                                                  "and / or skewed (empty groups included)"),
 ) -> None:
     """Benchmark the ladder (compute only and end to end) against cuBLAS, torch, Triton and the CPU;
     write results (JSON, CSV) and the report (Markdown, HTML). Without a GPU: the CPU ladder only.
@@ -68,6 +75,9 @@ def bench(
     (GPU and torch needed for both)."""
     if distributed is not None:
         _bench_distributed(distributed, backend, shape, dtype, budget_ms, out, chunks)
+        return
+    if grouped is not None or "--spread" in sys.argv:
+        _bench_grouped(grouped, spread, shape, dtype, budget_ms, out)
         return
     if dtype is not None and _is_fp8(dtype):
         _bench_fp8(dtype, scales, sizes, shape, budget_ms, out)
@@ -242,6 +252,32 @@ def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], b
     target = (out or Path("gemmlab-results")) / f"distributed-{world}-{backend}.json"
     atomic_write(target, json.dumps([r.to_dict() for r in rows], indent=1))
     console.print(f"written: {target}", highlight=False)
+
+
+def _bench_grouped(groups: Optional[int], spread: str, shapes, dtype: Optional[str], budget_ms, out) -> None:
+    """Grouped products (bench.grouped) against torch's grouped product, bmm and a loop: a table per problem."""
+    from ..bench import grouped as gp
+    from ..bench.sweep import parse_shape
+    from ..formats import dtype_label
+    from ._app import fail
+
+    try:
+        if groups is None:
+            raise ValueError("--spread goes with --grouped G")
+        dt = dtype_label(dtype) if dtype else "bfloat16"
+        spreads = [s.strip() for s in spread.split(",") if s.strip()]
+        dims = [(groups, *parse_shape(s)) for s in shapes] if shapes else [d for d in gp.SHAPES if d[0] == groups]
+        if not dims:
+            raise ValueError(f"--grouped {groups} needs --shape TxNxK (rows per group, N, K); the built-in shapes "
+                             f"have {', '.join(str(g) for g in sorted({d[0] for d in gp.SHAPES}))} groups")
+        problems = [gp.Problem(g, t, n, k, dt, sp) for g, t, n, k in dims for sp in spreads]
+        for p in problems:
+            p.check()
+    except ValueError as exc:
+        fail(str(exc))
+    _require_gpu_and_torch("gemmlab bench --grouped")
+    _measure_problems(problems, gp.measure, gp.GROUPED_MM, "torch's grouped product",
+                      "medians, cold L2; TFLOP/s of all groups", 0, out, report=False, budget_ms=budget_ms)
 
 
 def _is_fp8(dtype: str) -> bool:

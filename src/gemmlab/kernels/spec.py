@@ -210,8 +210,12 @@ class Trace:
 #   products in one launch (its BATCHED template parameter on: grid.z, or the persistent grid's tiles);
 # - "scales": 8-bit inputs' scales, of A and of B (fp32 pointers; their kinds are in the epilogue flags), then
 #   four int strides in elements for block scales: A's per row and per k block, B's per k block and per
-#   128-column block (0 otherwise).
-ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps", "batch", "scales")
+#   128-column block (0 otherwise);
+# - "groups": grouped products (BATCHED 2; after "batch", whose count is then the groups' and whose B stride
+#   is between the groups' matrices of B): the groups' row ends or counts (int pointer), the rows per group of
+#   the masked layout (0: ends), and the elements between the groups' biases (0: one bias for all). A rung
+#   that takes it runs the products of a mixture-of-experts layer in one launch (`gemmlab.grouped_matmul`).
+ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps", "batch", "scales", "groups")
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,9 @@ class KernelSpec:
     # Parameters a batch of products takes unless the caller names them (e.g. no split-K: its scratch and
     # counters are per product of one launch).
     batch_params: Mapping[str, int] = field(default_factory=dict)
+    # Grouped products: (rows per group on average, N, K, the parameters so far) -> what changes for groups
+    # (over batch_params and the shape heuristic's choice for all groups' rows as one product). None: nothing.
+    group_params: Callable[[int, int, int, dict[str, int]], dict[str, int]] | None = None
     # Template parameters set from the arrays (dtypes, layout, precision, out_dtype), never by callers, and
     # per input element type ("tf32", ...) parameters that replace the defaults.
     type_params: tuple[str, ...] = ()
@@ -301,6 +308,8 @@ class KernelSpec:
                 raise ValueError(f"kernel {self.name}: the {group!r} argument group and the {group} hook go together")
         if ("batch" in self.arguments) != ("BATCHED" in self.type_params):
             raise ValueError(f"kernel {self.name}: the 'batch' argument group and the BATCHED type parameter go together")
+        if "groups" in self.arguments and "batch" not in self.arguments:
+            raise ValueError(f"kernel {self.name}: the 'groups' argument group comes with the 'batch' group")
 
     @property
     def epilogue(self) -> bool:
@@ -326,6 +335,11 @@ class KernelSpec:
     def batched(self) -> bool:
         """Whether the rung runs a batch of products in one launch (the "batch" argument group)."""
         return "batch" in self.arguments
+
+    @property
+    def grouped(self) -> bool:
+        """Whether the rung runs grouped products in one launch (the "groups" argument group)."""
+        return "groups" in self.arguments
 
     # -------------------------------------------------------------------------------- parameters
 

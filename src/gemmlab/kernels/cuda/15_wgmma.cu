@@ -504,6 +504,72 @@ __device__ __forceinline__ bool split_unit(int i, int c, int clusters, int tiles
     return true;
 }
 
+// ------------------------------------------------------------------------------------------ groups
+
+// BATCHED 2 (grouped products, mixture-of-experts layers): G groups, each a product of its own rows of A (M x K,
+// 2-D) with its own matrix of B (a 3-D map, group g at depth g) into the same rows of C. The rows of group g are
+// given by `groups`: with group_rows 0, cumulative ends (torch._grouped_mm's offsets): rows [end of g - 1, end of
+// g); with group_rows R > 0 (the masked layout, a fixed capacity per group), rows [g R, g R + count of g), the
+// count clamped to [0, R]. Ends are clamped too (at least the last group's end, at most M), so no values in
+// `groups` send a tile outside A or C. The walk is over every group's cluster tiles, group after group, in the
+// grouped order within each; the host does not know how many there are (the groups are on the GPU), so the
+// persistent grid walks until a lookup finds no group.
+// A lookup (group_tile) is one warp's: lane l reads group cursor.g + 1 + l, the lanes' row ranges and tile
+// counts are prefix-scanned by shuffles, and a ballot finds the group of the tile; 32 groups per round, and the
+// cursor (the last tile's group) makes a walk's lookups cost about one round each, since a unit's tiles only
+// grow. Every lane of the calling warp must take part.
+struct GroupCursor {
+    int g, first, tiles, row0, rows;  // the group, its first cluster tile, its cluster tiles, first row and rows
+};
+
+__device__ __forceinline__ void group_cursor_reset(GroupCursor& c) { c.g = -1, c.first = 0, c.tiles = 0, c.row0 = 0, c.rows = 0; }
+
+template <int BM, int CLUSTER>
+__device__ __forceinline__ bool group_tile(int tile, const int* __restrict__ groups, int num_groups, int group_rows,
+                                           int M, int tiles_n, GroupCursor& c) {
+    const int lane = threadIdx.x % 32;
+    while (tile >= c.first + c.tiles) {
+        const int gb = c.g + 1;
+        if (gb >= num_groups) return false;
+        const int gl = gb + lane;
+        const int prev_end = c.row0 + c.rows;
+        int start, rows;
+        if (group_rows > 0) {
+            start = gl < num_groups ? (int)min((long long)gl * group_rows, (long long)M) : M;
+            rows = gl < num_groups ? min(max(__ldg(groups + gl), 0), min(group_rows, M - start)) : 0;
+        } else {
+            int end = gl < num_groups ? __ldg(groups + gl) : prev_end;
+            end = max(end, prev_end);
+#pragma unroll
+            for (int d = 1; d < 32; d *= 2) {  // ends never decrease: a running maximum
+                const int o = __shfl_up_sync(0xffffffffu, end, d);
+                if (lane >= d) end = max(end, o);
+            }
+            end = min(end, M);
+            start = __shfl_up_sync(0xffffffffu, end, 1);
+            if (lane == 0) start = prev_end;
+            rows = end - start;
+        }
+        const int tiles = (((rows + BM - 1) / BM) + CLUSTER - 1) / CLUSTER * tiles_n;
+        int incl = tiles;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+            const int o = __shfl_up_sync(0xffffffffu, incl, d);
+            if (lane >= d) incl += o;
+        }
+        const int first = c.first + c.tiles + incl - tiles;
+        const unsigned hit = __ballot_sync(0xffffffffu, tiles > 0 && tile < first + tiles);
+        const int from = hit ? __ffs(hit) - 1 : 31;  // the tile's group, or the round's last to go on from
+        c.g = gb + from;
+        c.first = __shfl_sync(0xffffffffu, first, from);
+        c.tiles = __shfl_sync(0xffffffffu, tiles, from);
+        c.row0 = __shfl_sync(0xffffffffu, start, from);
+        c.rows = __shfl_sync(0xffffffffu, rows, from);
+        if (!hit && c.g >= num_groups - 1) return false;
+    }
+    return true;
+}
+
 __device__ __forceinline__ void st_release_gpu(int* p, int v) {
     asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
@@ -631,7 +697,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
            const TensorMap& tmap_a, const TensorMap& tmap_b, const TensorMap& tmap_c, float* __restrict__ sk_ws,
            int* __restrict__ sk_flags, int sk_tiles_arg, int sk_parts, int batch, long long sa, long long sb, long long sc,
            long long sr, const float* __restrict__ scale_a, const float* __restrict__ scale_b, int sa_rs, int sa_ks,
-           int sb_ks, int sb_cs) {
+           int sb_ks, int sb_cs, const int* __restrict__ groups, int group_rows, int bias_gs) {
     typedef typename Out<C_TYPE>::T OutT;
     constexpr bool FP8 = A_TYPE == 5 || A_TYPE == 6;
     constexpr int ELEM = A_TYPE == 3 ? 4 : FP8 ? 1 : 2;  // bytes per input element (tf32 travels as fp32)
@@ -669,7 +735,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr bool SK = STREAM_K == 1 && !PINGPONG;
     static_assert(STREAM_K == 0 || STREAM_K == 1, "STREAM_K: 0 or 1");
     static_assert(DEFER == 0 || DEFER == 1, "DEFER: 0 or 1");
-    static_assert(BATCHED == 0 || BATCHED == 1, "BATCHED: 0 or 1");
+    static_assert(BATCHED >= 0 && BATCHED <= 2, "BATCHED: 0, 1 (a batch) or 2 (groups)");
+    // BATCHED 2: grouped products (group_tile): A and C 2-D, B a 3-D map of `batch` groups; the group's rows
+    // bound its stores, its bias is bias + g bias_gs, and (8-bit inputs) its scale of B scale_b + g sb_ks.
+    constexpr bool GROUPS = BATCHED == 2;
+    static_assert(!GROUPS || (!SWAP && PROMOTE == 0 && SPLIT_K == 1),
+                  "BATCHED 2 (groups) goes without the swapped tf32 path, block scales and split-K");
     // SPLIT_K > 1: split-K (split_unit); its sums go to the slabs in sk_ws, never to C (no stream-K or batch
     // with it: the host keeps those apart).
     static_assert(SPLIT_K >= 1, "SPLIT_K: 1 (no split) or the number of slices");
@@ -702,7 +773,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     static_assert(STAGES >= 2, "the TMA ring needs at least two slots");
     static_assert(HELD == 1 || HELD == 2, "HELD: 1 or 2 slots per consumer");
     static_assert(A_TYPE >= 1 && A_TYPE <= 6 && A_TYPE != 4, "A_TYPE: 1 fp16, 2 bf16, 3 tf32, 5 e4m3, 6 e5m2");
-    static_assert(!FP8 || BATCHED == 0, "8-bit inputs: one product per launch");
+    static_assert(!FP8 || BATCHED != 1, "8-bit inputs: one product per launch, or groups");
     static_assert(C_TYPE >= 1 && C_TYPE <= 3, "C_TYPE: 1 fp32, 2 fp16, 3 bf16");
     static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2 blocks");
     // With a cluster, each block copies 1 / CLUSTER of the B tile and multicasts it to all blocks.
@@ -731,7 +802,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     const int tiles_m = (opaque(SWAP ? N : M) + BM - 1) / BM;                                     \
     const int tiles_n = (opaque(SWAP ? M : N) + BN - 1) / BN;                                     \
     const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles_one = ctiles_m * tiles_n;       \
-    const int tiles = tiles_one * (BATCHED ? opaque(batch) : SPLIT_K);                            \
+    const int tiles = GROUPS ? (1 << 30) : tiles_one * (BATCHED ? opaque(batch) : SPLIT_K);      \
     const int group = GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1;                              \
     const int k_tiles = (opaque(K) + BK - 1) / BK;                                                \
     const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;                                       \
@@ -772,22 +843,37 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
         // ---------------------------------------------------------------- producer warpgroup
         setmaxnreg_dec<40>();
         WGMMA_TILE_WALK
-        if (tid_wg == 0 && k_tiles > 0) {
+        // (groups: the first warp walks, each lookup is a warp's (group_tile), and its first thread issues the copies)
+        if ((GROUPS ? tid_wg < 32 : tid_wg == 0) && k_tiles > 0) {
             int s = 0;
             unsigned phase = 0;
             WorkUnit w;
+            GroupCursor gc;
+            group_cursor_reset(gc);
             for (int i = 0; SPLIT_K > 1 ? split_unit<SPLIT_K>(i, cluster_id, clusters, tiles_one, k_tiles, w)
                                         : work_unit(i, cluster_id, clusters, tiles, sk_tiles, sk_parts, k_tiles, w);
                  ++i) {
-                int tile_row, tile_col;
-                // the product, or with split-K the slice (0 with neither)
-                const int bz = BATCHED || SPLIT_K > 1 ? w.tile / tiles_one : 0;
-                grouped_tile_of(w.tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
-                tile_row = min(tile_row * CLUSTER + rank, tiles_m - 1);  // a block below the matrix repeats A
-                const int m0 = tile_row * BM, n0 = tile_col * BN;
-                // the matrices of the two maps (-1: 2-D maps); tmap_a is over B when the roles swap
-                const int za = BATCHED ? ((SWAP ? sb : sa) != 0 ? bz : 0) : -1;
+                int tile_row, tile_col, m0;
+                // the product, or with split-K the slice, or the group (0 with none of them)
+                int bz = BATCHED == 1 || SPLIT_K > 1 ? w.tile / tiles_one : 0;
+                if constexpr (GROUPS) {
+                    if (!group_tile<BM, CLUSTER>(w.tile, groups, batch, group_rows, M, tiles_n, gc)) break;
+                    const int g_tiles_m = (gc.rows + BM - 1) / BM;
+                    bz = gc.g;
+                    grouped_tile_of(w.tile - gc.first, (g_tiles_m + CLUSTER - 1) / CLUSTER, tiles_n, group, tile_row,
+                                    tile_col);
+                    tile_row = min(tile_row * CLUSTER + rank, g_tiles_m - 1);  // a block below the group repeats A
+                    m0 = gc.row0 + tile_row * BM;
+                } else {
+                    grouped_tile_of(w.tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
+                    tile_row = min(tile_row * CLUSTER + rank, tiles_m - 1);  // a block below the matrix repeats A
+                    m0 = tile_row * BM;
+                }
+                const int n0 = tile_col * BN;
+                // the matrices of the two maps (-1: 2-D maps); tmap_a is over B when the roles swap; groups: A 2-D
+                const int za = BATCHED == 1 ? ((SWAP ? sb : sa) != 0 ? bz : 0) : -1;
                 const int zb = BATCHED ? ((SWAP ? sa : sb) != 0 ? bz : 0) : -1;
+                if (GROUPS && tid_wg != 0) continue;  // (the walking warp's other lanes take part in lookups only)
                 for (int kt = w.kb; kt < w.ke; ++kt) {
                     mbar_wait(smem_u32(&empty_bar[s]), phase ^ 1);  // a fresh barrier passes parity 1 at once
                     const unsigned full = smem_u32(&full_bar[s]);
@@ -872,6 +958,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(smem_u32(&empty_bar[slot]), r);
             }
         };
+        GroupCursor gc;  // groups: the group of this consumer's last tile (group_tile)
+        group_cursor_reset(gc);
         for (int i = PINGPONG ? cw : 0;; i += PINGPONG ? 2 : 1, ++started) {
 #ifdef GEMMLAB_TRACE
             if (tid_wg == 0 && started > 0) TRACE_UNIT(cw, started - 1, 4, clock64());  // the last epilogue issued
@@ -896,9 +984,22 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
 #endif
             int tile_row, tile_col;
-            const int bz = BATCHED || SPLIT_K > 1 ? tile / tiles_one : 0;  // the product or slice (0: neither)
-            grouped_tile_of(tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
-            tile_row = tile_row * CLUSTER + rank;  // may be tiles_m (below the matrix): nothing is stored
+            int bz = BATCHED == 1 || SPLIT_K > 1 ? tile / tiles_one : 0;  // the product, slice or group (0: none)
+            int row_base = 0, m_end = M;  // the tile rows' first row and the end of its rows (groups: the group's)
+            if constexpr (GROUPS) {
+                if (!group_tile<BM, CLUSTER>(tile, groups, batch, group_rows, M, tiles_n, gc)) {
+                    if constexpr (DEFERRED) {
+                        while (held_boxes > 0) store_next();  // the consumer's last tile
+                    }
+                    break;
+                }
+                const int g_tiles_m = (gc.rows + BM - 1) / BM;
+                bz = gc.g, row_base = gc.row0, m_end = gc.row0 + gc.rows;
+                grouped_tile_of(tile - gc.first, (g_tiles_m + CLUSTER - 1) / CLUSTER, tiles_n, group, tile_row, tile_col);
+            } else {
+                grouped_tile_of(tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
+            }
+            tile_row = tile_row * CLUSTER + rank;  // may be below the matrix (or group): nothing is stored
             // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
             // took from the producer, whichever consumer takes them.
             int s = (int)(w.ring % STAGES);
@@ -1108,8 +1209,9 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 // (block scales were applied step by step: what is left is a scale per tensor, row or column)
                 const int whole_scales = (a_blocks ? 0 : scales & 3) | (b_blocks ? 0 : scales & 12);
                 if (whole_scales != 0)
-                    scale_accumulators<MT, ACC>(acc, scale_a, scale_b, whole_scales,
-                                                tile_row * BM + (PINGPONG ? 0 : cw * WG_M), tile_col * BN, M, N, warp, g, t);
+                    scale_accumulators<MT, ACC>(acc, scale_a, GROUPS ? scale_b + (long long)bz * sb_ks : scale_b,
+                                                whole_scales, row_base + tile_row * BM + (PINGPONG ? 0 : cw * WG_M),
+                                                tile_col * BN, M, N, warp, g, t);
             }
 #ifdef GEMMLAB_TRACE
             if (tid_wg == 0) TRACE_UNIT(cw, started, 3, clock64());
@@ -1149,11 +1251,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // Epilogue (the producer is already filling slots for the next tile). Plain, or a linear layer's:
             // straight from the registers. (Whether C and R allow 2-element accesses is computed here, not
             // kept in registers across the main loop.)
-            const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
+            const int row_first = row_base + tile_row * BM + (PINGPONG ? 0 : cw * WG_M);
             // the product's C and R (and the third coordinate of C's map: -1, a 2-D map, without a batch)
-            OutT* const Cz = BATCHED ? C + bz * sc : C;
-            const OutT* const Rz = BATCHED ? R + bz * sr : R;
-            const int zc = BATCHED ? bz : -1;
+            OutT* const Cz = BATCHED == 1 ? C + bz * sc : C;
+            const OutT* const Rz = BATCHED == 1 ? R + bz * sr : R;
+            const int zc = BATCHED == 1 ? bz : -1;
+            // groups: the group's bias; its rows end at m_end (a tile past them, below the group, stores nothing;
+            // one that ends inside them stores from the registers, bounded there, unless C ends there too)
+            const float* const bias_t = GROUPS && bias != nullptr ? bias + (long long)bz * bias_gs : bias;
+            if (GROUPS && m_end - row_first <= 0) continue;
+            const bool tma_rows = !GROUPS || m_end - row_first >= WG_M || m_end >= M;
             if constexpr (SWAP && TMA_STORE) {  // fp32 C, beta == 0, no flags, a map of C: through TMA stores
                 if (tmap_c.opaque[0] != 0 && beta == 0.0f && epilogue == 0) {
                     store_tma_transposed<MT, ACC>(&tmap_c, base + STAGES * STAGE_BYTES + cw * EPI_REGION, row_first,
@@ -1163,7 +1270,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
             if constexpr (SWAP) {  // rows of the tile are columns of C
                 store_transposed<C_TYPE, MT, ACC>(Cz, ldc, row_first, tile_col * BN, N - row_first, M - tile_col * BN, acc,
-                                                  alpha, beta, bias, Rz, ldr, epilogue, warp, g, t);
+                                                  alpha, beta, bias_t, Rz, ldr, epilogue, warp, g, t);
                 continue;
             }
             // 16-bit outputs with beta == 0 and no residual, where the host encoded a map of C (its rows 16-byte
@@ -1176,14 +1283,14 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 // stores' held outputs its loads spilled); with DEFER 1 it takes the stores from registers.
                 const typename Out<C_TYPE>::T* res_r =
                     !DEFERRED && (epilogue & EPI_RESIDUAL) && pairs_aligned(Rz, opaque(ldr)) ? Rz : nullptr;
-                if (tmap_c.opaque[0] != 0 && beta == 0.0f && (!(epilogue & EPI_RESIDUAL) || res_r != nullptr) &&
+                if (tma_rows && tmap_c.opaque[0] != 0 && beta == 0.0f && (!(epilogue & EPI_RESIDUAL) || res_r != nullptr) &&
                     !(DEFERRED && ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) == EPI_ACT_GELU_ERF)) {
                     const unsigned buf = epi_buf;
-                    const int col0 = tile_col * BN, rows_left = M - row_first, cols_left = N - col0;
+                    const int col0 = tile_col * BN, rows_left = m_end - row_first, cols_left = N - col0;
                     const int bias_mode = epilogue & EPI_BIAS_MASK;
                     if constexpr (DEFERRED) {
 #define PACK_AS(ACT_, BIAS_)                                                                                        \
-    pack_tile<C_TYPE, MT, ACC, ACT_, BIAS_>(held, row_first, col0, rows_left, cols_left, acc, alpha, bias, bias_mode, \
+    pack_tile<C_TYPE, MT, ACC, ACT_, BIAS_>(held, row_first, col0, rows_left, cols_left, acc, alpha, bias_t, bias_mode, \
                                             warp, g, t, tid_wg, cw, started)
 // (the bias's kind compiled in: no per-element sum of a zero row and a column bias; fp16's exponential GELU
 // and SiLU keep the one form, which the register file holds beside stream-K's values)
@@ -1212,29 +1319,29 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     switch ((epilogue >> EPI_ACT_SHIFT) & EPI_ACT_MASK) {
                         case EPI_ACT_RELU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_RELU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
+                                                                     acc, alpha, bias_t, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             break;
                         case EPI_ACT_GELU_TANH:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_TANH>(&tmap_c, buf, row_first, col0, rows_left,
-                                                                          cols_left, acc, alpha, bias, bias_mode, warp, g,
+                                                                          cols_left, acc, alpha, bias_t, bias_mode, warp, g,
                                                                           t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             break;
                         case EPI_ACT_GELU_ERF:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_GELU_ERF>(&tmap_c, buf, row_first, col0, rows_left,
-                                                                         cols_left, acc, alpha, bias, bias_mode, warp, g,
+                                                                         cols_left, acc, alpha, bias_t, bias_mode, warp, g,
                                                                          t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             break;
                         case EPI_ACT_SILU:
                             store_tma<C_TYPE, MT, ACC, EPI_ACT_SILU>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
+                                                                     acc, alpha, bias_t, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             break;
                         default:
                             if (bias_mode != 0)
                                 store_tma<C_TYPE, MT, ACC, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left, acc,
-                                                              alpha, bias, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
+                                                              alpha, bias_t, bias_mode, warp, g, t, tid_wg, 1 + cw, started, res_r, ldr, zc);
                             else
                                 store_tma<C_TYPE, MT, ACC, 0, 0>(&tmap_c, buf, row_first, col0, rows_left, cols_left,
-                                                                     acc, alpha, bias, bias_mode, warp, g, t, tid_wg,
+                                                                     acc, alpha, bias_t, bias_mode, warp, g, t, tid_wg,
                                                                      1 + cw, started, res_r, ldr, zc);
                     }
                     continue;
@@ -1243,8 +1350,13 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // Plain or fused from the registers, else staged (wgmma_store.cuh).
             float* stage = reinterpret_cast<float*>(smem_raw + (base - smem_u32(smem_raw)) + STAGES * STAGE_BYTES +
                                                     cw * EPI_REGION);
-            store_registers<C_TYPE, MT, ACC>(Cz, ldc, M, N, row_first, tile_col * BN, acc, alpha, beta, bias, Rz, ldr,
-                                             epilogue, stage, 1 + cw, warp, g, t, tid_wg);
+            if constexpr (GROUPS && TMA_STORE) {
+                // (the staged path writes the region the TMA stores read their boxes from: those reads done first)
+                if (tid_wg == 0) bulk_wait_read<0>();
+                warpgroup_barrier(1 + cw);
+            }
+            store_registers<C_TYPE, MT, ACC>(Cz, ldc, m_end, N, row_first, tile_col * BN, acc, alpha, beta, bias_t, Rz,
+                                             ldr, epilogue, stage, 1 + cw, warp, g, t, tid_wg);
         }
     }
     // The consumers' TMA stores are complete (their shared-memory boxes read, C written) before the block ends.
@@ -1277,12 +1389,13 @@ struct EnableIf<true> {
         const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue, const __grid_constant__ TensorMap tmap_a, \
         const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
         int* __restrict__ sk_flags, int sk_tiles, int sk_parts, int batch, long long sa, long long sb, long long sc, long long sr, \
-        const float* __restrict__ scale_a, const float* __restrict__ scale_b, int sa_rs, int sa_ks, int sb_ks, int sb_cs
+        const float* __restrict__ scale_a, const float* __restrict__ scale_b, int sa_rs, int sa_ks, int sb_ks, int sb_cs, \
+        const int* __restrict__ groups, int group_rows, int bias_gs
 #define WGMMA_BODY                                                                                                 \
     wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER, BATCHED, SPLIT_K, \
                PROMOTE>(        \
         M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles,  \
-        sk_parts, batch, sa, sb, sc, sr, scale_a, scale_b, sa_rs, sa_ks, sb_ks, sb_cs)
+        sk_parts, batch, sa, sb, sc, sr, scale_a, scale_b, sa_rs, sa_ks, sb_ks, sb_cs, groups, group_rows, bias_gs)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
           int STREAM_K, int DEFER, int BATCHED, int SPLIT_K, int PROMOTE>

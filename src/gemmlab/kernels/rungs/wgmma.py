@@ -6,7 +6,8 @@ follow rung 11 (same type codes, same flags, epilogue.cuh). Two things the launc
 argument list are described here and made by the launch layer: the tensor maps of A, B and C (`tensor_maps`),
 the persistent grid (as many blocks as can be resident at once, in whole clusters: `persistent`, `cluster`),
 and stream-K's workspace for the last round of tiles (`workspace`, once the grid is known). A batch of
-products (BATCHED 1) is one launch: the grid walks the tiles of every product, the maps are 3-D. A long K on
+products (BATCHED 1) is one launch: the grid walks the tiles of every product, the maps are 3-D; so are grouped
+products (BATCHED 2, a mixture-of-experts layer), whose groups' rows the kernel reads on the GPU. A long K on
 a C of few tiles is split (SPLIT_K, `split_for`): fp32 slabs per slice and a second launch that sums them.
 """
 
@@ -24,6 +25,7 @@ ALIGN_SLACK = 1024      # the kernel rounds the dynamic shared-memory base up to
 
 
 COOPERATIVE, PINGPONG = 1, 2  # SCHEDULE values
+BATCH, GROUPS = 1, 2          # BATCHED values: a batch of equal products, or grouped products
 A_TYPE_CODES = {**mma_sync.INPUT_TYPES, **FP8_TYPES}  # the input types this rung takes
 B_ROW_MAJOR, B_KMAJOR, B_SWAPPED = 1, 2, 3  # B_LAYOUT: B as given (K x N row-major), B^T given (N x K), or
 #                                           tf32 on row-major B computed as C^T = B^T A^T
@@ -76,8 +78,12 @@ def _constraints(p: dict[str, int]) -> list[str]:
                     "weight W passed as W.t())")
     elif p["A_TYPE"] != mma_sync.TF32 and p["B_LAYOUT"] == B_SWAPPED:
         errs.append("B_LAYOUT = 3 (computed transposed) is the tf32 path; 16-bit types read a row-major B as it is (1)")
-    if p["A_TYPE"] in FP8_TYPES.values() and p.get("BATCHED"):
-        errs.append("8-bit inputs run one product per launch (BATCHED = 0)")
+    if p["A_TYPE"] in FP8_TYPES.values() and p.get("BATCHED") == BATCH:
+        errs.append("8-bit inputs run one product per launch or grouped products (BATCHED = 0 or 2)")
+    if p.get("BATCHED") == GROUPS and (p["B_LAYOUT"] == B_SWAPPED or p.get("PROMOTE") or p["SPLIT_K"] > 1
+                                       or p.get("STREAM_K")):
+        errs.append("BATCHED = 2 (grouped products) goes without the swapped tf32 path (B_LAYOUT = 3), block "
+                    "scales (PROMOTE = 1), a split over K (SPLIT_K = 1) and stream-K (STREAM_K = 0)")
     if p.get("PROMOTE") not in (None, 0, 1):
         errs.append(f"PROMOTE = {p['PROMOTE']}: 0 or 1 (8-bit inputs with block scales)")
     elif p.get("PROMOTE") and (p["A_TYPE"] not in FP8_TYPES.values() or bm != 128 or bn not in (128, 256)
@@ -459,6 +465,22 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     return {}
 
 
+GROUP_CLUSTER_ROWS = 512  # grouped products: no clusters where the groups average this many rows or fewer
+
+
+def group_params(rows: int, n: int, k: int, p: dict[str, int]) -> dict[str, int]:
+    """What grouped products change over the shape heuristic's tiles for all groups' rows as one product: no
+    clusters where the groups average GROUP_CLUSTER_ROWS rows (four tile rows) or fewer. A cluster pairs two
+    tile rows of one group and waits for both blocks' consumers before a slot is free; with short groups the
+    pairs are few per group and B, which the pair shares, is small. Measured, BF16, flushed (docs/journal.md,
+    "grouped products"): 128 groups x 512 x 768 x 2048 342 -> 320 us (uniform sizes), 348 -> 332 us (skewed);
+    64 x 512 x 1408 x 2048 level (306 -> 304-310 us; an interleaved sweep had put it 3 % ahead, inside the
+    spread); at 2048 rows a group (8 x 2048 x 14336 x 4096) clusters and none were level within the spread."""
+    if p.get("CLUSTER", SPEC.defaults["CLUSTER"]) > 1 and rows <= GROUP_CLUSTER_ROWS:
+        return {"CLUSTER": 1}
+    return {}
+
+
 def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
     """What keeps A and B from being read by TMA (16-byte aligned base and rows); empty when fine."""
     return rows_16_byte_aligned(a_ptr, lda, b_ptr, ldb, elem_bytes)
@@ -534,8 +556,10 @@ SPEC = KernelSpec(
                                   "during the next tile's first k steps, a box of 64 columns after each step's "
                                   "wgmmas, its outputs held packed in registers; 0: stored before the next tile "
                                   "begins"),
-        Param("BATCHED", 0, (0, 1), "1: a batch of products in one launch (3-D tensor maps, the persistent grid "
-                                    "walking every product's tiles); set from the call", searched=False),
+        Param("BATCHED", 0, (0, BATCH, GROUPS), "1: a batch of products in one launch (3-D tensor maps, the "
+                                                "persistent grid walking every product's tiles); 2: grouped "
+                                                "products (each group's rows of A times its own B, group_tile); "
+                                                "set from the call", searched=False),
         Param("SPLIT_K", 1, SPLIT_CHOICES, "slices of K per tile (1: none): each (slice, tile) unit stores fp32 sums "
                                            "to a slab, a second launch adds the slabs and applies the epilogue "
                                            "(the heuristic: split_for)", searched=False),
@@ -552,9 +576,10 @@ SPEC = KernelSpec(
     targets=("sm_90a",),
     dtypes=("float16", "bfloat16", *FP8_TYPES),
     precisions=("tf32",),
-    arguments=("epilogue", "tensor_maps", "workspace", "batch", "scales"),
+    arguments=("epilogue", "tensor_maps", "workspace", "batch", "scales", "groups"),
     type_params=(*mma_sync.TYPE_PARAMS, "B_LAYOUT", "BATCHED", "PROMOTE"),
     batch_params={"STREAM_K": 0, "SPLIT_K": 1},
+    group_params=group_params,
     persistent=True,
     cluster=lambda p: p["CLUSTER"],
     tensor_maps=tensor_maps,

@@ -1,0 +1,92 @@
+"""Grouped products without a GPU: the checks name the argument at fault before anything runs on the GPU, the
+rung's parameter rules for BATCHED 2, and the harness's problems (group sizes, sampled rows)."""
+
+import numpy as np
+import pytest
+
+import gemmlab
+from gemmlab.bench import grouped as gp
+from gemmlab.kernels import get
+
+
+def _ops(t=100, k=64, n=128, g=4, dtype=np.float16):
+    return np.zeros((t, k), dtype), np.zeros((g, k, n), dtype)
+
+
+def test_exactly_one_of_offsets_and_counts():
+    a, b = _ops()
+    with pytest.raises(ValueError, match="exactly one of offsets"):
+        gemmlab.grouped_matmul(a, b)
+    with pytest.raises(ValueError, match="exactly one of offsets"):
+        gemmlab.grouped_matmul(a, b, [25, 50, 75, 100], counts=[1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("args,kw,match", [
+    ((np.zeros((100, 64), np.float16), np.zeros((64, 128), np.float16), [100]), {}, "B must be G x K x N"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 65, 128), np.float16), [1, 2, 3, 4]), {}, "inner dimensions"),
+    ((np.zeros((4, 10, 64), np.float16), np.zeros((4, 64, 128), np.float16), [1, 2, 3, 4]), {}, "A must be T x K"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 64, 128), np.float16), None), {"counts": [1, 2, 3, 4]},
+     "A must be G x R x K"),
+    ((np.zeros((3, 10, 64), np.float16), np.zeros((4, 64, 128), np.float16), None), {"counts": [1, 2, 3, 4]},
+     "A holds 3 groups, B 4"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 64, 128), np.float16), [10, 20, 30]), {}, "one integer per group"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 64, 128), np.float16), [10, 5, 30, 40]), {}, "must not decrease"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 64, 128), np.float16), [10, 20, 30, 101]), {}, r"\[0, 100\]"),
+    ((np.zeros((4, 10, 64), np.float16), np.zeros((4, 64, 128), np.float16), None), {"counts": [1, 2, 11, 0]},
+     r"counts must lie in \[0, 10\]"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 64, 128), np.float16), [1.5, 2, 3, 4]), {}, "integers"),
+    ((np.zeros((100, 64), np.float16), np.zeros((0, 64, 128), np.float16), []), {}, "no groups"),
+    ((np.zeros((100, 64), np.float32), np.zeros((4, 64, 128), np.float32), [1, 2, 3, 4]), {}, "float16, bfloat16 or 8-bit"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 64, 128), np.float32), [1, 2, 3, 4]), {}, "one dtype"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 64, 128), np.float16), [1, 2, 3, 4]), {"scale_a": 2.0},
+     "8-bit inputs"),
+    ((np.zeros((100, 64), np.float16), np.zeros((4, 64, 128), np.float16), [1, 2, 3, 4]), {},
+     "run on the GPU"),
+])
+def test_bad_calls_name_the_argument(args, kw, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        gemmlab.grouped_matmul(*args, **kw)
+
+
+def test_named_kernel_must_run_groups():
+    a, b = _ops()
+    with pytest.raises(ValueError, match="runs no grouped products"):
+        gemmlab.grouped_matmul(a, b, [25, 50, 75, 100], kernel="sgemm")
+
+
+def test_the_rung_takes_groups_with_8_bit_inputs_but_not_the_swapped_path():
+    spec = get("wgmma")
+    assert spec.grouped
+    assert not spec.problems({**spec.defaults, "BATCHED": 2, "A_TYPE": 5, "C_TYPE": 3, "B_LAYOUT": 2})
+    assert spec.problems({**spec.defaults, "BATCHED": 1, "A_TYPE": 5, "C_TYPE": 3, "B_LAYOUT": 2})
+    for bad in ({"A_TYPE": 3, "B_LAYOUT": 3}, {"STREAM_K": 1}, {"SPLIT_K": 2, "BM": 64, "BN": 128, "SCHEDULE": 2}):
+        assert any("BATCHED = 2" in p for p in spec.problems({**spec.defaults, "BATCHED": 2, **bad})), bad
+
+
+@pytest.mark.parametrize("groups,tokens", [(8, 2048), (64, 512), (128, 512), (8, 128), (3, 7), (1, 100)])
+def test_skewed_sizes_keep_the_rows_and_empty_some_groups(groups, tokens):
+    p = gp.Problem(groups, tokens, 256, 256, spread="skewed")
+    sizes = p.sizes()
+    assert len(sizes) == groups and sum(sizes) == groups * tokens and min(sizes) >= 0
+    if groups > 1:
+        assert 0 in sizes and max(sizes) > tokens
+    assert sizes == p.sizes()  # seeded
+    assert gp.Problem(groups, tokens, 256, 256).sizes() == [tokens] * groups
+
+
+def test_sampled_rows_take_each_groups_first_and_last():
+    sizes = [0, 1, 5, 200, 0, 3]
+    rows = gp.sample_rows(sizes, per_group=10)
+    starts = np.cumsum([0] + sizes[:-1])
+    for s, r0 in zip(sizes, starts):
+        if s:
+            assert r0 in rows and r0 + s - 1 in rows
+    assert len(rows) == len(set(rows.tolist())) and rows.max() < sum(sizes)
+    assert sum(1 for r in rows if starts[3] <= r < starts[3] + 200) == 10
+
+
+def test_problem_checks_name_the_parameter():
+    for kw, match in (({"groups": 0}, "at least one group"), ({"dtype": "float32"}, "--dtype"),
+                      ({"spread": "zipf"}, "--spread")):
+        with pytest.raises(ValueError, match=match):
+            gp.Problem(**{"groups": 4, "tokens": 8, "n": 8, "k": 8, **kw}).check()
