@@ -52,13 +52,13 @@ def main() -> None:
     worlds = [w for w in (int(v) for v in args.gpus.split(",")) if w <= have]
     summary = []
     rc = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_distributed_gpu.py"],
-             "tests.log", 600)
+             "tests.log", 150)
     summary.append(f"two-GPU tests: {'PASS' if rc == 0 else 'FAIL'}")
     for w in worlds:
         run([sys.executable, "-m", "gemmlab", "micro", "--link", str(w), "--out", str(OUT / f"link-{w}.json")],
-            f"link-{w}.log", 600)
+            f"link-{w}.log", 60)
         rc = run([sys.executable, "-m", "gemmlab", "bench", "--distributed", str(w), "--chunks", args.chunks,
-                  "--budget-ms", args.budget_ms, "--out", str(OUT)], f"bench-{w}.log", 1200)
+                  "--budget-ms", args.budget_ms, "--out", str(OUT)], f"bench-{w}.log", 130)
         path = OUT / f"distributed-{w}-nccl.json"
         if rc or not path.exists():
             summary.append(f"bench --distributed {w}: FAIL (rc {rc})")
