@@ -349,3 +349,41 @@ def test_explain_cli_for_a_distributed_product():
                                    "4", "--device", "h100", "--busbw", "300"])
     assert res.exit_code == 0, res.output
     assert "over 4 GPUs" in res.output and "ring pipeline" in res.output and "300 GB/s" in res.output
+
+
+def _transports(rank, world):
+    """On gloo (CPU tensors) the copy engines cannot run: "auto" takes the ring, "copy" is refused by name, and
+    an unknown transport is named."""
+    import torch
+
+    import gemmlab.distributed as gd
+
+    a, b = torch.randn(4, 8), torch.randn(8, 5)
+    y = gd.all_gather_matmul(a, b, transport="auto")
+    errors = []
+    for transport in ("copy", "pigeon"):
+        try:
+            gd.all_gather_matmul(a, b, transport=transport)
+        except ValueError as exc:
+            errors.append(str(exc))
+    return tuple(y.shape), errors
+
+
+def test_the_copy_transport_is_refused_where_it_cannot_run(tmp_path):
+    for rank, (shape, errors) in _spawn(_transports, 2, tmp_path).items():
+        assert shape == (8, 5)
+        assert "transport='copy' cannot run here: the tensors are not on a GPU" in errors[0], errors
+        assert "transport must be one of auto, copy, ring" in errors[1], errors
+
+
+def test_arrivals_rotate_by_whole_cluster_rows_and_wrap_the_count():
+    from gemmlab.api.launch import Arrivals
+
+    a = Arrivals(flags=0x1000, rows=1024, epoch=5, blocks=4, first=3)
+    assert a.kernel_args({"BM": 128, "CLUSTER": 2}) == (0x1000, 1024, 5, 12)  # 3 blocks of 4 cluster rows
+    assert a.kernel_args({"BM": 128, "CLUSTER": 1}) == (0x1000, 1024, 5, 24)
+    # blocks that are not whole cluster-tile rows: walked from row 0 (the waits keep it right)
+    assert Arrivals(0x1000, 1000, 5, 4, first=3).kernel_args({"BM": 128, "CLUSTER": 2})[3] == 0
+    # the count as the kernel's 32-bit comparison sees it
+    assert Arrivals(0, 128, 2**32 + 7, 2).kernel_args({})[2] == 7
+    assert Arrivals(0, 128, 2**31 + 1, 2).kernel_args({})[2] == -(2**31) + 1

@@ -57,6 +57,37 @@ def test_products_on_nccl_match_the_single_gpu_product():
         assert r["ag_vs_single"] <= 2e-2 and r["ag_err"] <= 1e-2 and r["rs_err"] <= 1e-2, r
 
 
+def _repeats(torch, dist, rank, world, dev):
+    """The copy path (the default on NCCL) called again and again on one shape with new values each time (its
+    buffers reused: each call's pushes must wait until every rank's GEMM of the call before is done), against
+    the ring on the same operands, bitwise where the tiles are the same, and float64."""
+    import gemmlab.distributed as gd
+
+    g = torch.Generator(device=dev).manual_seed(11)
+    m, n, k = 2048, 512, 1024
+    rows = m // world
+    out = []
+    for i in range(5):
+        a = torch.randn(m, k, generator=g, device=dev).bfloat16()
+        b = torch.randn(k, n, generator=g, device=dev).bfloat16()
+        shard = a[rank * rows:(rank + 1) * rows]
+        full = a.double() @ b.double()
+        ring = gd.all_gather_matmul(shard, b, transport="ring")
+        y, gathered = gd.all_gather_matmul(shard, b, transport="copy", return_gathered=True)
+        same = torch.equal(gathered, a)
+        shard.fill_(float("nan"))  # (the caller may write its shard once the call returns: the pushes are done)
+        out.append(dict(call=i, gathered=bool(same), vs_ring=float((y.float() - ring.float()).abs().max()),
+                        err=float((y.double() - full).norm() / full.norm())))
+    return out
+
+
+def test_the_copy_path_reuses_its_buffers_call_after_call():
+    from gemmlab.bench.distributed import spawn_ranks
+
+    for r in spawn_ranks(WORLD, "nccl", _repeats):
+        assert r["gathered"] and r["err"] <= 1e-2 and r["vs_ring"] <= 2e-2, r
+
+
 def test_the_harness_runs_on_nccl():
     from gemmlab.bench import distributed as tp
 
@@ -65,4 +96,6 @@ def test_the_harness_runs_on_nccl():
     for r in rows:
         assert r.errors["gemmlab"] <= 1e-2 and r.errors["gemmlab_2"] <= 1e-2, r.errors
         assert all(r.seconds[c] for c in ("gemmlab", "gemmlab_2", "sequential", "comm", "gemm_gemmlab")), r.seconds
+        if r.kind == "all_gather":  # the copy path by default, the ring beside it
+            assert r.seconds["gemmlab_ring"] and r.errors["gemmlab_ring"] <= 1e-2, r
         assert r.predicted["busbw"] > 0

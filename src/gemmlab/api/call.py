@@ -125,6 +125,22 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
 
     `explain_choice` (and `gemmlab run --explain`) shows what kernel="auto" picks and why.
     """
+    return _matmul(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision, scale_a,
+                   scale_b, params)
+
+
+def matmul_after(a, b, c=None, *, arrivals, stream: Any = None, bias=None, activation: str | None = None,
+                 out_dtype=None, kernel: str = AUTO, **params):
+    """`matmul` of an A whose row blocks other GPUs are still writing (gemmlab.distributed's all-gather): the
+    kernel waits for each block's flag before it reads the block (`launch.Arrivals`), walking from block
+    `arrivals.first` on; a plan whose kernel cannot wait has the stream wait for every block first. Never
+    computed transposed (the flags are A's rows)."""
+    return _matmul(a, b, c, 1.0, 0.0, kernel, stream, bias, activation, None, out_dtype, None, None, None, params,
+                   arrivals)
+
+
+def _matmul(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision, scale_a, scale_b,
+            params, arrivals=None):
     sig = _signatures.get(type(a), _learn_signature)
     if sig is _learn_signature:
         sig = _learn_signature(a)
@@ -134,27 +150,31 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
     key = None
     if sig is not None:
         key = _key(sig, a, b, c, bias, residual, kernel, params, activation, out_dtype, precision, scale_a, scale_b)
+        if key is not None and arrivals is not None:
+            key = ("arrivals", key)  # (its plan is never a swapped one)
         p = _plans.get(key) if key is not None else None
         if p is not None and (type(alpha) is float or type(alpha) is int) and (type(beta) is float or type(beta) is int) \
                 and alpha - alpha == 0 and beta - beta == 0 and (c is not None or beta == 0):
             home = arrays.home(arrays.TORCH_CUDA if sig is _torch_sig else arrays.CUPY)
             if scale_a is None and scale_b is None:
-                return _run_cached(p, home, a, b, c, bias, residual, alpha, beta, stream)
+                return _run_cached(p, home, a, b, c, bias, residual, alpha, beta, stream, arrivals=arrivals)
             folded, sa, sb = fold_scales(alpha, scale_a, scale_b)
             if folded - folded == 0:
                 return _run_cached(p, home, a, b, c, bias, residual, folded, beta, stream, sa, sb)
     return _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision,
-                       params, key, scale_a, scale_b)
+                       params, key, scale_a, scale_b, arrivals)
 
 
 def _run_cached(p: plan.Plan, home: arrays.Home, a, b, c, bias, residual, alpha, beta, stream, scale_a=None,
-                scale_b=None):
+                scale_b=None, arrivals=None):
     dev = p.device
     with _on_device(dev):
         if stream is None:
-            return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev), scale_a, scale_b)
+            return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev), scale_a, scale_b,
+                              arrivals=arrivals)
         with home.stream_scope(stream, dev):
-            return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev), scale_a, scale_b)
+            return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev), scale_a, scale_b,
+                              arrivals=arrivals)
 
 
 _NO_SCOPE = contextlib.nullcontext()  # reusable: entering it does nothing
@@ -171,7 +191,7 @@ def _on_device(dev: int):
 
 
 def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision, params, key,
-                scale_a=None, scale_b=None):
+                scale_a=None, scale_b=None, arrivals=None):
     from ..cpu import BASELINES
 
     checks.check_kernel_name(kernel, BASELINES)
@@ -221,13 +241,13 @@ def _first_call(a, b, c, alpha, beta, kernel, stream, bias, activation, residual
     with _on_device(dev):
         scope = home.stream_scope(stream, dev) if stream is not None else _NO_SCOPE
         with scope:
-            p = plan.make_plan(req, home, dev, da, db, dc, bias, dres)
+            p = plan.make_plan(req, home, dev, da, db, dc, bias, dres, may_swap=arrivals is None)
             if key is not None:
                 if len(_plans) >= _CACHE_MAX:
                     _plans.clear()
                 _plans[key] = p
             out = launch.run(p, home, da, db, dc, bias, dres, float(alpha), float(beta), home.stream(dev), scale_a,
-                             scale_b)
+                             scale_b, arrivals=arrivals)
     if c is None:
         return arrays.host_result(out, kinds[0], req.out)
     if host_c:  # the device result back into the caller's host C, as its bits
@@ -331,4 +351,4 @@ def _matmul_cpu(name, a, b, c, kinds, alpha, beta, params):
     return _host_out(_host_product(name, a, b, c, kinds, alpha, beta, params), c, kinds)
 
 
-__all__ = ["matmul", "forget_launches", "formats"]
+__all__ = ["matmul", "matmul_after", "forget_launches", "formats"]

@@ -12,6 +12,7 @@ the host or compiles, so a call can be captured in a CUDA graph once its plan ex
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -181,15 +182,43 @@ def _span(ptr: int, lay: OperandLayout) -> tuple[int, int]:
 # ----------------------------------------------------------------------------------------- the launch
 
 def run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int,
-        scale_a=None, scale_b=None, groups=None):
+        scale_a=None, scale_b=None, groups=None, arrivals=None):
     """C = act(alpha A B + beta C + bias) + R on `stream`, as the plan says; returns C, or the new output.
     A transposed plan computes C^T = B^T A^T: it is given the transposes (views), and a new output comes back
-    as C, row-major (the swapped product's C^T transposed once more, a copy of M x N)."""
+    as C, row-major (the swapped product's C^T transposed once more, a copy of M x N).
+    `arrivals`: row blocks of A still arriving (Arrivals); a plan whose kernel cannot wait for them has the stream
+    wait for all of them first, before anything reads A."""
+    if arrivals is not None and (plan.transposed or not plan.waits):
+        for j in range(arrivals.blocks):
+            launch.stream_wait_value(stream, arrivals.flags + 4 * j, arrivals.epoch)
+        arrivals = None
     if plan.transposed:
         out = _run(plan, home, b.T, a.T, None if c is None else c.T, bias, None if residual is None else residual.T,
                    alpha, beta, stream)
         return home.contiguous(out.T) if c is None else c
-    return _run(plan, home, a, b, c, bias, residual, alpha, beta, stream, scale_a, scale_b, groups)
+    return _run(plan, home, a, b, c, bias, residual, alpha, beta, stream, scale_a, scale_b, groups, arrivals)
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """Row blocks of A that other GPUs write while the launch runs (gemmlab.distributed): block j (`rows` rows
+    of A) is present once the 32-bit flag at `flags` + 4 j has reached `epoch`. The kernel waits per tile where
+    the plan can (Plan.waits), walking its tile rows from block `first` on where blocks are whole cluster-tile
+    rows (else from row 0); elsewhere the stream waits for every block before the launch."""
+
+    flags: int
+    rows: int
+    epoch: int
+    blocks: int
+    first: int = 0
+
+    def kernel_args(self, params: dict) -> tuple[int, int, int, int]:
+        """(flags, rows per flag, the value to reach as a signed 32-bit integer, the walk's rotation in
+        cluster-tile rows) for a plan with these parameters."""
+        e = self.epoch & 0xFFFFFFFF
+        span = params.get("BM", 128) * params.get("CLUSTER", 1)
+        shift = self.first * self.rows // span if self.rows % span == 0 else 0
+        return (self.flags, self.rows, e - (1 << 32) if e >= 1 << 31 else e, shift)
 
 
 def _scale_vector(home: arrays.Home, s, dev: int, block: bool = False):
@@ -204,7 +233,7 @@ def _scale_vector(home: arrays.Home, s, dev: int, block: bool = False):
 
 
 def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int,
-         scale_a=None, scale_b=None, groups=None):
+         scale_a=None, scale_b=None, groups=None, arrivals=None):
     req = plan.request
     dev = plan.device
     ka, pa = _operand(home, a, plan.a, dev, stream)
@@ -256,6 +285,13 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
             slots[s["ws_floats"]].value, slots[s["ws_ints"]].value = pf, pi
         if "groups" in s:
             slots[s["groups"]].value = home.ptr(groups) if groups is not None else 0
+        if "arrive" in s:  # (flags pointer, rows per flag, the value to reach, the walk's rotation); 0: none
+            first = s["arrive"]
+            if arrivals is None:
+                slots[first].value = 0
+            else:
+                for i, v in enumerate(arrivals.kernel_args(plan.params)):
+                    slots[first + i].value = v
         if "scale_a" in s:
             slots[s["scale_a"]].value = home.ptr(ks[0]) if ks[0] is not None else 0
             slots[s["scale_b"]].value = home.ptr(ks[1]) if ks[1] is not None else 0

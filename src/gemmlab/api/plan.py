@@ -226,6 +226,9 @@ class Plan:
     # request has M and N exchanged), and launch.run passes it B^T, A^T, C^T and R^T.
     transposed: bool = False
     loaded_maps: tuple | None = None  # the tensor maps now in the pack
+    # The kernel can wait for row blocks of A inside the launch (launch.Arrivals): a walking rung with the
+    # "arrivals" group, one product, no second launch, not computed transposed.
+    waits: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
 
@@ -363,11 +366,13 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     second_launch = None
     if second is not None and spec.second_kernel.dependent:
         second_launch = launch.DependentLaunch(after, second.grid, second.block, second.smem)
+    waits = (spec.waits_for_rows and spec.walks(p) and not p.get("BATCHED") and second is None
+             and not la.copy and not la.stage)
     return Plan(req, dev, spec, p, source, detail, prepared, grid, geo.block, geo.smem, second, la, lb, lc, lr,
                 _bias_direct(home, bias), workspace, maps, launch.ArgPack(values),
                 launch.function_handle(prepared.kernel), after, slots, second_pack=second_pack,
                 second_launch=second_launch,
-                scratch=workspace is not None and (workspace.floats or workspace.ints) > 0)
+                scratch=workspace is not None and (workspace.floats or workspace.ints) > 0, waits=waits)
 
 
 def grouped_rung(kernel: str) -> KernelSpec:
@@ -420,6 +425,9 @@ def _arguments(spec: KernelSpec, req: Request, workspace: Workspace | None, n_ma
         elif group == "groups":
             slots["groups"] = len(values)
             values += [_NULL, np.int32(req.group_rows), np.int32(req.n if req.group_bias else 0)]
+        elif group == "arrivals":
+            slots["arrive"] = len(values)
+            values += [_NULL, np.int32(0), np.int32(0), np.int32(0)]
         elif group == "scales":
             slots["scale_a"], slots["scale_b"] = len(values), len(values) + 1
             slots["scale_strides"] = len(values) + 2  # block scales: A's row and k strides, B's k and column strides

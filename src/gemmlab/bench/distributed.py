@@ -173,6 +173,10 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         moved = m * n * a.element_size()
     for c in chunks[1:]:
         calls[f"gemmlab_{c}"] = ours(c)
+    if kind == "all_gather" and backend == "nccl":  # (its default there is the copy engines: the ring beside it)
+        calls["gemmlab_ring"] = lambda: gd.all_gather_matmul(shard, b_local, chunks=chunks[0], transport="ring")
+    extra = [name for name in calls if name.startswith("gemmlab_") and name not in ("gemmlab_ring",)]
+    extra += ["gemmlab_ring"] if "gemmlab_ring" in calls else []
     calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
     calls["gemm_torch"] = lambda: torch.matmul(*local)
     fused, why = _torch_fused(torch, dist, kind, backend, shard if kind == "all_gather" else a_local, b_local)
@@ -184,7 +188,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     else:
         row.notes["torch_fused"] = why
     tol = formats.tolerance(dtype)
-    for name in ("gemmlab", *(f"gemmlab_{c}" for c in chunks[1:]), "sequential", "torch_fused"):
+    for name in ("gemmlab", *extra, "sequential", "torch_fused"):
         if name not in calls:
             continue
         err, why = 0.0, ""
@@ -205,7 +209,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
                                  f"> {tol:.0e}")
     del want
     times = time_calls(torch, dist, calls, dev, budget_ms, rounds)
-    row.seconds = {name: times.get(name) for name in (*CANDIDATES, *(f"gemmlab_{c}" for c in chunks[1:]))}
+    row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra)}
     c, g_ours, g_torch = times.get("comm"), times.get("gemm_gemmlab"), times.get("gemm_torch")
     if c and g_ours and g_torch and world > 1:
         busbw = moved * (world - 1) / world / c

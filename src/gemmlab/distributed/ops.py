@@ -11,7 +11,13 @@ row block of the sum over ranks, M / W x N. Each step multiplies one row block o
 far received from rank - 1 in the same launch (beta = 1: C is that sum), then sends it to rank + 1; the last
 step is the rank's own rows, with the fused epilogue (bias, activation) on the full sum.
 
-The transfers are torch.distributed point-to-point operations (`batch_isend_irecv`): on NCCL they run on
+On NCCL groups of CUDA tensors all_gather_matmul runs otherwise by default (transport "copy", exchange.py): the
+copy engines push every shard into every rank's symmetric buffer, each followed by a flag, and one GEMM over all
+of A waits inside its launch for each row block's flag before it reads the block, walking the blocks in the
+order they arrive. The ring below cut the GEMM into W products of 1 / W each, too small to fill the GPU at W = 4,
+while NCCL's kernels took SMs from them (docs/journal.md, "the first run on NCCL").
+
+The ring's transfers are torch.distributed point-to-point operations (`batch_isend_irecv`): on NCCL they run on
 NCCL's stream, ordered after what the current stream had queued when they were posted, and `wait()` makes the
 current stream wait for them, not the host; on gloo (CPU tensors) `wait()` blocks. Sums travel in the output
 dtype, as a reduce-scatter of that dtype adds them. Keep NCCL_NVLS_ENABLE=0 in every process (NVLink multicast
@@ -21,8 +27,14 @@ stays off); these functions start no process and use no multicast.
 from __future__ import annotations
 
 from ..api.call import matmul as _matmul
+from ..api.call import matmul_after as _matmul_after
+from ..api.launch import Arrivals
 from ..formats import dtype_label, number_format
+from ..runtime import launch as _driver
+from . import exchange
 from .schedule import all_gather_plan, pieces, reduce_scatter_plan, row_blocks
+
+TRANSPORTS = ("auto", "copy", "ring")
 
 
 def _torch():
@@ -54,14 +66,26 @@ def _exchange(dist, send, dst, recv, src, group):
 
 
 def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out_dtype=None, return_gathered=False,
-                      chunks: int = 1, **params):
+                      chunks: int = 1, transport: str = "auto", **params):
     """C = all_gather(a_shard) @ B (+ bias, activation), M x N on every rank, each shard multiplied as it
-    arrives. With `return_gathered`, also the gathered A (M x K). `chunks`: each shard travels and is
-    multiplied in that many row pieces (schedule.pieces), a finer pipeline: the ring then loses one piece of
-    the shorter side instead of one shard (distributed.model.predict). Other keywords go to gemmlab.matmul."""
+    arrives. With `return_gathered`, also the gathered A (M x K). `transport`: "copy" (the copy engines and one
+    GEMM that waits for each block, exchange.py; NCCL groups of CUDA tensors), "ring" (NCCL or gloo
+    point-to-point, a GEMM per ring step), or "auto": "copy" where it runs and `chunks` is 1, else "ring".
+    `chunks` (the ring): each shard travels and is multiplied in that many row pieces (schedule.pieces), a
+    finer pipeline: the ring then loses one piece of the shorter side instead of one shard
+    (distributed.model.predict). Other keywords go to gemmlab.matmul."""
     torch, dist = _torch()
     rows, k, n = _operands("all_gather_matmul", ("A's shard", a_shard), ("B", b), params)
     rank, world, prev, nxt = _ring(group, dist)
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+    why = exchange.available(torch, dist, a_shard, group) if transport != "ring" else "asked for the ring"
+    if transport == "copy" and why:
+        raise ValueError(f"transport='copy' cannot run here: {why}")
+    if why is None and (transport == "copy" or chunks == 1) and world > 1 and rows > 0 and k > 0:
+        _pieces(rows, chunks)  # (checked, though the copy path sends whole shards)
+        return _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
+                               return_gathered, params)
     cuts = _pieces(rows, chunks)
     gathered = torch.empty((world, rows, k), dtype=a_shard.dtype, device=a_shard.device)
     gathered[rank].copy_(a_shard)
@@ -81,6 +105,38 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
         for r in reqs:
             r.wait()
     return (out, gathered.reshape(world * rows, k)) if return_gathered else out
+
+
+def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
+                    return_gathered, params):
+    """all_gather_matmul through the push exchange (exchange.py's steps). The GEMM is queued first, so that it
+    starts on the rank's own block while the host is still queueing the pushes; the pushes wait only for the
+    shard (an event recorded before the GEMM), never for the GEMM, which waits for the other ranks' pushes."""
+    a_shard = a_shard.contiguous()  # (a strided shard would be copied by a kernel: no SM may be needed)
+    ex = exchange.exchange_for(torch, dist, group, rank, world, rows, k, a_shard.dtype, a_shard.device)
+    ex.epoch += 1
+    e = ex.epoch
+    here = torch.cuda.current_stream(a_shard.device)
+    stream = here.cuda_stream
+    ex.ready.record(here)  # the shard is written
+    ex.own.copy_(a_shard)
+    _driver.stream_write_value(stream, ex.flag(rank, rank), e)
+    out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
+    _matmul_after(ex.rows_view, b, out, bias=bias, activation=activation, out_dtype=out_dtype,
+                  arrivals=Arrivals(ex.flag(rank, 0), rows, e, world, first=rank), **params)
+    gathered = ex.rows_view.clone() if return_gathered else None
+    for p in ex.others:  # this rank has read its gathered rows of call e to the end
+        _driver.stream_write_value(stream, ex.flag(p, world + rank), e)
+    ex.stream.wait_event(ex.ready)
+    a_shard.record_stream(ex.stream)  # (its memory is not reused before the pushes have read it)
+    side = ex.stream.cuda_stream
+    with torch.cuda.stream(ex.stream):
+        for p in ex.push_order:  # rank - 1, rank - 2, ...: each rank receives rank + 1's block first
+            _driver.stream_wait_value(side, ex.flag(rank, world + p), e - 1)  # p is done with call e - 1
+            ex.slots[p].copy_(a_shard)
+            _driver.stream_write_value(side, ex.flag(p, rank), e)
+    here.wait_stream(ex.stream)
+    return (out, gathered) if return_gathered else out
 
 
 def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None, out_dtype=None, chunks: int = 1,
@@ -122,7 +178,7 @@ def _pieces(rows: int, chunks) -> list[tuple[int, int]]:
     return pieces(rows, chunks) or [(0, 0)]
 
 
-_TAKEN = ("residual", "beta", "alpha", "c", "scale_a", "scale_b", "stream")
+_TAKEN = ("residual", "beta", "alpha", "c", "scale_a", "scale_b", "stream", "arrivals")
 
 
 def _operands(fn: str, a, b, params: dict) -> tuple[int, int, int]:

@@ -215,7 +215,10 @@ class Trace:
 #   is between the groups' matrices of B): the groups' row ends or counts (int pointer), the rows per group of
 #   the masked layout (0: ends), and the elements between the groups' biases (0: one bias for all). A rung
 #   that takes it runs the products of a mixture-of-experts layer in one launch (`gemmlab.grouped_matmul`).
-ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps", "batch", "scales", "groups")
+# - "arrivals": row blocks of A that arrive during the launch (gemmlab.distributed's all-gather): a flag per
+#   block (pointer; null: none), the rows per block, the value each flag must reach, and the cluster-tile rows
+#   the walk is rotated by (so that the rows present first are taken first).
+ARGUMENT_GROUPS = ("workspace", "epilogue", "tensor_maps", "batch", "scales", "groups", "arrivals")
 
 
 @dataclass(frozen=True)
@@ -335,6 +338,11 @@ class KernelSpec:
     def batched(self) -> bool:
         """Whether the rung runs a batch of products in one launch (the "batch" argument group)."""
         return "batch" in self.arguments
+
+    @property
+    def waits_for_rows(self) -> bool:
+        """Whether the rung's launch can wait for row blocks of A to arrive (the "arrivals" argument group)."""
+        return "arrivals" in self.arguments
 
     @property
     def grouped(self) -> bool:

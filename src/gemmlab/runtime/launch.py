@@ -248,3 +248,32 @@ def module_global(module: CompiledModule, name: str):
     if raw is None:
         raise RuntimeError(f"{module.cubin_path.name} is not loaded on device {key[1]}; launch one of its kernels first")
     return raw.get_global(name)
+
+
+# ----------------------------------------------------------------------------------------- stream memory operations
+
+@functools.lru_cache(maxsize=None)
+def _memop(name: str):
+    lib = libcuda()
+    fn = None if lib is None else getattr(lib, name + "_v2", None) or getattr(lib, name, None)
+    if fn is None:
+        raise GemmlabError(f"the CUDA driver has no {name} (stream memory operations)")
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def stream_write_value(stream: int, address: int, value: int) -> None:
+    """Write the 32-bit `value` at device `address` once the work queued before it on `stream` is done, after a
+    memory barrier (cuStreamWriteValue32): a flag that no SM has to run, so it cannot wait on a busy GPU."""
+    rc = _memop("cuStreamWriteValue32")(stream, address, value & 0xFFFFFFFF, 0)
+    if rc:
+        raise GemmlabError(f"cuStreamWriteValue32 failed ({rc}) at 0x{address:x}")
+
+
+def stream_wait_value(stream: int, address: int, value: int) -> None:
+    """Hold the work queued after this on `stream` until the 32-bit flag at `address` has reached `value`
+    ((int32)(flag - value) >= 0, so a count may wrap) (cuStreamWaitValue32, GEQ)."""
+    rc = _memop("cuStreamWaitValue32")(stream, address, value & 0xFFFFFFFF, 0)
+    if rc:
+        raise GemmlabError(f"cuStreamWaitValue32 failed ({rc}) at 0x{address:x}")

@@ -570,6 +570,40 @@ __device__ __forceinline__ bool group_tile(int tile, const int* __restrict__ gro
     return true;
 }
 
+// ------------------------------------------------------------------------------------------ arrivals
+
+// Row blocks of A that arrive while the kernel runs (gemmlab.distributed: an all-gather whose blocks other GPUs'
+// copy engines write into this GPU's A, each followed by a flag). `arrive` (not null): one flag per block of
+// arrive_rows rows, block j present once arrive[j] has reached `epoch` (a difference, so the count may wrap).
+// The producer waits for the blocks of a tile's rows before it loads them: an acquire at system scope (the flag
+// comes over NVLink), then a proxy fence, so the copy engine's reads of A (TMA, the async proxy) come after it.
+// A wait of over ten seconds traps (a flag that never comes, say), so a broken exchange fails instead of
+// hanging the GPU.
+__device__ __forceinline__ unsigned ld_acquire_sys(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void wait_rows(const unsigned* __restrict__ arrive, int arrive_rows, unsigned epoch, int row0,
+                                          int rows) {
+    if (arrive == nullptr || rows <= 0) return;
+    const int last = (row0 + rows - 1) / arrive_rows;
+    for (int j = row0 / arrive_rows; j <= last; ++j) {
+        if ((int)(ld_acquire_sys(arrive + j) - epoch) >= 0) continue;
+        const unsigned long long t0 = global_ns();
+        while ((int)(ld_acquire_sys(arrive + j) - epoch) < 0) {
+            __nanosleep(256);
+            if (global_ns() - t0 > 10000000000ull) __trap();
+        }
+    }
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void st_release_gpu(int* p, int v) {
     asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
@@ -697,7 +731,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
            const TensorMap& tmap_a, const TensorMap& tmap_b, const TensorMap& tmap_c, float* __restrict__ sk_ws,
            int* __restrict__ sk_flags, int sk_tiles_arg, int sk_parts, int batch, long long sa, long long sb, long long sc,
            long long sr, const float* __restrict__ scale_a, const float* __restrict__ scale_b, int sa_rs, int sa_ks,
-           int sb_ks, int sb_cs, const int* __restrict__ groups, int group_rows, int bias_gs) {
+           int sb_ks, int sb_cs, const int* __restrict__ groups, int group_rows, int bias_gs,
+           const unsigned* __restrict__ arrive, int arrive_rows, unsigned arrive_epoch, int arrive_shift) {
     typedef typename Out<C_TYPE>::T OutT;
     constexpr bool FP8 = A_TYPE == 5 || A_TYPE == 6;
     constexpr int ELEM = A_TYPE == 3 ? 4 : FP8 ? 1 : 2;  // bytes per input element (tf32 travels as fp32)
@@ -866,8 +901,10 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                     m0 = gc.row0 + tile_row * BM;
                 } else {
                     grouped_tile_of(w.tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
+                    if (arrive_shift > 0) tile_row = (tile_row + arrive_shift) % ctiles_m;  // arriving rows: own first
                     tile_row = min(tile_row * CLUSTER + rank, tiles_m - 1);  // a block below the matrix repeats A
                     m0 = tile_row * BM;
+                    if (arrive != nullptr) wait_rows(arrive, arrive_rows, arrive_epoch, m0, min(BM, M - m0));
                 }
                 const int n0 = tile_col * BN;
                 // the matrices of the two maps (-1: 2-D maps); tmap_a is over B when the roles swap; groups: A 2-D
@@ -998,6 +1035,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 grouped_tile_of(tile - gc.first, (g_tiles_m + CLUSTER - 1) / CLUSTER, tiles_n, group, tile_row, tile_col);
             } else {
                 grouped_tile_of(tile - bz * tiles_one, ctiles_m, tiles_n, group, tile_row, tile_col);
+                if (arrive_shift > 0) tile_row = (tile_row + arrive_shift) % ctiles_m;
             }
             tile_row = tile_row * CLUSTER + rank;  // may be below the matrix (or group): nothing is stored
             // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
@@ -1390,12 +1428,14 @@ struct EnableIf<true> {
         const __grid_constant__ TensorMap tmap_b, const __grid_constant__ TensorMap tmap_c, float* __restrict__ sk_ws,    \
         int* __restrict__ sk_flags, int sk_tiles, int sk_parts, int batch, long long sa, long long sb, long long sc, long long sr, \
         const float* __restrict__ scale_a, const float* __restrict__ scale_b, int sa_rs, int sa_ks, int sb_ks, int sb_cs, \
-        const int* __restrict__ groups, int group_rows, int bias_gs
+        const int* __restrict__ groups, int group_rows, int bias_gs, const unsigned* __restrict__ arrive,        \
+        int arrive_rows, unsigned arrive_epoch, int arrive_shift
 #define WGMMA_BODY                                                                                                 \
     wgmma_body<BM, BN, STAGES, HELD, SCHEDULE, GROUP_M, A_TYPE, C_TYPE, B_LAYOUT, CLUSTER, STREAM_K, DEFER, BATCHED, SPLIT_K, \
                PROMOTE>(        \
         M, N, K, alpha, lda, ldb, beta, C, ldc, bias, R, ldr, epilogue, tmap_a, tmap_b, tmap_c, sk_ws, sk_flags, sk_tiles,  \
-        sk_parts, batch, sa, sb, sc, sr, scale_a, scale_b, sa_rs, sa_ks, sb_ks, sb_cs, groups, group_rows, bias_gs)
+        sk_parts, batch, sa, sb, sc, sr, scale_a, scale_b, sa_rs, sa_ks, sb_ks, sb_cs, groups, group_rows, bias_gs, arrive, arrive_rows, \
+        arrive_epoch, arrive_shift)
 
 template <int BM, int BN, int STAGES, int HELD, int SCHEDULE, int GROUP_M, int A_TYPE, int C_TYPE, int B_LAYOUT, int CLUSTER,
           int STREAM_K, int DEFER, int BATCHED, int SPLIT_K, int PROMOTE>

@@ -1,0 +1,109 @@
+"""A push exchange between the GPUs of a group, with no SM in it: each rank's copy engine writes its block into
+every other rank's buffer and then raises a flag there, and the receiving GEMM waits for the flags inside its
+launch (rung 15's "arrivals"). What ops.all_gather_matmul runs on NCCL groups of CUDA tensors.
+
+The buffers and flags are torch symmetric memory (each rank's allocation mapped into every other GPU's address
+space; NVLink multicast is not used: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 stays set). Per rank r of W:
+- `gathered`: W x rows x K, block j written by rank j (rank r's own block by r itself);
+- `flags`: 2 W int32. flags[j] = e once block j of call e has landed here; flags[W + j] = e once rank j has
+  read its own `gathered` for call e to the end (its GEMM is done), so that call e + 1 may write into it.
+Every write of a flag is a stream memory operation (cuStreamWriteValue32, with a memory barrier before it) and
+every wait on one before a copy is cuStreamWaitValue32: neither runs on an SM, so a GEMM that holds every SM
+while it waits can never keep the copies it waits for from running. Call e (counted per exchange, the same on
+every rank: the products are called in the same order everywhere):
+1. the exchange stream waits for the caller's stream (the shard is written);
+1. on the caller's stream: an event (the shard is written), the shard into its own gathered[r], flags[r] = e,
+   the GEMM over all of `gathered` walking from block r on (r, r + 1, ...: the order blocks arrive in), then
+   every peer's flags[W + r] = e (r has read its rows of call e);
+2. the exchange stream waits for the event only (never for the GEMM, which waits for the other ranks' pushes),
+   then for p = r - 1, r - 2, ... (each rank's first push goes to the rank before it, so every rank receives
+   the block after its own first): wait for flags[W + p] >= e - 1 (p is done with call e - 1), copy the shard
+   into p's gathered[r], write p's flags[r] = e;
+3. the caller's stream waits for the exchange stream (the shard is not read after the call returns).
+The GEMM is queued before the pushes: it starts on the own block while the host still queues them.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+_exchanges: dict[tuple, "Exchange"] = {}
+_lock = threading.Lock()
+
+
+def available(torch, dist, tensor, group) -> str | None:
+    """None where the push exchange can run for `tensor` in `group`, else why not (one line)."""
+    if not tensor.is_cuda:
+        return "the tensors are not on a GPU"
+    try:
+        backend = dist.get_backend(group)
+    except Exception as exc:  # noqa: BLE001 (no process group: the caller's error says so)
+        return f"no process group ({type(exc).__name__})"
+    if str(backend).lower() != "nccl":
+        return f"the group's backend is {backend}, not nccl"
+    try:
+        import torch.distributed._symmetric_memory  # noqa: F401
+    except ImportError:
+        return "this torch has no symmetric memory"
+    return None
+
+
+class Exchange:
+    """The buffers, flags, stream and call count of one (group, shape, dtype, device)."""
+
+    def __init__(self, torch, dist, group, rank: int, world: int, rows: int, k: int, dtype, device):
+        import torch.distributed._symmetric_memory as symm
+
+        pg = group if group is not None else dist.group.WORLD
+        name = pg.group_name
+        enable = getattr(symm, "enable_symm_mem_for_group", None)
+        if enable is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                enable(name)
+        self.torch, self.rank, self.world, self.rows, self.k = torch, rank, world, rows, k
+        n = world * rows * k
+        self._buf = symm.empty(n, dtype=dtype, device=device)
+        self._buf_handle = symm.rendezvous(self._buf, group=name)
+        self.gathered = self._buf.view(world, rows, k)
+        self.peers = [None if p == rank else self._buf_handle.get_buffer(p, (world, rows, k), dtype)
+                      for p in range(world)]
+        self._flags = symm.empty(2 * world, dtype=torch.int32, device=device)
+        self._flags.zero_()
+        self._flag_handle = symm.rendezvous(self._flags, group=name)
+        self._peer_flags = [self._flag_handle.get_buffer(p, (2 * world,), torch.int32).data_ptr()
+                            for p in range(world)]
+        self.stream = torch.cuda.Stream(device=device)
+        self.ready = torch.cuda.Event()
+        self.epoch = 0
+        # the views a call uses, made once: its own block, all rows as one matrix, its block in each peer's buffer
+        self.own = self.gathered[rank]
+        self.rows_view = self.gathered.view(world * rows, k)
+        self.push_order = [(rank - i) % world for i in range(1, world)]
+        self.others = [p for p in range(world) if p != rank]
+        self.slots = {p: self.peers[p][rank] for p in self.others}
+        torch.cuda.synchronize(device)
+        dist.barrier(group=group)  # every rank's flags are zero before any rank writes one
+
+    def flag(self, rank: int, index: int) -> int:
+        """The device address of flags[index] of `rank` (this rank's own, or a peer's as mapped here)."""
+        return self._peer_flags[rank] + 4 * index
+
+
+def exchange_for(torch, dist, group, rank: int, world: int, rows: int, k: int, dtype, device) -> Exchange:
+    """The exchange of this group and shape, made (collectively: every rank must ask for it in the same call)
+    the first time."""
+    pg = group if group is not None else dist.group.WORLD
+    key = (pg.group_name, rows, k, dtype, device.index if device.index is not None else torch.cuda.current_device())
+    with _lock:
+        ex = _exchanges.get(key)
+        if ex is None:
+            ex = _exchanges[key] = Exchange(torch, dist, group, rank, world, rows, k, dtype, device)
+        return ex
+
+
+def forget() -> None:
+    """Drop every exchange (their symmetric memory is freed with them)."""
+    with _lock:
+        _exchanges.clear()
