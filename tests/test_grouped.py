@@ -90,3 +90,13 @@ def test_problem_checks_name_the_parameter():
                       ({"spread": "zipf"}, "--spread")):
         with pytest.raises(ValueError, match=match):
             gp.Problem(**{"groups": 4, "tokens": 8, "n": 8, "k": 8, **kw}).check()
+
+
+def test_autograd_is_refused_by_name():
+    torch = pytest.importorskip("torch")
+    a = torch.zeros(10, 8, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.zeros(2, 8, 4, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="no autograd; A require grad"):
+        gemmlab.grouped_matmul(a, b, [5, 10])
+    with torch.no_grad(), pytest.raises(TypeError, match="run on the GPU"):  # (then the call's own checks)
+        gemmlab.grouped_matmul(a, b, [5, 10])

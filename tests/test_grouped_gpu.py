@@ -249,3 +249,23 @@ def test_bad_calls_name_what_is_wrong(gen):
         gemmlab.grouped_matmul(a, b.half(), ends)
     with pytest.raises(ValueError, match="out must be"):
         gemmlab.grouped_matmul(a, b, ends, out=torch.empty(100, 127, dtype=torch.bfloat16, device="cuda"))
+
+
+def test_torch_compile_traces_the_operator(gen):
+    sizes = [100, 0, 300, 28]
+    g, k, n = len(sizes), 256, 384
+    a = _rand((sum(sizes), k), "bfloat16", gen)
+    w = _rand((g, n, k), "bfloat16", gen)
+    bias = torch.randn(g, n, generator=gen, device="cuda")
+    ends = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
+
+    def layer(x, ends):
+        return gemmlab.grouped_matmul(x, w.transpose(1, 2), ends, bias=bias, activation="silu") * 2
+
+    compiled = torch.compile(layer, fullgraph=True)
+    got = compiled(a, ends)
+    ref, mag = _reference(_f64(a), _f64(w.transpose(1, 2)), _spans_of_sizes(sizes), _f64(bias), "silu")
+    _check(got, ref * 2, mag * 2 + 1e-6, "bfloat16", 1e-5, "torch.compile")
+    with torch.no_grad():
+        again = compiled(a * 0.5, ends)  # (new values, the same graph)
+    assert torch.equal(again, layer(a * 0.5, ends))

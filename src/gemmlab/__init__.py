@@ -15,7 +15,7 @@ from . import formats as _formats
 from ._version import __version__
 from .api import call as _call
 from .api import choose_kernel, kernels
-from .api.grouped import grouped_matmul
+from .api import grouped as _grouped
 from .api.quantize import dequantize, quantize
 from .runtime.errors import CompileError, GemmlabError, GPUUnavailableError
 
@@ -133,6 +133,27 @@ def _product(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, b
     return _call.matmul(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias,
                         activation=activation, residual=residual, out_dtype=out_dtype, precision=precision, **params)
 
+
+def grouped_matmul(a, b, offsets=None, *, counts=None, out=None, bias=None, activation=None, alpha=1.0,
+                   out_dtype=None, scale_a=None, scale_b=None, kernel="auto", stream=None, **params):
+    if "torch" in _sys.modules:  # torch tensors: through the operator under torch.compile, refused under autograd
+        import torch
+
+        if isinstance(a, torch.Tensor):
+            from .torch.ops import grouped_call
+
+            return grouped_call(a, b, offsets, counts=counts, out=out, bias=bias, activation=activation, alpha=alpha,
+                                out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, kernel=kernel, stream=stream,
+                                **params)
+    return _grouped.grouped_matmul(a, b, offsets, counts=counts, out=out, bias=bias, activation=activation,
+                                   alpha=alpha, out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, kernel=kernel,
+                                   stream=stream, **params)
+
+
+grouped_matmul.__doc__ = _grouped.grouped_matmul.__doc__ + """
+    torch.compile traces it as the operator `torch.ops.gemmlab.grouped_matmul` (no graph break); it has no
+    autograd, and an input that requires grad is refused by name.
+    """
 
 matmul.__doc__ = _call.matmul.__doc__ + """
     Leading dimensions beyond three fold into one batch: A (..., M, K) @ B (..., K, N) with equal leading

@@ -87,6 +87,69 @@ def _scaled_matmul_fake(a, b, scale_a, scale_b, c, bias, residual, alpha, beta, 
     return a.new_empty((a.shape[0], b.shape[1]), dtype=dtype)
 
 
+@torch.library.custom_op("gemmlab::grouped_matmul", mutates_args=())
+def grouped_matmul_op(a: torch.Tensor, b: torch.Tensor, groups: torch.Tensor, masked: bool,
+                      bias: Optional[torch.Tensor], scale_a: Optional[torch.Tensor], scale_b: Optional[torch.Tensor],
+                      alpha: float, activation: Optional[str], out_dtype: Optional[torch.dtype], kernel: str,
+                      params: str) -> torch.Tensor:
+    """Grouped products as a new tensor (see gemmlab.grouped_matmul): `groups` the ends, or with `masked` the
+    counts. No autograd (the gradient of each group's weight is a product grouped along K, not built)."""
+    from ..api.grouped import grouped_matmul
+
+    return grouped_matmul(a, b, None if masked else groups, counts=groups if masked else None, bias=bias,
+                          activation=activation, alpha=alpha, out_dtype=out_dtype, scale_a=scale_a,
+                          scale_b=scale_b, kernel=kernel, **_parse(params))
+
+
+@grouped_matmul_op.register_fake
+def _grouped_matmul_fake(a, b, groups, masked, bias, scale_a, scale_b, alpha, activation, out_dtype, kernel, params):
+    torch._check(b.dim() == 3, lambda: f"gemmlab.grouped_matmul: B must be G x K x N, got {tuple(b.shape)}")
+    torch._check(a.dim() == (3 if masked else 2),
+                 lambda: f"gemmlab.grouped_matmul: A must be {'G x R x K' if masked else 'T x K'}, got {tuple(a.shape)}")
+    torch._check(a.shape[-1] == b.shape[1],
+                 lambda: f"gemmlab.grouped_matmul: inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
+    fp8 = a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
+    dtype = out_dtype if out_dtype is not None else torch.bfloat16 if fp8 else a.dtype
+    return a.new_empty((*a.shape[:-1], b.shape[2]), dtype=dtype)
+
+
+def grouped_call(a, b, offsets=None, *, counts=None, out=None, bias=None, activation=None, alpha=1.0, out_dtype=None,
+                 scale_a=None, scale_b=None, kernel="auto", stream=None, **params):
+    """gemmlab.grouped_matmul on torch tensors: under torch.compile through `grouped_matmul_op` (groups given as
+    a list become a tensor); where an input needs grad, refused by name (no autograd); else straight to the
+    API."""
+    from ..api.grouped import grouped_matmul
+
+    needs = [name for name, x in (("A", a), ("B", b), ("bias", bias)) if isinstance(x, torch.Tensor) and x.requires_grad]
+    if needs and torch.is_grad_enabled():
+        raise ValueError(f"gemmlab.grouped_matmul has no autograd; {', '.join(needs)} require grad (run it under "
+                         "torch.no_grad() or detach them)")
+    if not torch.compiler.is_compiling():
+        return grouped_matmul(a, b, offsets, counts=counts, out=out, bias=bias, activation=activation, alpha=alpha,
+                              out_dtype=out_dtype, scale_a=scale_a, scale_b=scale_b, kernel=kernel, stream=stream,
+                              **params)
+    if stream is not None:
+        raise ValueError("gemmlab.grouped_matmul: stream= is not taken under torch.compile; enter "
+                         "torch.cuda.stream(s) around the compiled call instead")
+    if (offsets is None) == (counts is None):
+        raise ValueError("pass exactly one of offsets and counts")
+    groups = offsets if offsets is not None else counts
+    if not isinstance(groups, torch.Tensor):
+        groups = torch.tensor(list(groups), dtype=torch.int32, device=a.device)
+    sa = None if scale_a is None or isinstance(scale_a, (int, float)) else scale_a
+    sb = None if scale_b is None or isinstance(scale_b, (int, float)) else scale_b
+    folded = float(alpha) * (float(scale_a) if sa is None and scale_a is not None else 1.0) \
+        * (float(scale_b) if sb is None and scale_b is not None else 1.0)
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        out_dtype = getattr(torch, dtype_label(out_dtype))
+    y = grouped_matmul_op(a, b, groups, counts is not None, bias, sa, sb, folded, check_activation(activation),
+                          out_dtype, kernel, params_text(params))
+    if out is not None:
+        out.copy_(y)
+        return out
+    return y
+
+
 def _batch_of(a, b):
     """The products of a batched call: A's or B's leading dimension (a 2-D operand, or a batch of one, is
     shared by all)."""
