@@ -2,7 +2,9 @@
 and shape, each the slowest rank's median over calls between barriers: the whole call; the plain GEMM over all
 of A; the same GEMM through the launch that waits for row blocks, its flags already set (the cost of waiting and
 of the rotated walk); the pushes alone; NCCL's all-gather; and the plain GEMM with the pushes running beside it
-(what sharing the GPU costs each). NVLink multicast off.
+(what sharing the GPU costs each). With --variants (4 GPUs): the call with the GEMM queued before the pushes (as
+gemmlab.distributed does), after them, and with the pushes on one stream per peer, and the host's time to
+queue one call ("host_us_per_call", ms). NVLink multicast off.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONPATH=src python scripts/tp_copy_probe.py
 """
@@ -11,7 +13,7 @@ import statistics
 import time
 
 
-def body(torch, dist, rank, world, dev, shapes):
+def body(torch, dist, rank, world, dev, shapes, variants=False):
     import gemmlab
     import gemmlab.distributed as gd
     from gemmlab.api.call import matmul_after
@@ -60,12 +62,55 @@ def body(torch, dist, rank, world, dev, shapes):
                 pushes()
             torch.cuda.current_stream().wait_stream(s)
         r["gemm_beside_pushes"] = t(both)
+        if variants:
+            from gemmlab.runtime import launch as drv
+
+            extra = [torch.cuda.Stream(device=dev) for _ in range(world - 1)]
+
+            def variant(mode):
+                ex.epoch += 1
+                e = ex.epoch
+                here = torch.cuda.current_stream()
+                ex.ready.record(here)
+
+                def pushes(streams):
+                    for i, p in enumerate(ex.push_order):
+                        st = streams[i % len(streams)]
+                        st.wait_event(ex.ready)
+                        with torch.cuda.stream(st):
+                            drv.stream_wait_value(st.cuda_stream, ex.flag(rank, world + p), e - 1)
+                            ex.slots[p].copy_(shard)
+                            drv.stream_write_value(st.cuda_stream, ex.flag(p, rank), e)
+                    for st in streams:
+                        here.wait_stream(st)
+                if mode == "pushes_first":
+                    pushes([ex.stream])
+                ex.own.copy_(shard)
+                drv.stream_write_value(here.cuda_stream, ex.flag(rank, rank), e)
+                matmul_after(ex.rows_view, b, out, arrivals=Arrivals(ex.flag(rank, 0), rows, e, world, first=rank))
+                for p in ex.others:
+                    drv.stream_write_value(here.cuda_stream, ex.flag(p, world + rank), e)
+                if mode != "pushes_first":
+                    pushes(extra if mode == "parallel" else [ex.stream])
+
+            for mode in ("gemm_first", "pushes_first", "parallel"):
+                r[mode] = t(lambda mode=mode: variant(mode))
+            t0 = time.perf_counter()  # the host's time to queue one call
+            for _ in range(10):
+                gd.all_gather_matmul(shard, b, transport="copy")
+            r["host_us_per_call"] = (time.perf_counter() - t0) / 10 * 1e6 / 1e3
+            torch.cuda.synchronize()
         res.append(r)
     return res
 
 
 if __name__ == "__main__":
+    import sys
+
     from gemmlab.bench.distributed import spawn_ranks
-    for w in (4, 2):
-        for r in spawn_ranks(w, "nccl", body, [(4096, 10240, 8192), (16384, 8192, 8192), (8192, 28672, 8192)]):
+    variants = "--variants" in sys.argv  # the order of the pushes and the GEMM, and pushes on several streams
+    worlds = (4,) if variants else (4, 2)
+    for w in worlds:
+        for r in spawn_ranks(w, "nccl", body, [(4096, 10240, 8192), (16384, 8192, 8192), (8192, 28672, 8192)],
+                             variants):
             print("W=%d %s " % (w, "x".join(map(str, r["shape"]))) + " ".join(f"{kk} {v:.3f}" for kk, v in r.items() if kk not in ("shape", "world")), flush=True)

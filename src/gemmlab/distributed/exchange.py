@@ -32,10 +32,23 @@ _exchanges: dict[tuple, "Exchange"] = {}
 _lock = threading.Lock()
 
 
+_groups: dict[int, tuple] = {}  # id(group) -> (group, why the exchange cannot run in it, or None)
+
+
 def available(torch, dist, tensor, group) -> str | None:
-    """None where the push exchange can run for `tensor` in `group`, else why not (one line)."""
+    """None where the push exchange can run for `tensor` in `group`, else why not (one line); the group's part
+    is asked once per group."""
     if not tensor.is_cuda:
         return "the tensors are not on a GPU"
+    hit = _groups.get(id(group))
+    if hit is not None and hit[0] is group:
+        return hit[1]
+    why = _group_problem(dist, group)
+    _groups[id(group)] = (group, why)
+    return why
+
+
+def _group_problem(dist, group) -> str | None:
     try:
         backend = dist.get_backend(group)
     except Exception as exc:  # noqa: BLE001 (no process group: the caller's error says so)
@@ -62,7 +75,7 @@ class Exchange:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 enable(name)
-        self.torch, self.rank, self.world, self.rows, self.k = torch, rank, world, rows, k
+        self.torch, self.rank, self.world, self.rows, self.k, self.group = torch, rank, world, rows, k, group
         n = world * rows * k
         self._buf = symm.empty(n, dtype=dtype, device=device)
         self._buf_handle = symm.rendezvous(self._buf, group=name)
@@ -94,16 +107,19 @@ class Exchange:
 def exchange_for(torch, dist, group, rank: int, world: int, rows: int, k: int, dtype, device) -> Exchange:
     """The exchange of this group and shape, made (collectively: every rank must ask for it in the same call)
     the first time."""
-    pg = group if group is not None else dist.group.WORLD
-    key = (pg.group_name, rows, k, dtype, device.index if device.index is not None else torch.cuda.current_device())
+    key = (id(group), rows, k, dtype, device)
+    ex = _exchanges.get(key)
+    if ex is not None and ex.group is group:
+        return ex
     with _lock:
         ex = _exchanges.get(key)
-        if ex is None:
+        if ex is None or ex.group is not group:
             ex = _exchanges[key] = Exchange(torch, dist, group, rank, world, rows, k, dtype, device)
         return ex
 
 
 def forget() -> None:
-    """Drop every exchange (their symmetric memory is freed with them)."""
+    """Drop every exchange (their symmetric memory is freed with them) and what is known of the groups."""
     with _lock:
         _exchanges.clear()
+        _groups.clear()

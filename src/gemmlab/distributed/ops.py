@@ -46,8 +46,14 @@ def _torch():
     return torch, dist
 
 
+_rings: dict[int, tuple] = {}  # id(group) -> (group, its ring): asked once per group (each query costs host time)
+
+
 def _ring(group, dist):
     """(rank, world, global rank of rank - 1, of rank + 1) in `group`."""
+    hit = _rings.get(id(group))
+    if hit is not None and hit[0] is group and dist.is_initialized():
+        return hit[1]
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("gemmlab.distributed: torch.distributed is not initialised (call "
                            "torch.distributed.init_process_group first, e.g. under torchrun)")
@@ -56,7 +62,9 @@ def _ring(group, dist):
     def glob(r):
         return dist.get_global_rank(group, r) if group is not None else r
 
-    return rank, world, glob((rank - 1) % world), glob((rank + 1) % world)
+    ring = (rank, world, glob((rank - 1) % world), glob((rank + 1) % world))
+    _rings[id(group)] = (group, ring)
+    return ring
 
 
 def _exchange(dist, send, dst, recv, src, group):
