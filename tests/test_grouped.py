@@ -100,3 +100,35 @@ def test_autograd_is_refused_by_name():
         gemmlab.grouped_matmul(a, b, [5, 10])
     with torch.no_grad(), pytest.raises(TypeError, match="run on the GPU"):  # (then the call's own checks)
         gemmlab.grouped_matmul(a, b, [5, 10])
+
+
+def test_groups_of_few_rows_run_without_clusters():
+    from types import SimpleNamespace
+
+    from gemmlab.api import dispatch
+    from gemmlab.kernels.rungs import wgmma
+
+    info = SimpleNamespace(sm_count=132, compute_capability=(9, 0), name="H100 (what-if)")
+    spec = get("wgmma")
+
+    def params(rows, groups, n=1408, k=2048):
+        p, _, why = dispatch.full_params(spec, rows * groups, n, k, info, "bfloat16", "bfloat16", None, None, True,
+                                         batch=groups, grouped=True)
+        return p, why
+
+    few, why = params(512, 64)
+    assert few["BATCHED"] == 2 and few["CLUSTER"] == 1 and few["STREAM_K"] == 0 and few["SPLIT_K"] == 1, few
+    assert "for groups" in why
+    many, _ = params(4096, 8, n=14336, k=4096)
+    assert many["BATCHED"] == 2 and many["CLUSTER"] == wgmma.SPEC.defaults["CLUSTER"], many
+    assert wgmma.group_params(wgmma.GROUP_CLUSTER_ROWS + 1, 1408, 2048, {"CLUSTER": 2}) == {}
+
+
+def test_a_masked_output_must_hold_its_groups_rows_one_after_another():
+    from gemmlab.api.grouped import _rows_view
+
+    ok = np.zeros((4, 8, 16), np.float16)
+    assert _rows_view(ok, 32, 16).shape == (32, 16)
+    strided = np.zeros((4, 10, 16), np.float16)[:, :8]  # 10 rows of room each, 8 used: not one matrix
+    with pytest.raises(ValueError, match="one after another"):
+        _rows_view(strided, 32, 16)

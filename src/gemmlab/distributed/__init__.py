@@ -1,6 +1,7 @@
-"""Tensor-parallel products over torch.distributed, with the ring's communication under the GEMM.
+"""Tensor-parallel products over torch.distributed, with the communication under the GEMM.
 
-- `schedule`: the ring's order of work (pure; what the products follow);
+- `exchange`: the copy engines' push exchange in symmetric memory (the all-gather's default on NCCL);
+- `schedule`: the ring's order of work (pure; what the ring products follow);
 - `model`: sequential, ideal and overlapped times from measured link and GEMM rates;
 - `ops`: `all_gather_matmul` (column-parallel) and `matmul_reduce_scatter` (row-parallel) on torch tensors;
 - `linear`: `ColumnParallelLinear` and `RowParallelLinear`, the pair an MLP block splits into, with autograd.

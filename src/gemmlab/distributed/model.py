@@ -15,6 +15,11 @@ the bound. With each block cut into `chunks` pieces (the products' `chunks`) the
 g = t_gemm / (W chunks) and c = t_comm / ((W - 1) chunks): one piece is lost (4 pieces at W = 4: 94 %), as long
 as pieces stay large enough for the GEMM's rate, which the model does not see. `gemm_slowdown` stretches the GEMM
 while communication runs beside it (the copies take SMs and memory bandwidth); 1 until measured.
+
+The all-gather by the copy engines (exchange.py) has the same shape with one GEMM: its blocks arrive one push
+apart and its walk takes them in that order. What the ring lost beyond the model (each step's GEMM too small to
+fill the GPU, NCCL's kernels taking SMs) it does not have; what it adds is the host's time to queue a call
+(docs/journal.md, "the first run on NCCL").
 """
 
 from __future__ import annotations
