@@ -238,3 +238,30 @@ def test_8_bit_products_get_their_own_section_beside_the_ladder():
     method = next(s for s in secs if s.title == "How these numbers were measured")
     text = " ".join(method.blocks[0].items)
     assert "8-bit inputs (e4m3)" in text and "torch._scaled_mm" in text and "uniform random" in text
+
+
+def _grouped(label, kernel, family, ms, dtype="bfloat16", run="grouprun"):
+    r = Record(kernel=kernel, label=label, family=family, rung=15 if family == "gpu" else None, idea="x", params={},
+               dtype=dtype, m=8 * 512, n=1408, k=2048, alpha=1.0, beta=0.0, mode="compute", l2="cold", pinned=None,
+               precision="bf16", rel_error=1.6e-3, verify_tol=1e-2, method="events", samples=10, median_ms=ms,
+               min_ms=ms, max_ms=ms, q1_ms=ms, q3_ms=ms, gpu="GPU A", cc="9.0", sm_count=132, run_id=run,
+               measured_at="2026-01-03T00:00:00")
+    return derive(r)
+
+
+def test_grouped_products_get_their_own_section_out_of_the_ladder():
+    """Records of `gemmlab bench --grouped`: one section per run, named by its problem (the run's metadata), every
+    call against torch's grouped product of the same run; none of them lands in the BF16 ladder's sections."""
+    run = {"run_id": "grouprun", "grouped": {"groups": 8, "tokens": 512, "n": 1408, "k": 2048, "dtype": "bfloat16",
+                                             "spread": "skewed", "sizes": [0, 1000, 3000, 96, 0, 0, 0, 0]}}
+    grouped = Results([_grouped("gemmlab wgmma", "wgmma", "gpu", 0.20), _grouped("torch._grouped_mm", "torch_grouped_mm",
+                                                                                  "gpu_peer", 0.22),
+                       _grouped("loop of torch.mm", "torch_mm_loop", "gpu_peer", 0.5)], [run])
+    secs = build_report(Results.merge(synthetic(), grouped))
+    (sec,) = [s for s in secs if s.title.startswith("Grouped products")]
+    assert sec.title == "Grouped products (bf16), 8 groups x 512 rows (skewed) x 1408 x 2048, GPU A"
+    assert "8 groups of 0 to 3000 rows, 5 empty" in sec.blocks[0].text
+    (table,) = [b for b in sec.blocks if isinstance(b, Table)]
+    assert [row[0] for row in table.rows] == ["gemmlab wgmma", "torch._grouped_mm", "loop of torch.mm"]
+    assert [row[3] for row in table.rows] == ["1.10x", "1.00x", "0.44x"]
+    assert not any("bf16" in s.title.lower() and "Grouped" not in s.title for s in secs)

@@ -278,7 +278,7 @@ def _bench_grouped(groups: Optional[int], spread: str, shapes, dtype: Optional[s
         fail(str(exc))
     _require_gpu_and_torch("gemmlab bench --grouped")
     _measure_problems(problems, gp.measure, gp.GROUPED_MM, "torch's grouped product",
-                      "medians, cold L2; TFLOP/s of all groups", 0, out, report=False, budget_ms=budget_ms)
+                      "medians, cold L2; TFLOP/s of all groups", 0, out, report=True, budget_ms=budget_ms)
 
 
 def _is_fp8(dtype: str) -> bool:

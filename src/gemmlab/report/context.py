@@ -79,6 +79,10 @@ class ReportContext:
         # Runs of 8-bit products (`bench.fp8`): their own section, with torch._scaled_mm as the yardstick.
         self._fp8_runs = {r.run_id for r in self.results.records if FORMATS.get(r.fmt) is not None
                           and FORMATS[r.fmt].is_fp8}
+        # Runs of grouped products (`bench.grouped`, 8-bit ones included): their own section too.
+        self._grouped = {run.get("run_id"): run["grouped"] for run in self.results.runs if run.get("grouped")}
+        self._fp8_runs -= set(self._grouped)
+        self._own_runs = self._layer_runs | self._fp8_runs | set(self._grouped)
         latest: dict[tuple, Record] = {}
         for r in self.results.ok():
             k = _identity(r)
@@ -108,7 +112,7 @@ class ReportContext:
         devices = self.devices()
         found: dict[str, tuple] = {}
         for r in self._latest:
-            if r.is_gpu and not r.epilogue and r.run_id not in self._layer_runs | self._fp8_runs:
+            if r.is_gpu and not r.epilogue and r.run_id not in self._own_runs:
                 found.setdefault(group_of(r), (devices.index(r.gpu), _FORMAT_ORDER.get(r.fmt, 9)))
         return sorted(found, key=found.__getitem__)
 
@@ -120,7 +124,7 @@ class ReportContext:
     def gpu_records(self, gpu: str, mode: str = COMPUTE, square: bool | None = None) -> list[Record]:
         """The records of one group (a GPU and a number format; see `gpus`)."""
         return [r for r in self._latest if r.is_gpu and group_of(r) == gpu and r.mode == mode and not r.epilogue
-                and (square is None or r.square == square) and r.run_id not in self._layer_runs | self._fp8_runs]
+                and (square is None or r.square == square) and r.run_id not in self._own_runs]
 
     def fp8_products(self) -> dict[tuple, list[Record]]:
         """8-bit measurements (`bench.fp8`), {(GPU, format, shape, run id): the calls of that run}."""
@@ -128,6 +132,14 @@ class ReportContext:
         for r in self._latest:
             if r.run_id in self._fp8_runs:
                 out.setdefault((r.gpu, r.fmt, r.shape, r.run_id), []).append(r)
+        return out
+
+    def grouped_products(self) -> dict[tuple, tuple[dict, list[Record]]]:
+        """Grouped measurements (`bench.grouped`), {(GPU, format, run id): (the run's problem, its calls)}."""
+        out: dict[tuple, tuple[dict, list[Record]]] = {}
+        for r in self._latest:
+            if r.run_id in self._grouped:
+                out.setdefault((r.gpu, r.fmt, r.run_id), (self._grouped[r.run_id], []))[1].append(r)
         return out
 
     def layers(self) -> dict[tuple, list[Record]]:
