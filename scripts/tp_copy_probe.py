@@ -45,7 +45,7 @@ def body(torch, dist, rank, world, dev, shapes, variants=False):
 
         def pushes():
             for p in ex.push_order:
-                ex.slots[p].copy_(shard)
+                ex.peer_slots[p].copy_(shard)
 
         r = dict(shape=(m, n, k), world=world)
         r["full"] = t(lambda: gd.all_gather_matmul(shard, b, transport="copy"))
@@ -79,7 +79,7 @@ def body(torch, dist, rank, world, dev, shapes, variants=False):
                         st.wait_event(ex.ready)
                         with torch.cuda.stream(st):
                             drv.stream_wait_value(st.cuda_stream, ex.flag(rank, world + p), e - 1)
-                            ex.slots[p].copy_(shard)
+                            ex.peer_slots[p].copy_(shard)
                             drv.stream_write_value(st.cuda_stream, ex.flag(p, rank), e)
                     for st in streams:
                         here.wait_stream(st)

@@ -58,9 +58,10 @@ def test_products_on_nccl_match_the_single_gpu_product():
 
 
 def _repeats(torch, dist, rank, world, dev):
-    """The copy path (the default on NCCL) called again and again on one shape with new values each time (its
-    buffers reused: each call's pushes must wait until every rank's GEMM of the call before is done), against
-    the ring on the same operands, bitwise where the tiles are the same, and float64."""
+    """The copy paths called again and again on one shape with new values each time (their buffers reused: each
+    call's pushes must wait until every rank has read its buffer of the call before), against the ring on the
+    same operands and float64: the all-gather's (the default on NCCL) and the reduce-scatter's (opt-in), each
+    caller overwriting its inputs as soon as the call returns."""
     import gemmlab.distributed as gd
 
     g = torch.Generator(device=dev).manual_seed(11)
@@ -76,16 +77,27 @@ def _repeats(torch, dist, rank, world, dev):
         y, gathered = gd.all_gather_matmul(shard, b, transport="copy", return_gathered=True)
         same = torch.equal(gathered, a)
         shard.fill_(float("nan"))  # (the caller may write its shard once the call returns: the pushes are done)
+        # GEMM + reduce-scatter by the copy engines (opt-in), against the ring and float64, with an epilogue
+        ks = k // world
+        a_slice, b_slice = a[:, rank * ks:(rank + 1) * ks].contiguous(), b[rank * ks:(rank + 1) * ks].contiguous()
+        bias = torch.randn(n, generator=g, device=dev)
+        z = gd.matmul_reduce_scatter(a_slice, b_slice, transport="copy", bias=bias, activation="silu")
+        z_ring = gd.matmul_reduce_scatter(a_slice, b_slice, transport="ring", bias=bias, activation="silu")
+        want_z = torch.nn.functional.silu(full + bias.double())[rank * rows:(rank + 1) * rows]
+        a_slice.fill_(float("nan"))  # (likewise: the partials have left before the call returns)
         out.append(dict(call=i, gathered=bool(same), vs_ring=float((y.float() - ring.float()).abs().max()),
-                        err=float((y.double() - full).norm() / full.norm())))
+                        err=float((y.double() - full).norm() / full.norm()),
+                        rs_vs_ring=float((z.double() - z_ring.double()).norm() / z_ring.double().norm()),
+                        rs_err=float((z.double() - want_z).norm() / want_z.norm())))
     return out
 
 
-def test_the_copy_path_reuses_its_buffers_call_after_call():
+def test_the_copy_paths_reuse_their_buffers_call_after_call():
     from gemmlab.bench.distributed import spawn_ranks
 
     for r in spawn_ranks(WORLD, "nccl", _repeats):
         assert r["gathered"] and r["err"] <= 1e-2 and r["vs_ring"] <= 2e-2, r
+        assert r["rs_err"] <= 1e-2 and r["rs_vs_ring"] <= 1e-2, r
 
 
 def test_the_harness_runs_on_nccl():
@@ -98,4 +110,6 @@ def test_the_harness_runs_on_nccl():
         assert all(r.seconds[c] for c in ("gemmlab", "gemmlab_2", "sequential", "comm", "gemm_gemmlab")), r.seconds
         if r.kind == "all_gather":  # the copy path by default, the ring beside it
             assert r.seconds["gemmlab_ring"] and r.errors["gemmlab_ring"] <= 1e-2, r
+        else:  # the ring by default, the copy engines beside it
+            assert r.seconds["gemmlab_copy"] and r.errors["gemmlab_copy"] <= 1e-2, r
         assert r.predicted["busbw"] > 0

@@ -175,8 +175,10 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         calls[f"gemmlab_{c}"] = ours(c)
     if kind == "all_gather" and backend == "nccl":  # (its default there is the copy engines: the ring beside it)
         calls["gemmlab_ring"] = lambda: gd.all_gather_matmul(shard, b_local, chunks=chunks[0], transport="ring")
-    extra = [name for name in calls if name.startswith("gemmlab_") and name not in ("gemmlab_ring",)]
-    extra += ["gemmlab_ring"] if "gemmlab_ring" in calls else []
+    if kind == "reduce_scatter" and backend == "nccl":  # (its default is still the ring: the copy engines beside it)
+        calls["gemmlab_copy"] = lambda: gd.matmul_reduce_scatter(a_local, b_local, transport="copy")
+    extra = [name for name in calls if name.startswith("gemmlab_") and name not in ("gemmlab_ring", "gemmlab_copy")]
+    extra += [name for name in ("gemmlab_ring", "gemmlab_copy") if name in calls]
     calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
     calls["gemm_torch"] = lambda: torch.matmul(*local)
     fused, why = _torch_fused(torch, dist, kind, backend, shard if kind == "all_gather" else a_local, b_local)

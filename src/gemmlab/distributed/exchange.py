@@ -1,26 +1,39 @@
-"""A push exchange between the GPUs of a group, with no SM in it: each rank's copy engine writes its block into
-every other rank's buffer and then raises a flag there, and the receiving GEMM waits for the flags inside its
-launch (rung 15's "arrivals"). What ops.all_gather_matmul runs on NCCL groups of CUDA tensors.
+"""A push exchange between the GPUs of a group, with no SM in it: each rank's copy engine writes a block into
+another rank's buffer and then raises a flag there. What ops.py's products run on NCCL groups of CUDA tensors
+(transport "copy").
 
 The buffers and flags are torch symmetric memory (each rank's allocation mapped into every other GPU's address
-space; NVLink multicast is not used: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 stays set). Per rank r of W:
-- `gathered`: W x rows x K, block j written by rank j (rank r's own block by r itself);
-- `flags`: 2 W int32. flags[j] = e once block j of call e has landed here; flags[W + j] = e once rank j has
-  read its own `gathered` for call e to the end (its GEMM is done), so that call e + 1 may write into it.
+space; NVLink multicast is not used: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 stays set). Per rank r of W, and per
+exchange (a group, a kind, a block shape and dtype):
+- `buffer`: W x rows x cols; slot j is written by rank j (an all-gather's block j; a reduce-scatter's partial
+  sum of r's rows from rank j). r's own slot is its own to write (all-gather) or stays zero (reduce-scatter);
+- `flags`: 2 W int32. flags[j] = e once slot j of call e has landed here; flags[W + j] = e once rank j has
+  read its own `buffer` for call e to the end, so that call e + 1 may write into it.
 Every write of a flag is a stream memory operation (cuStreamWriteValue32, with a memory barrier before it) and
-every wait on one before a copy is cuStreamWaitValue32: neither runs on an SM, so a GEMM that holds every SM
-while it waits can never keep the copies it waits for from running. Call e (counted per exchange, the same on
-every rank: the products are called in the same order everywhere):
-1. the exchange stream waits for the caller's stream (the shard is written);
-1. on the caller's stream: an event (the shard is written), the shard into its own gathered[r], flags[r] = e,
-   the GEMM over all of `gathered` walking from block r on (r, r + 1, ...: the order blocks arrive in), then
+every wait on one is cuStreamWaitValue32: neither runs on an SM, so a GEMM that holds every SM while it waits
+can never keep the copies it waits for from running. Calls are counted per exchange, the same on every rank
+(the products are called in the same order everywhere).
+
+All-gather + GEMM, call e:
+1. on the caller's stream: an event (the shard is written), the shard into its own buffer[r], flags[r] = e,
+   the GEMM over all of `buffer` walking from block r on (r, r + 1, ...: the order blocks arrive in), then
    every peer's flags[W + r] = e (r has read its rows of call e);
 2. the exchange stream waits for the event only (never for the GEMM, which waits for the other ranks' pushes),
    then for p = r - 1, r - 2, ... (each rank's first push goes to the rank before it, so every rank receives
    the block after its own first): wait for flags[W + p] >= e - 1 (p is done with call e - 1), copy the shard
-   into p's gathered[r], write p's flags[r] = e;
+   into p's buffer[r], write p's flags[r] = e;
 3. the caller's stream waits for the exchange stream (the shard is not read after the call returns).
 The GEMM is queued before the pushes: it starts on the own block while the host still queues them.
+
+GEMM + reduce-scatter, call e (each rank holds a K-slice; the output is r's rows of the sum):
+1. on the caller's stream, for j = r + 1, r + 2, ... (the order in which rank j's partials come): the partial
+   product of j's rows into a local staging slot, and an event after it; the exchange stream waits for that
+   event and for flags[W + j] >= e - 1, copies the slot into j's buffer[r] and writes j's flags[r] = e;
+2. the caller's stream waits for flags[p] >= e of every peer p, sums the buffer (its own slot is zero), and
+   runs the product of r's own rows with that sum as C (beta = 1) and the epilogue fused; then every peer's
+   flags[W + r] = e;
+3. the caller's stream waits for the exchange stream (the staging slots are not rewritten before they left).
+No GEMM of it waits inside its launch: each is an ordinary one of M / W rows, whole products of all N columns.
 """
 
 from __future__ import annotations
@@ -63,9 +76,10 @@ def _group_problem(dist, group) -> str | None:
 
 
 class Exchange:
-    """The buffers, flags, stream and call count of one (group, shape, dtype, device)."""
+    """The buffer, flags, stream and call count of one (group, kind, rows x cols, dtype, device)."""
 
-    def __init__(self, torch, dist, group, rank: int, world: int, rows: int, k: int, dtype, device):
+    def __init__(self, torch, dist, group, rank: int, world: int, rows: int, cols: int, dtype, device,
+                 kind: str = "all_gather"):
         import torch.distributed._symmetric_memory as symm
 
         pg = group if group is not None else dist.group.WORLD
@@ -75,12 +89,13 @@ class Exchange:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 enable(name)
-        self.torch, self.rank, self.world, self.rows, self.k, self.group = torch, rank, world, rows, k, group
-        n = world * rows * k
+        self.torch, self.rank, self.world, self.rows, self.cols, self.group = torch, rank, world, rows, cols, group
+        self.kind = kind
+        n = world * rows * cols
         self._buf = symm.empty(n, dtype=dtype, device=device)
         self._buf_handle = symm.rendezvous(self._buf, group=name)
-        self.gathered = self._buf.view(world, rows, k)
-        self.peers = [None if p == rank else self._buf_handle.get_buffer(p, (world, rows, k), dtype)
+        self.buffer = self._buf.view(world, rows, cols)
+        self.peers = [None if p == rank else self._buf_handle.get_buffer(p, (world, rows, cols), dtype)
                       for p in range(world)]
         self._flags = symm.empty(2 * world, dtype=torch.int32, device=device)
         self._flags.zero_()
@@ -90,12 +105,17 @@ class Exchange:
         self.stream = torch.cuda.Stream(device=device)
         self.ready = torch.cuda.Event()
         self.epoch = 0
-        # the views a call uses, made once: its own block, all rows as one matrix, its block in each peer's buffer
-        self.own = self.gathered[rank]
-        self.rows_view = self.gathered.view(world * rows, k)
+        # the views a call uses, made once: its own slot, all rows as one matrix, its slot in each peer's buffer
+        self.own = self.buffer[rank]
+        self.rows_view = self.buffer.view(world * rows, cols)
         self.push_order = [(rank - i) % world for i in range(1, world)]
         self.others = [p for p in range(world) if p != rank]
-        self.slots = {p: self.peers[p][rank] for p in self.others}
+        self.peer_slots = {p: self.peers[p][rank] for p in self.others}
+        if kind == "reduce_scatter":  # local partials before they leave, an event after each one's product
+            self.own.zero_()
+            self.staging = torch.empty((world, rows, cols), dtype=dtype, device=device)
+            self.made = [torch.cuda.Event() for _ in range(world)]
+            self.send_order = [(rank + i) % world for i in range(1, world)]
         torch.cuda.synchronize(device)
         dist.barrier(group=group)  # every rank's flags are zero before any rank writes one
 
@@ -104,17 +124,18 @@ class Exchange:
         return self._peer_flags[rank] + 4 * index
 
 
-def exchange_for(torch, dist, group, rank: int, world: int, rows: int, k: int, dtype, device) -> Exchange:
-    """The exchange of this group and shape, made (collectively: every rank must ask for it in the same call)
-    the first time."""
-    key = (id(group), rows, k, dtype, device)
+def exchange_for(torch, dist, group, rank: int, world: int, rows: int, cols: int, dtype, device,
+                 kind: str = "all_gather") -> Exchange:
+    """The exchange of this group, kind and block shape, made (collectively: every rank must ask for it in the
+    same call) the first time."""
+    key = (id(group), kind, rows, cols, dtype, device)
     ex = _exchanges.get(key)
     if ex is not None and ex.group is group:
         return ex
     with _lock:
         ex = _exchanges.get(key)
         if ex is None or ex.group is not group:
-            ex = _exchanges[key] = Exchange(torch, dist, group, rank, world, rows, k, dtype, device)
+            ex = _exchanges[key] = Exchange(torch, dist, group, rank, world, rows, cols, dtype, device, kind)
         return ex
 
 

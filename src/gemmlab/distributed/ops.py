@@ -141,18 +141,21 @@ def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bia
     with torch.cuda.stream(ex.stream):
         for p in ex.push_order:  # rank - 1, rank - 2, ...: each rank receives rank + 1's block first
             _driver.stream_wait_value(side, ex.flag(rank, world + p), e - 1)  # p is done with call e - 1
-            ex.slots[p].copy_(a_shard)
+            ex.peer_slots[p].copy_(a_shard)
             _driver.stream_write_value(side, ex.flag(p, rank), e)
     here.wait_stream(ex.stream)
     return (out, gathered) if return_gathered else out
 
 
 def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None, out_dtype=None, chunks: int = 1,
-                          **params):
+                          transport: str = "ring", **params):
     """Rank r's row block (M / W x N) of sum over ranks of A_r @ B_r, then bias and activation on that sum; A_r
-    is this rank's M x K / W slice of A, B_r its K / W x N slice of B. `chunks`: each row block's partial sum
-    is made and passed on in that many row pieces (a finer pipeline, as for all_gather_matmul). Other
-    keywords go to gemmlab.matmul."""
+    is this rank's M x K / W slice of A, B_r its K / W x N slice of B. `transport`: "ring" (the default: NCCL or
+    gloo point-to-point, each step adding the sum received to its own product), "copy" (the copy engines push
+    each rank's partial of every other rank's rows as it is made; NCCL groups of CUDA tensors; exchange.py), or
+    "auto" ("copy" where it runs and `chunks` is 1). `chunks` (the ring): each row block's partial sum is made
+    and passed on in that many row pieces (a finer pipeline, as for all_gather_matmul). Other keywords go to
+    gemmlab.matmul."""
     torch, dist = _torch()
     m, k, n = _operands("matmul_reduce_scatter", ("A", a), ("B's slice", b_shard), params)
     rank, world, prev, nxt = _ring(group, dist)
@@ -160,6 +163,14 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
     rows = blocks[0][1]
     cuts = _pieces(rows, chunks)
     dtype = _out_dtype(torch, a, out_dtype)
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+    why = exchange.available(torch, dist, a, group) if transport != "ring" else "asked for the ring"
+    if transport == "copy" and why:
+        raise ValueError(f"transport='copy' cannot run here: {why}")
+    if why is None and (transport == "copy" or chunks == 1) and world > 1 and rows > 0 and n > 0:
+        return _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks, n, dtype, bias,
+                                       activation, out_dtype, params)
     work = [torch.empty((rows, n), dtype=dtype, device=a.device) for _ in range(2)]
     out = torch.empty((rows, n), dtype=dtype, device=a.device)
     buffers = {0: work[0], 1: work[1], -1: out}
@@ -176,6 +187,38 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
         if op.send:  # on to rank + 1; the next step's sum for this piece comes from rank - 1
             waiting[op.piece] = _exchange(dist, target[p0:p0 + count], nxt, buffers[op.next_target][p0:p0 + count],
                                           prev, group)
+    return out
+
+
+def _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks, n, dtype, bias, activation, out_dtype,
+                            params):
+    """matmul_reduce_scatter through the push exchange (exchange.py, "GEMM + reduce-scatter"): the partials of
+    the other ranks' rows first, each pushed as soon as it is made, then the own rows' product with the sum of
+    the partials received as C (beta = 1) and the epilogue fused."""
+    rows = blocks[0][1]
+    ex = exchange.exchange_for(torch, dist, group, rank, world, rows, n, dtype, a.device, kind="reduce_scatter")
+    ex.epoch += 1
+    e = ex.epoch
+    here = torch.cuda.current_stream(a.device)
+    stream, side = here.cuda_stream, ex.stream.cuda_stream
+    for j in ex.send_order:  # rank + 1 first: rank j's partials arrive from j - 1 first, from j + 1 last
+        first = blocks[j][0]
+        _matmul(a[first:first + rows], b_shard, ex.staging[j], out_dtype=out_dtype, **params)
+        ex.made[j].record(here)
+        ex.stream.wait_event(ex.made[j])
+        with torch.cuda.stream(ex.stream):
+            _driver.stream_wait_value(side, ex.flag(rank, world + j), e - 1)  # j is done with call e - 1
+            ex.peer_slots[j].copy_(ex.staging[j])
+            _driver.stream_write_value(side, ex.flag(j, rank), e)
+    for p in ex.others:  # every other rank's partial of this rank's rows has landed
+        _driver.stream_wait_value(stream, ex.flag(rank, p), e)
+    total = ex.buffer.sum(0)  # (its own slot stays zero; a new tensor, in the output dtype as NCCL's sum)
+    first = blocks[rank][0]
+    out = _matmul(a[first:first + rows], b_shard, total, beta=1.0, bias=bias, activation=activation,
+                  out_dtype=out_dtype, **params)
+    for p in ex.others:  # this rank has read its buffer of call e to the end
+        _driver.stream_write_value(stream, ex.flag(p, world + rank), e)
+    here.wait_stream(ex.stream)  # (the staging slots are not rewritten before they have left)
     return out
 
 
