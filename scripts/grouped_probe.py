@@ -3,7 +3,8 @@ flushed): the built-in shapes (bench.grouped.SHAPES) with uniform and skewed gro
 through `gemmlab bench --grouped`'s measurement (bench.grouped.measure). One line per problem, the ratios to
 torch's grouped product, torch.bmm (equal groups) and the loop last.
 
-    PYTHONPATH=src python scripts/grouped_probe.py [--dtype bfloat16,float8_e4m3fn] [--budget 200] [--spread uniform,skewed]
+    PYTHONPATH=src python scripts/grouped_probe.py [--dtype bfloat16,float8_e4m3fn] [--budget 200]
+        [--spread uniform,skewed] [--shapes G:T:N:K,...] [--variants]
 """
 
 import argparse

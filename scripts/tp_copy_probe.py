@@ -6,7 +6,8 @@ of the rotated walk); the pushes alone; NCCL's all-gather; and the plain GEMM wi
 gemmlab.distributed does), after them, and with the pushes on one stream per peer, and the host's time to
 queue one call ("host_us_per_call", ms). NVLink multicast off.
 
-    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONPATH=src python scripts/tp_copy_probe.py
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+        PYTHONPATH=src python scripts/tp_copy_probe.py [--variants]
 """
 
 import statistics
@@ -50,7 +51,8 @@ def body(torch, dist, rank, world, dev, shapes, variants=False):
         r = dict(shape=(m, n, k), world=world)
         r["full"] = t(lambda: gd.all_gather_matmul(shard, b, transport="copy"))
         r["gemm"] = t(lambda: gemmlab.matmul(ex.rows_view, b, out))
-        r["gemm_arrivals_ready"] = t(lambda: matmul_after(ex.rows_view, b, out, arrivals=Arrivals(ex.flag(rank, 0), rows, 0, world, first=rank)))
+        ready = Arrivals(ex.flag(rank, 0), rows, 0, world, first=rank)  # (count 0: every flag has reached it)
+        r["gemm_arrivals_ready"] = t(lambda: matmul_after(ex.rows_view, b, out, arrivals=ready))
         r["pushes"] = t(pushes)
         r["nccl_ag"] = t(lambda: dist.all_gather_into_tensor(gath, shard))
         s = torch.cuda.Stream(device=dev)
@@ -113,4 +115,5 @@ if __name__ == "__main__":
     for w in worlds:
         for r in spawn_ranks(w, "nccl", body, [(4096, 10240, 8192), (16384, 8192, 8192), (8192, 28672, 8192)],
                              variants):
-            print("W=%d %s " % (w, "x".join(map(str, r["shape"]))) + " ".join(f"{kk} {v:.3f}" for kk, v in r.items() if kk not in ("shape", "world")), flush=True)
+            cells = " ".join(f"{kk} {v:.3f}" for kk, v in r.items() if kk not in ("shape", "world"))
+            print(f"W={w} {'x'.join(map(str, r['shape']))} {cells}", flush=True)

@@ -30,5 +30,6 @@ def kernels():
 
 __all__ = ["AUTO", "INT32_MAX", "Candidate", "CaptureError", "KernelChoice", "Plan", "Prepared", "Request",
            "choose_kernel", "default_params", "dequantize", "epilogue_params", "explain_choice", "forget_launches",
-           "grouped_matmul", "kernels", "loaded", "matmul", "prepare", "quantize", "registry", "resident_blocks", "resolve_params",
+           "grouped_matmul", "kernels", "loaded", "matmul", "prepare", "quantize", "registry", "resident_blocks",
+           "resolve_params",
            "tuned_cache", "type_params", "validated_params"]

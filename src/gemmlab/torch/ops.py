@@ -105,9 +105,11 @@ def grouped_matmul_op(a: torch.Tensor, b: torch.Tensor, groups: torch.Tensor, ma
 def _grouped_matmul_fake(a, b, groups, masked, bias, scale_a, scale_b, alpha, activation, out_dtype, kernel, params):
     torch._check(b.dim() == 3, lambda: f"gemmlab.grouped_matmul: B must be G x K x N, got {tuple(b.shape)}")
     torch._check(a.dim() == (3 if masked else 2),
-                 lambda: f"gemmlab.grouped_matmul: A must be {'G x R x K' if masked else 'T x K'}, got {tuple(a.shape)}")
+                 lambda: f"gemmlab.grouped_matmul: A must be {'G x R x K' if masked else 'T x K'}, got "
+                         f"{tuple(a.shape)}")
     torch._check(a.shape[-1] == b.shape[1],
-                 lambda: f"gemmlab.grouped_matmul: inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
+                 lambda: f"gemmlab.grouped_matmul: inner dimensions differ: A is {tuple(a.shape)}, B is "
+                         f"{tuple(b.shape)}")
     fp8 = a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
     dtype = out_dtype if out_dtype is not None else torch.bfloat16 if fp8 else a.dtype
     return a.new_empty((*a.shape[:-1], b.shape[2]), dtype=dtype)
@@ -120,7 +122,8 @@ def grouped_call(a, b, offsets=None, *, counts=None, out=None, bias=None, activa
     API."""
     from ..api.grouped import grouped_matmul
 
-    needs = [name for name, x in (("A", a), ("B", b), ("bias", bias)) if isinstance(x, torch.Tensor) and x.requires_grad]
+    needs = [name for name, x in (("A", a), ("B", b), ("bias", bias))
+             if isinstance(x, torch.Tensor) and x.requires_grad]
     if needs and torch.is_grad_enabled():
         raise ValueError(f"gemmlab.grouped_matmul has no autograd; {', '.join(needs)} require grad (run it under "
                          "torch.no_grad() or detach them)")
