@@ -387,3 +387,16 @@ def test_arrivals_rotate_by_whole_cluster_rows_and_wrap_the_count():
     # the count as the kernel's 32-bit comparison sees it
     assert Arrivals(0, 128, 2**32 + 7, 2).kernel_args({})[2] == 7
     assert Arrivals(0, 128, 2**31 + 1, 2).kernel_args({})[2] == -(2**31) + 1
+
+
+def _forget(rank, world):
+    """forget_exchanges is collective and harmless where no exchange was made (gloo: none can be)."""
+    import gemmlab.distributed as gd
+    from gemmlab.distributed import exchange
+
+    gd.forget_exchanges()
+    return len(exchange._exchanges)
+
+
+def test_forget_exchanges_on_every_rank(tmp_path):
+    assert set(_spawn(_forget, 2, tmp_path).values()) == {0}

@@ -10,7 +10,7 @@ Importing this package needs no torch; the products do.
 """
 
 from .model import Link, Prediction, collective_seconds, predict
-from .ops import all_gather_matmul, matmul_reduce_scatter
+from .ops import all_gather_matmul, forget_exchanges, matmul_reduce_scatter
 from .schedule import all_gather_order, all_gather_plan, pieces, reduce_scatter_order, reduce_scatter_plan, row_blocks
 
 
@@ -24,5 +24,5 @@ def __getattr__(name):
 
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear", "Link", "Prediction", "all_gather_matmul", "all_gather_order",
-           "all_gather_plan", "collective_seconds", "matmul_reduce_scatter", "pieces", "predict", "reduce_scatter_order",
-           "reduce_scatter_plan", "row_blocks"]
+           "all_gather_plan", "collective_seconds", "forget_exchanges", "matmul_reduce_scatter", "pieces", "predict",
+           "reduce_scatter_order", "reduce_scatter_plan", "row_blocks"]

@@ -139,8 +139,16 @@ def exchange_for(torch, dist, group, rank: int, world: int, rows: int, cols: int
         return ex
 
 
-def forget() -> None:
-    """Drop every exchange (their symmetric memory is freed with them) and what is known of the groups."""
+def forget(torch=None, dist=None) -> None:
+    """Drop every exchange and what is known of the groups. An exchange holds its buffer for the next call of its
+    shape (one per group, kind and block shape), so a program whose shapes keep changing calls this now and then
+    to free them: on every rank of every group, at the same point of the program (collective where torch and
+    dist are given: the GPU's queued work is waited for and the ranks meet first, so no push is still on its
+    way into a buffer that is freed)."""
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    if dist is not None and dist.is_initialized():
+        dist.barrier()
     with _lock:
         _exchanges.clear()
         _groups.clear()

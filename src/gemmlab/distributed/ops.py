@@ -222,6 +222,13 @@ def _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks,
     return out
 
 
+def forget_exchanges() -> None:
+    """Free the copy engines' buffers kept for reuse (one per group, kind and block shape: exchange.forget). Call it
+    on every rank at the same point of the program."""
+    torch, dist = _torch()
+    exchange.forget(torch, dist)
+
+
 def _pieces(rows: int, chunks) -> list[tuple[int, int]]:
     """The row pieces of a block (schedule.pieces); ValueError naming `chunks` where it is not a count."""
     if not isinstance(chunks, int) or isinstance(chunks, bool) or chunks < 1:
