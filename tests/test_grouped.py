@@ -132,3 +132,30 @@ def test_a_masked_output_must_hold_its_groups_rows_one_after_another():
     strided = np.zeros((4, 10, 16), np.float16)[:, :8]  # 10 rows of room each, 8 used: not one matrix
     with pytest.raises(ValueError, match="one after another"):
         _rows_view(strided, 32, 16)
+
+
+def test_the_tiling_model_of_grouped_products():
+    from gemmlab.kernels.rungs import wgmma
+
+    p = {"BM": 128, "BN": 256, "CLUSTER": 1}
+    # 64 experts of 512 rows at N = 1408: 4 x 6 tiles each, the last column 128 of 256 wide
+    w = wgmma.grouped_work([512] * 64, 1408, p, 132)
+    assert (w.cluster_tiles, w.rounds) == (1536, 12) and w.output_share == pytest.approx(1408 / 1536)
+    assert w.last_round == pytest.approx((1536 - 11 * 132) / 132)
+    assert w.efficiency == pytest.approx(1408 / 1536 * 1536 / (12 * 132))
+    # groups that end inside a tile, an empty one, and clusters of two (a second block below a group computes)
+    w2 = wgmma.grouped_work([130, 0, 1], 256, {"BM": 128, "BN": 256, "CLUSTER": 2}, 132)
+    assert w2.cluster_tiles == 2 and w2.clusters == 66 and w2.output_share == pytest.approx(131 / (2 * 2 * 128))
+    assert wgmma.grouped_work([0, 0], 256, p, 132).efficiency == 1.0
+
+
+def test_the_bench_states_the_models_of_its_problem():
+    from types import SimpleNamespace
+
+    info = SimpleNamespace(sm_count=132, compute_capability=(9, 0), name="H100 (what-if)", peak_dram_gbps=3352.0)
+    m = gp.model(gp.Problem(64, 512, 1408, 2048), info)
+    assert m["tile"] == "128 x 256" and m["cluster"] == 1 and m["cluster_tiles"] == 1536 and m["rounds"] == 12
+    assert m["least_bytes"] == (64 * 512 * 2048 + 64 * 2048 * 1408) * 2 + 64 * 512 * 1408 * 2
+    assert m["dram_ms"] == pytest.approx(m["least_bytes"] / 3352e9 * 1e3)
+    fp8 = gp.model(gp.Problem(8, 128, 14336, 4096, dtype="float8_e4m3fn"), info)
+    assert fp8["least_bytes"] == (1024 * 4096 + 8 * 4096 * 14336) + 1024 * 14336 * 2  # 8-bit in, bf16 out

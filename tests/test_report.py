@@ -253,7 +253,11 @@ def test_grouped_products_get_their_own_section_out_of_the_ladder():
     """Records of `gemmlab bench --grouped`: one section per run, named by its problem (the run's metadata), every
     call against torch's grouped product of the same run; none of them lands in the BF16 ladder's sections."""
     run = {"run_id": "grouprun", "grouped": {"groups": 8, "tokens": 512, "n": 1408, "k": 2048, "dtype": "bfloat16",
-                                             "spread": "skewed", "sizes": [0, 1000, 3000, 96, 0, 0, 0, 0]}}
+                                             "spread": "skewed", "sizes": [0, 1000, 3000, 96, 0, 0, 0, 0],
+                                             "model": {"tile": "128 x 256", "cluster": 1, "cluster_tiles": 198,
+                                                       "clusters": 132, "rounds": 2, "last_round": 0.5,
+                                                       "output_share": 0.9, "tiling": 0.675,
+                                                       "least_bytes": 2.5e8, "dram_ms": 0.0746}}}
     grouped = Results([_grouped("gemmlab wgmma", "wgmma", "gpu", 0.20), _grouped("torch._grouped_mm", "torch_grouped_mm",
                                                                                   "gpu_peer", 0.22),
                        _grouped("loop of torch.mm", "torch_mm_loop", "gpu_peer", 0.5)], [run])
@@ -261,6 +265,8 @@ def test_grouped_products_get_their_own_section_out_of_the_ladder():
     (sec,) = [s for s in secs if s.title.startswith("Grouped products")]
     assert sec.title == "Grouped products (bf16), 8 groups x 512 rows (skewed) x 1408 x 2048, GPU A"
     assert "8 groups of 0 to 3000 rows, 5 empty" in sec.blocks[0].text
+    assert "198 cluster tiles in 2 rounds on 132 clusters (the last 50% full)" in sec.blocks[0].text
+    assert "leaves 68% of the dense rate" in sec.blocks[0].text and "0.25 GB, takes 0.075 ms" in sec.blocks[0].text
     (table,) = [b for b in sec.blocks if isinstance(b, Table)]
     assert [row[0] for row in table.rows] == ["gemmlab wgmma", "torch._grouped_mm", "loop of torch.mm"]
     assert [row[3] for row in table.rows] == ["1.10x", "1.00x", "0.44x"]

@@ -179,6 +179,34 @@ def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Grou
     return calls, ref64
 
 
+def model(problem: Problem, info) -> dict:
+    """What the models say of the problem on this device, as the report gives it: the tiles gemmlab's grouped
+    call runs (its parameters, as kernel="auto" chooses them) and what they leave of the dense rate
+    (wgmma.grouped_work), and the least bytes a product of these operands moves (A, every group's B, C once)
+    over the datasheet's DRAM bandwidth: the time under which no call can run where the weights dominate."""
+    from .. import formats
+    from ..api import dispatch
+    from ..api.plan import grouped_rung
+    from ..kernels.rungs import wgmma
+
+    sizes, n, k, dt = problem.sizes(), problem.n, problem.k, problem.dtype
+    t = sum(sizes)
+    element = formats.element_type(dt, formats.resolve_precision(dt, dt, None))
+    out = "bfloat16" if formats.is_fp8(dt) else dt
+    item = formats.element_bytes(element)
+    moved = (t * k + problem.groups * k * n) * item + t * n * formats.ITEMSIZE[out]
+    found = {"least_bytes": moved, "dram_ms": moved / (info.peak_dram_gbps * 1e9) * 1e3}
+    spec = grouped_rung("auto")
+    if spec is wgmma.SPEC:
+        p, _, _ = dispatch.full_params(spec, t, n, k, info, element, out, None, None, True, batch=problem.groups,
+                                       grouped=True)
+        w = wgmma.grouped_work(sizes, n, p, info.sm_count)
+        found.update(tile=f"{p['BM']} x {p['BN']}", cluster=p["CLUSTER"], cluster_tiles=w.cluster_tiles,
+                     clusters=w.clusters, rounds=w.rounds, last_round=w.last_round, output_share=w.output_share,
+                     tiling=w.efficiency)
+    return found
+
+
 def measure(problem: Problem, *, budget_ms: float = 300.0, seed: int = 0, command: str = "",
             on_progress: Callable[[str], None] | None = None):
     """Verify, then time every call of `build` interleaved; the records (one per call) as `Results`. A call
@@ -193,11 +221,13 @@ def measure(problem: Problem, *, budget_ms: float = 300.0, seed: int = 0, comman
     problem.check()
     device.require_cupy()
     fmt = number_format(problem.dtype)
-    peak = device.device_info().peak_tensor_tflops(problem.dtype)
+    info = device.device_info()
+    peak = info.peak_tensor_tflops(problem.dtype)
     t = sum(problem.sizes())
     run, record, finish = torch_call_run(
         command, ("grouped", {"groups": problem.groups, "tokens": problem.tokens, "n": problem.n, "k": problem.k,
-                              "dtype": problem.dtype, "spread": problem.spread, "sizes": problem.sizes()}),
+                              "dtype": problem.dtype, "spread": problem.spread, "sizes": problem.sizes(),
+                              "model": model(problem, info)}),
         dtype=problem.dtype, m=t, n=problem.n, k=problem.k, fmt=fmt, peak=peak)
     if on_progress:
         on_progress("building the calls")

@@ -428,7 +428,7 @@ def grouped_products(ctx: ReportContext) -> list[Section]:
             f"{min(sizes) if sizes else '-'} to {max(sizes) if sizes else '-'} rows, "
             f"{sum(1 for x in sizes if x == 0)} empty. Every call was checked on up to 48 rows of each group against "
             "float64 products of its (dequantized) inputs, then all were timed interleaved with the L2 flushed, as a "
-            "torch user calls them. TFLOP/s count the rows of all groups."))
+            "torch user calls them. TFLOP/s count the rows of all groups." + _grouped_model(about.get("model"))))
         rows = [[r.label, num(r.median_ms, 4), num(r.tflops),
                  f"{peer.median_ms / r.median_ms:.2f}x" if peer else "-",
                  f"{r.rel_error:.1e}" if r.rel_error is not None else "-"]
@@ -437,6 +437,20 @@ def grouped_products(ctx: ReportContext) -> list[Section]:
                               align=["l", "r", "r", "r", "r"]))
         out.append(s)
     return out
+
+
+def _grouped_model(m: dict | None) -> str:
+    """The models' sentence of a grouped run (bench.grouped.model), or nothing."""
+    if not m:
+        return ""
+    text = ""
+    if "tile" in m:
+        text += (f" gemmlab ran {m['tile']} tiles in clusters of {m['cluster']}: {m['cluster_tiles']} cluster tiles "
+                 f"in {m['rounds']} rounds on {m['clusters']} clusters (the last {m['last_round']:.0%} full), "
+                 f"{m['output_share']:.0%} of their area output: the tiling leaves {m['tiling']:.0%} of the dense "
+                 "rate.")
+    return text + (f" The operands' least traffic, {m['least_bytes'] / 1e9:.2f} GB, takes {m['dram_ms']:.3f} ms at "
+                   "the DRAM's datasheet bandwidth.")
 
 
 def trust(ctx: ReportContext) -> Section | None:

@@ -13,6 +13,8 @@ a C of few tiles is split (SPLIT_K, `split_for`): fp32 slabs per slice and a sec
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...formats import FP8_TYPES, type_code_problems
 from ..spec import (KernelSpec, Launch, Param, SecondKernel, Staging, TensorMapBox, Trace, Traffic, Workspace, cdiv,
                     rows_16_byte_aligned)
@@ -479,6 +481,40 @@ def group_params(rows: int, n: int, k: int, p: dict[str, int]) -> dict[str, int]
     if p.get("CLUSTER", SPEC.defaults["CLUSTER"]) > 1 and rows <= GROUP_CLUSTER_ROWS:
         return {"CLUSTER": 1}
     return {}
+
+
+@dataclass(frozen=True)
+class GroupedWork:
+    """What a grouped call (BATCHED 2) gives the persistent grid, by the model: its cluster tiles (each group's
+    rows in whole tile rows, rounded up to whole clusters, times the column tiles), the rounds they take on
+    `clusters` clusters, the share of the last round's clusters at work, and the share of the tiles' area that
+    is output (the rest: rows past a group's end, columns past N, a cluster's second block below a group)."""
+
+    cluster_tiles: int
+    clusters: int
+    rounds: int
+    last_round: float
+    output_share: float
+
+    @property
+    def efficiency(self) -> float:
+        """Output per tile-time on the grid, against a grid of whole, full tiles: what the tiling leaves of the
+        dense rate."""
+        if self.cluster_tiles == 0:
+            return 1.0
+        return self.output_share * self.cluster_tiles / (self.rounds * self.clusters)
+
+
+def grouped_work(sizes, n: int, p: dict[str, int], sms: int) -> GroupedWork:
+    """The model of a grouped call's tiles (GroupedWork) for group sizes `sizes` (rows), N columns, parameters
+    `p` (BM, BN, CLUSTER) on `sms` SMs (one block each)."""
+    bm, bn, cl = p["BM"], p["BN"], p["CLUSTER"]
+    clusters = max(sms // cl, 1)
+    tiles = sum(cdiv(cdiv(s, bm), cl) for s in sizes if s > 0) * cdiv(n, bn)
+    rounds = cdiv(tiles, clusters)
+    last = (tiles - (rounds - 1) * clusters) / clusters if tiles else 1.0
+    area = tiles * cl * bm * bn
+    return GroupedWork(tiles, clusters, rounds, last, sum(sizes) * n / area if area else 1.0)
 
 
 def operand_problems(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes: int = 2) -> list[str]:
