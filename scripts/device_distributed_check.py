@@ -1,6 +1,7 @@
 """One command on a host of several GPUs for the tensor-parallel products; a summary table is printed last.
 
     PYTHONPATH=src python3 scripts/device_distributed_check.py [--gpus 2,4] [--chunks 1,2,4] [--budget-ms 300]
+        [--timeouts 600,300,900]
 
 Steps (every log under $OUT, or ./out), NVLink multicast off in this process and every one it starts:
 1. the two-GPU tests (tests/test_distributed_gpu.py);
@@ -43,7 +44,9 @@ def main() -> None:
     ap.add_argument("--gpus", default="2,4")
     ap.add_argument("--chunks", default="1,2,4")
     ap.add_argument("--budget-ms", default="300")
+    ap.add_argument("--timeouts", default="600,300,900", help="seconds for the tests, each link and each bench")
     args = ap.parse_args()
+    t_tests, t_link, t_bench = (int(v) for v in args.timeouts.split(","))
     os.environ.update(ENV)
     OUT.mkdir(parents=True, exist_ok=True)
     import torch
@@ -52,13 +55,13 @@ def main() -> None:
     worlds = [w for w in (int(v) for v in args.gpus.split(",")) if w <= have]
     summary = []
     rc = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_distributed_gpu.py"],
-             "tests.log", 150)
+             "tests.log", t_tests)
     summary.append(f"two-GPU tests: {'PASS' if rc == 0 else 'FAIL'}")
     for w in worlds:
         run([sys.executable, "-m", "gemmlab", "micro", "--link", str(w), "--out", str(OUT / f"link-{w}.json")],
-            f"link-{w}.log", 60)
+            f"link-{w}.log", t_link)
         rc = run([sys.executable, "-m", "gemmlab", "bench", "--distributed", str(w), "--chunks", args.chunks,
-                  "--budget-ms", args.budget_ms, "--out", str(OUT)], f"bench-{w}.log", 130)
+                  "--budget-ms", args.budget_ms, "--out", str(OUT)], f"bench-{w}.log", t_bench)
         path = OUT / f"distributed-{w}-nccl.json"
         if rc or not path.exists():
             summary.append(f"bench --distributed {w}: FAIL (rc {rc})")
