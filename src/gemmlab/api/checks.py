@@ -164,12 +164,10 @@ def is_number(x) -> bool:
     return isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool)
 
 
-def scale_mode(name: str, s, rows: int, cols: int, dtype: str, k: int) -> str | None:
-    """The kind of an 8-bit product's scale: None (absent, or a number, which the call folds into alpha),
-    "tensor" (one element), "row" (scale_a: M x 1 or M elements), "col" (scale_b: 1 x N or N elements) or
-    "block" (scale_a: M x ceil(K / 128), one per row and 128 k; scale_b: ceil(K / 128) x ceil(N / 128)).
-    Where shapes coincide (K <= 128, say) the kinds mean the same product and the first above is taken.
-    Raises naming the operand, the shape or the dtype at fault."""
+def scale_shape(name: str, s, dtype: str) -> tuple | None:
+    """An 8-bit product's scale checked as such: None where it is absent or a number (folded into alpha by the
+    caller), else its shape (a float tensor on the GPU); raises naming the scale, its type or dtype, or the
+    inputs that take no scales."""
     if s is None:
         return None
     if not formats.is_fp8(dtype):
@@ -178,12 +176,23 @@ def scale_mode(name: str, s, rows: int, cols: int, dtype: str, k: int) -> str | 
         if not math.isfinite(float(s)):
             raise ValueError(f"{name} must be finite, got {s}")
         return None
-    shape = tuple(getattr(s, "shape", ()))
     if arrays.kind_of(s) != arrays.TORCH_CUDA:
         raise TypeError(f"{name} must be a number or a torch tensor on the GPU (as torch._scaled_mm takes it), got "
                         f"{type(s).__name__}")
     if arrays.dtype_name(s) not in SCALE_DTYPES:
         raise TypeError(f"{name} must be a float tensor (float32 preferred), got {arrays.dtype_name(s)}")
+    return tuple(getattr(s, "shape", ()))
+
+
+def scale_mode(name: str, s, rows: int, cols: int, dtype: str, k: int) -> str | None:
+    """The kind of an 8-bit product's scale: None (absent, or a number, which the call folds into alpha),
+    "tensor" (one element), "row" (scale_a: M x 1 or M elements), "col" (scale_b: 1 x N or N elements) or
+    "block" (scale_a: M x ceil(K / 128), one per row and 128 k; scale_b: ceil(K / 128) x ceil(N / 128)).
+    Where shapes coincide (K <= 128, say) the kinds mean the same product and the first above is taken.
+    Raises naming the operand, the shape or the dtype at fault."""
+    shape = scale_shape(name, s, dtype)
+    if shape is None:
+        return None
     count = int(np.prod(shape)) if shape else 1
     a_side = name == "scale_a"
     if count == 1 and len(shape) <= 2:

@@ -17,7 +17,6 @@ checked and copied to the GPU per call.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -260,21 +259,10 @@ def _scale_modes(scale_a, scale_b, dtype: str, rows: int, room: int, g_count: in
     per group) or "col" (per group and column)."""
     modes = []
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if s is None:
+        shape = checks.scale_shape(name, s, dtype)
+        if shape is None:
             modes.append(None)
             continue
-        if not formats.is_fp8(dtype):
-            raise ValueError(f"{name} applies to 8-bit inputs (float8_e4m3fn, float8_e5m2); A and B are {dtype}")
-        if checks.is_number(s):
-            if not math.isfinite(float(s)):
-                raise ValueError(f"{name} must be finite, got {s}")
-            modes.append(None)
-            continue
-        if arrays.kind_of(s) != arrays.TORCH_CUDA:
-            raise TypeError(f"{name} must be a number or a float32 torch tensor on the GPU, got {type(s).__name__}")
-        if arrays.dtype_name(s) not in checks.SCALE_DTYPES:
-            raise TypeError(f"{name} must be a float tensor (float32 preferred), got {arrays.dtype_name(s)}")
-        shape = tuple(s.shape)
         count = int(np.prod(shape)) if shape else 1
         if count == 1:
             modes.append("tensor")

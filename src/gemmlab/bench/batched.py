@@ -14,10 +14,11 @@ Every call is verified against the float64 products, then all are timed interlea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .formats import number_format
+from .verified import TorchCall
 
 SHARED = ("none", "a", "b")
 DTYPES = ("bfloat16", "float16", "float32")
@@ -52,19 +53,7 @@ class Batch:
         return f"{self.batch} x ({self.m} x {self.n} x {self.k}) {self.dtype}{what}"
 
 
-@dataclass
-class BatchCall:
-    kernel: str
-    label: str
-    family: str                       # "gpu" (gemmlab) or "gpu_peer"
-    idea: str
-    fn: Callable[[], object]
-    output: Callable[[], Any]
-    rung: int | None = None
-    params: dict = field(default_factory=dict)
-
-
-def build(problem: Batch, torch, gemmlab, *, seed: int = 0) -> tuple[list[BatchCall], Any]:
+def build(problem: Batch, torch, gemmlab, *, seed: int = 0) -> tuple[list[TorchCall], Any]:
     """The calls and the float64 products (torch tensors on the GPU)."""
     problem.check()
     dt = getattr(torch, problem.dtype)
@@ -93,16 +82,16 @@ def build(problem: Batch, torch, gemmlab, *, seed: int = 0) -> tuple[list[BatchC
                                      batched=bt > 1)
         fn = lambda: gemmlab.matmul(a, b, out)  # noqa: E731
         idea = "one launch over the batch" + (", one A read by every product" if problem.shared == "a" else "")
-    calls = [BatchCall(spec.name, f"gemmlab {spec.name}", "gpu", idea, fn, lambda: out, rung=spec.rung)]
+    calls = [TorchCall(spec.name, f"gemmlab {spec.name}", "gpu", idea, fn, lambda: out, rung=spec.rung)]
     held: dict[str, Any] = {}
     c_bmm = torch.empty(bt, m, n, device=dev, dtype=dt)
-    calls.append(BatchCall(BMM, "torch.bmm", "gpu_peer", "cuBLAS's batched product (a shared operand expanded)",
+    calls.append(TorchCall(BMM, "torch.bmm", "gpu_peer", "cuBLAS's batched product (a shared operand expanded)",
                            lambda: torch.bmm(a3, b3, out=c_bmm), lambda: c_bmm))
 
     def matmul():
         held[MATMUL] = torch.matmul(a, b)
 
-    calls.append(BatchCall(MATMUL, "torch.matmul", "gpu_peer", "torch.matmul, broadcasting a shared operand",
+    calls.append(TorchCall(MATMUL, "torch.matmul", "gpu_peer", "torch.matmul, broadcasting a shared operand",
                            matmul, lambda: held[MATMUL]))
     if bt <= LOOP_MAX:
         c_loop = torch.empty(bt, m, n, device=dev, dtype=dt)
@@ -111,7 +100,7 @@ def build(problem: Batch, torch, gemmlab, *, seed: int = 0) -> tuple[list[BatchC
             for i in range(bt):
                 torch.mm(a3[i], b3[i], out=c_loop[i])
 
-        calls.append(BatchCall(LOOP, "loop of torch.mm", "gpu_peer", "one launch per product", loop,
+        calls.append(TorchCall(LOOP, "loop of torch.mm", "gpu_peer", "one launch per product", loop,
                                lambda: c_loop))
     return calls, ref64
 

@@ -14,10 +14,11 @@ the L2 flushed (`verified.verify_then_time_torch`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .formats import number_format
+from .verified import TorchCall
 
 GRANULARITIES = ("tensor", "row", "block")
 QUANTIZE = {"tensor": ("tensor", "tensor"), "row": ("row", "row"), "block": ("1x128", "128x128")}
@@ -48,20 +49,7 @@ class Problem:
         return f"{self.m} x {self.n} x {self.k} {number_format(self.dtype).name}, scales per {self.scales}"
 
 
-@dataclass
-class Fp8Call:
-    kernel: str
-    label: str
-    family: str
-    idea: str
-    fn: Callable[[], object]
-    output: Callable[[], Any]
-    reference: Any
-    rung: int | None = None
-    params: dict = field(default_factory=dict)
-
-
-def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Fp8Call], list[str]]:
+def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[TorchCall], list[str]]:
     """The calls (each with its float64 reference) and notes on the calls left out."""
     problem.check()
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -87,15 +75,15 @@ def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Fp8C
         return call
 
     qa, sa, qw, sb, ref = quantized(problem.scales)
-    calls = [Fp8Call(spec.name, f"gemmlab {spec.name} ({problem.scales})", "gpu",
+    calls = [TorchCall(spec.name, f"gemmlab {spec.name} ({problem.scales})", "gpu",
                      f"gemmlab.matmul(qa, qw.t(), scale_a, scale_b), scales per {problem.scales}, bf16 out",
-                     ours("ours", qa, sa, qw, sb), lambda: held["ours"], ref, rung=spec.rung,
+                     ours("ours", qa, sa, qw, sb), lambda: held["ours"], reference=ref, rung=spec.rung,
                      params={"scales": problem.scales})]
     if problem.scales == "block":
         ta, tsa, tw, tsb, tref = quantized("tensor")
-        calls.append(Fp8Call(spec.name, f"gemmlab {spec.name} (tensor)", "gpu",
+        calls.append(TorchCall(spec.name, f"gemmlab {spec.name} (tensor)", "gpu",
                              "the same product with one scale per tensor: what the block scales cost",
-                             ours("tensor", ta, tsa, tw, tsb), lambda: held["tensor"], tref, rung=spec.rung,
+                             ours("tensor", ta, tsa, tw, tsb), lambda: held["tensor"], reference=tref, rung=spec.rung,
                              params={"scales": "tensor"}))
         theirs = (ta, tsa.reshape(()), tw, tsb.reshape(()), tref)
         notes.append("torch._scaled_mm takes no block scales on this build and GPU: timed per tensor beside them")
@@ -107,9 +95,9 @@ def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Fp8C
     def scaled_mm():
         held["torch"] = torch._scaled_mm(pa, pw.t(), scale_a=psa, scale_b=psb, out_dtype=torch.bfloat16)
 
-    calls.append(Fp8Call(SCALED_MM, "torch._scaled_mm" + (" (tensor)" if problem.scales == "block" else ""),
+    calls.append(TorchCall(SCALED_MM, "torch._scaled_mm" + (" (tensor)" if problem.scales == "block" else ""),
                          "gpu_peer", "cuBLASLt's scaled 8-bit product (torch._scaled_mm), bf16 out", scaled_mm,
-                         lambda: held["torch"], pref, params={"scales": "tensor" if problem.scales == "block"
+                         lambda: held["torch"], reference=pref, params={"scales": "tensor" if problem.scales == "block"
                                                               else problem.scales}))
     return calls, notes
 

@@ -17,12 +17,13 @@ of all groups (its flops 2 M N K).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from .formats import number_format
+from .verified import TorchCall
 
 SPREADS = ("uniform", "skewed")
 DTYPES = ("bfloat16", "float16", "float8_e4m3fn")
@@ -73,19 +74,6 @@ class Problem:
                 f"{sum(1 for s in self.sizes() if s == 0)} empty")
 
 
-@dataclass
-class GroupedCall:
-    kernel: str
-    label: str
-    family: str                       # "gpu" (gemmlab) or "gpu_peer"
-    idea: str
-    fn: Callable[[], object]
-    output: Callable[[], Any]
-    rung: int | None = None
-    params: dict = field(default_factory=dict)
-    with_params: Callable[..., Callable[[], object]] | None = None  # gemmlab's: the call with a named rung's params
-
-
 def sample_rows(sizes: list[int], per_group: int = SAMPLE_ROWS) -> np.ndarray:
     """Row indices checked: up to `per_group` rows of each non-empty group, its first and last among them."""
     rows, start = [], 0
@@ -96,7 +84,7 @@ def sample_rows(sizes: list[int], per_group: int = SAMPLE_ROWS) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64)
 
 
-def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[GroupedCall], Any]:
+def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[TorchCall], Any]:
     """The calls (each output: its sampled rows) and the float64 products of those rows."""
     problem.check()
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -113,7 +101,7 @@ def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Grou
     ends = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device=dev)
     rows = torch.as_tensor(sample_rows(sizes), device=dev)
     group_of = torch.as_tensor(np.repeat(np.arange(groups), sizes)[sample_rows(sizes)], device=dev)
-    calls: list[GroupedCall] = []
+    calls: list[TorchCall] = []
     from ..api.plan import grouped_rung
 
     spec = grouped_rung("auto")
@@ -142,20 +130,20 @@ def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Grou
             held[name] = f()
         return call
 
-    calls.append(GroupedCall(spec.name, f"gemmlab {spec.name}", "gpu", "one launch over every group's tiles",
+    calls.append(TorchCall(spec.name, f"gemmlab {spec.name}", "gpu", "one launch over every group's tiles",
                              keep(GEMMLAB, fn), lambda: held[GEMMLAB][rows], rung=spec.rung, with_params=with_params))
     if fp8 and hasattr(torch, "_scaled_grouped_mm"):
-        calls.append(GroupedCall(GROUPED_MM, "torch._scaled_grouped_mm", "gpu_peer", "torch's grouped 8-bit product",
+        calls.append(TorchCall(GROUPED_MM, "torch._scaled_grouped_mm", "gpu_peer", "torch's grouped 8-bit product",
                                  keep(GROUPED_MM, lambda: torch._scaled_grouped_mm(xq, b, sx.reshape(-1), sw, offs=ends,
                                                                                    out_dtype=torch.bfloat16)),
                                  lambda: held[GROUPED_MM][rows]))
     elif not fp8 and hasattr(torch, "_grouped_mm"):
-        calls.append(GroupedCall(GROUPED_MM, "torch._grouped_mm", "gpu_peer", "torch's grouped product",
+        calls.append(TorchCall(GROUPED_MM, "torch._grouped_mm", "gpu_peer", "torch's grouped product",
                                  keep(GROUPED_MM, lambda: torch._grouped_mm(x, b, offs=ends)),
                                  lambda: held[GROUPED_MM][rows]))
     if not fp8 and len(set(sizes)) == 1:
         x3 = x.view(groups, sizes[0], k)
-        calls.append(GroupedCall(BMM, "torch.bmm", "gpu_peer", "cuBLAS's batched product (equal groups)",
+        calls.append(TorchCall(BMM, "torch.bmm", "gpu_peer", "cuBLAS's batched product (equal groups)",
                                  keep(BMM, lambda: torch.bmm(x3, b).view(t, n)), lambda: held[BMM][rows]))
     # (torch._scaled_mm refuses row counts that are not multiples of 16 on this path: no 8-bit loop then)
     if groups <= LOOP_MAX and not (fp8 and any(s % 16 for s in sizes)):
@@ -174,7 +162,7 @@ def build(problem: Problem, torch, gemmlab, *, seed: int = 0) -> tuple[list[Grou
                     torch.mm(x[lo:hi], b[i], out=out[lo:hi])
             return out
 
-        calls.append(GroupedCall(LOOP, "loop of torch._scaled_mm" if fp8 else "loop of torch.mm", "gpu_peer",
+        calls.append(TorchCall(LOOP, "loop of torch._scaled_mm" if fp8 else "loop of torch.mm", "gpu_peer",
                                  "one launch per group", keep(LOOP, loop), lambda: held[LOOP][rows]))
     return calls, ref64
 

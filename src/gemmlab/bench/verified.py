@@ -10,7 +10,7 @@ record type keeps the fields of what it measured while the verifying and the tim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .records import ERROR, FAILED
@@ -23,6 +23,25 @@ class Check:
     verify: Callable[[], float]     # runs the call once; its relative error against float64
     timed: Callable[[], TimedCall]  # what to time, built once the call passed
     subject: Any = None             # handed back to `record`
+
+
+@dataclass
+class TorchCall:
+    """One torch-level call of a measurement (bench.batched, bench.fp8, bench.grouped): what `record` reads
+    (kernel, label, family, idea, rung, params), the call, its output after a call, and, where the call has one
+    of its own, its float64 reference; `with_params` (gemmlab's calls, where given): the same call with a named
+    rung's parameters."""
+
+    kernel: str
+    label: str
+    family: str                       # "gpu" (gemmlab) or "gpu_peer"
+    idea: str
+    fn: Callable[[], object]
+    output: Callable[[], Any]
+    reference: Any = None
+    rung: int | None = None
+    params: dict = field(default_factory=dict)
+    with_params: Callable[..., Callable[[], object]] | None = None
 
 
 def rel_error64(torch, got, ref) -> float:

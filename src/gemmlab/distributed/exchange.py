@@ -53,11 +53,12 @@ def available(torch, dist, tensor, group) -> str | None:
     is asked once per group."""
     if not tensor.is_cuda:
         return "the tensors are not on a GPU"
-    hit = _groups.get(id(group))
-    if hit is not None and hit[0] is group:
+    pg = group if group is not None else dist.group.WORLD  # (a new default group after a re-initialisation)
+    hit = _groups.get(id(pg))
+    if hit is not None and hit[0] is pg:
         return hit[1]
     why = _group_problem(dist, group)
-    _groups[id(group)] = (group, why)
+    _groups[id(pg)] = (pg, why)
     return why
 
 
@@ -90,6 +91,7 @@ class Exchange:
                 warnings.simplefilter("ignore", FutureWarning)
                 enable(name)
         self.torch, self.rank, self.world, self.rows, self.cols, self.group = torch, rank, world, rows, cols, group
+        self.pg = pg  # the process group itself (the default one where `group` is None)
         self.kind = kind
         n = world * rows * cols
         self._buf = symm.empty(n, dtype=dtype, device=device)
@@ -128,13 +130,14 @@ def exchange_for(torch, dist, group, rank: int, world: int, rows: int, cols: int
                  kind: str = "all_gather") -> Exchange:
     """The exchange of this group, kind and block shape, made (collectively: every rank must ask for it in the
     same call) the first time."""
-    key = (id(group), kind, rows, cols, dtype, device)
+    pg = group if group is not None else dist.group.WORLD
+    key = (id(pg), kind, rows, cols, dtype, device)
     ex = _exchanges.get(key)
-    if ex is not None and ex.group is group:
+    if ex is not None and ex.pg is pg:
         return ex
     with _lock:
         ex = _exchanges.get(key)
-        if ex is None or ex.group is not group:
+        if ex is None or ex.pg is not pg:
             ex = _exchanges[key] = Exchange(torch, dist, group, rank, world, rows, cols, dtype, device, kind)
         return ex
 

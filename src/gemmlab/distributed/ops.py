@@ -51,19 +51,20 @@ _rings: dict[int, tuple] = {}  # id(group) -> (group, its ring): asked once per 
 
 def _ring(group, dist):
     """(rank, world, global rank of rank - 1, of rank + 1) in `group`."""
-    hit = _rings.get(id(group))
-    if hit is not None and hit[0] is group and dist.is_initialized():
-        return hit[1]
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("gemmlab.distributed: torch.distributed is not initialised (call "
                            "torch.distributed.init_process_group first, e.g. under torchrun)")
+    pg = group if group is not None else dist.group.WORLD  # (a new default group after a re-initialisation)
+    hit = _rings.get(id(pg))
+    if hit is not None and hit[0] is pg:
+        return hit[1]
     rank, world = dist.get_rank(group), dist.get_world_size(group)
 
     def glob(r):
         return dist.get_global_rank(group, r) if group is not None else r
 
     ring = (rank, world, glob((rank - 1) % world), glob((rank + 1) % world))
-    _rings[id(group)] = (group, ring)
+    _rings[id(pg)] = (pg, ring)
     return ring
 
 

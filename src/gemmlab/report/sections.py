@@ -387,6 +387,16 @@ def fused_layers(ctx: ReportContext) -> list[Section]:
     return out
 
 
+def _calls_table(recs, peer, peer_name: str) -> Table:
+    """The calls of one torch-level run, fastest first: time, TFLOP/s, the ratio to `peer` of the same run (its
+    time over the call's) and the error against float64."""
+    rows = [[r.label, num(r.median_ms, 4), num(r.tflops), f"{peer.median_ms / r.median_ms:.2f}x" if peer else "-",
+             f"{r.rel_error:.1e}" if r.rel_error is not None else "-"]
+            for r in sorted(recs, key=lambda r: r.median_ms or 0)]
+    return Table(["call", "time (ms)", "TFLOP/s", f"x {peer_name}", "rel. error"], rows,
+                 align=["l", "r", "r", "r", "r"])
+
+
 def fp8_products(ctx: ReportContext) -> list[Section]:
     """One table per 8-bit product measured (`gemmlab bench --dtype e4m3`): each call (a scale granularity) with
     its time, TFLOP/s, ratio to torch._scaled_mm of the same run, and error against its dequantized float64
@@ -404,12 +414,7 @@ def fp8_products(ctx: ReportContext) -> list[Section]:
             f"within {num(recs[0].verify_tol, 2)}; then all were timed interleaved with the L2 flushed, as a torch "
             "user calls them. torch._scaled_mm (cuBLASLt) takes no block scales on the H100: beside block scales it "
             "runs per tensor, and gemmlab's per-tensor call shows what the block scales cost."))
-        rows = [[r.label, num(r.median_ms, 4), num(r.tflops),
-                 f"{peer.median_ms / r.median_ms:.2f}x" if peer else "-",
-                 f"{r.rel_error:.1e}" if r.rel_error is not None else "-"]
-                for r in sorted(recs, key=lambda r: r.median_ms or 0)]
-        s.blocks.append(Table(["call", "time (ms)", "TFLOP/s", "x torch._scaled_mm", "rel. error"], rows,
-                              align=["l", "r", "r", "r", "r"]))
+        s.blocks.append(_calls_table(recs, peer, "torch._scaled_mm"))
         out.append(s)
     return out
 
@@ -429,12 +434,7 @@ def grouped_products(ctx: ReportContext) -> list[Section]:
             f"{sum(1 for x in sizes if x == 0)} empty. Every call was checked on up to 48 rows of each group against "
             "float64 products of its (dequantized) inputs, then all were timed interleaved with the L2 flushed, as a "
             "torch user calls them. TFLOP/s count the rows of all groups." + _grouped_model(about.get("model"))))
-        rows = [[r.label, num(r.median_ms, 4), num(r.tflops),
-                 f"{peer.median_ms / r.median_ms:.2f}x" if peer else "-",
-                 f"{r.rel_error:.1e}" if r.rel_error is not None else "-"]
-                for r in sorted(recs, key=lambda r: r.median_ms or 0)]
-        s.blocks.append(Table(["call", "time (ms)", "TFLOP/s", "x torch's grouped product", "rel. error"], rows,
-                              align=["l", "r", "r", "r", "r"]))
+        s.blocks.append(_calls_table(recs, peer, "torch's grouped product"))
         out.append(s)
     return out
 

@@ -139,13 +139,10 @@ def grouped_call(a, b, offsets=None, *, counts=None, out=None, bias=None, activa
     groups = offsets if offsets is not None else counts
     if not isinstance(groups, torch.Tensor):
         groups = torch.tensor(list(groups), dtype=torch.int32, device=a.device)
-    sa = None if scale_a is None or isinstance(scale_a, (int, float)) else scale_a
-    sb = None if scale_b is None or isinstance(scale_b, (int, float)) else scale_b
-    folded = float(alpha) * (float(scale_a) if sa is None and scale_a is not None else 1.0) \
-        * (float(scale_b) if sb is None and scale_b is not None else 1.0)
+    folded, sa, sb = _call.fold_scales(alpha, scale_a, scale_b)
     if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
         out_dtype = getattr(torch, dtype_label(out_dtype))
-    y = grouped_matmul_op(a, b, groups, counts is not None, bias, sa, sb, folded, check_activation(activation),
+    y = grouped_matmul_op(a, b, groups, counts is not None, bias, sa, sb, float(folded), check_activation(activation),
                           out_dtype, kernel, params_text(params))
     if out is not None:
         out.copy_(y)
