@@ -1,7 +1,8 @@
 """Parameter sets of the GPU rungs against kernel="auto" and torch.matmul (cuBLAS) on chosen BF16 shapes, each
 checked against a float64 product first, then timed interleaved with the L2 flushed; one line of ratios to torch
 per shape (x > 1: faster than torch). Groups: "split" (long K on a small C: rung 15's split over K, rung 16),
-"tiles" (rung 15's tiles on odd, square and wide shapes).
+"tiles" (rung 15's tiles on odd, square and wide shapes), "fp32" (rung 10's tile classes in strict fp32, TF32
+off on both sides).
 
     PYTHONPATH=src python3 scripts/split_probe.py [--groups split,tiles] [--budget-ms 40]
 """
@@ -9,6 +10,14 @@ per shape (x > 1: faster than torch). Groups: "split" (long K on a small C: rung
 from __future__ import annotations
 
 import argparse
+
+# rung 10's tiles: the four shape classes' and one of eight warps (32 x 32 warp tiles) on 128 x 64
+T128x128 = dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8)
+T128x64 = dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8)
+T128x64_8W = dict(BM=128, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8)
+T64x128 = dict(BM=64, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8)
+T64x64 = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8)
+SG = dict(GROUP_M=8, ORDER=4, STAGES=3, WAVE=1)
 
 # (M, N, K, B given as a weight's transpose, [(kernel, params), ...])
 PP = dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)
@@ -39,6 +48,19 @@ CASES = {"split": [
     (128, 11008, 4096, True, [("wgmma", d) for d in (dict(BN=128, CLUSTER=1), dict(BM=64, BN=128, SCHEDULE=2, STAGES=6,
                                                                                     HELD=2, CLUSTER=1),
                                                      dict(BM=64, BN=256, SCHEDULE=2, STAGES=4, HELD=2, CLUSTER=1))]),
+], "fp32": [
+    (m, n, k, wt, [("sgemm", dict(SG, **t, B_COPY=bc, MIN_BLOCKS=mb, SPLIT_K=sk, REDUCE=2 if sk >= 4 else 1))
+                   for t, mb, sk in tiles])
+    for (m, n, k, wt, bc), tiles in {
+        (2047, 2049, 1023, False, 4): [(T128x64_8W, 2, 1), (T128x64, 2, 1), (T128x64, 3, 1),
+                                       (T64x128, 3, 1), (T128x128, 2, 1), (T64x64, 5, 1)],
+        (1000, 3001, 2000, False, 4): [(T128x64_8W, 2, 1), (T64x128, 3, 1), (T64x64, 5, 1),
+                                       (T128x128, 2, 1)],
+        (512, 512, 512, False, 16): [(T64x64, 5, 1), (T64x64, 5, 2), (T128x64_8W, 2, 4), (T64x64, 5, 8)],
+        (128, 28672, 8192, True, 16): [(T128x128, 2, 1), (T128x64_8W, 2, 1), (T64x128, 3, 1),
+                                       (T128x64, 3, 1)],
+        (64, 13824, 5120, True, 16): [(T64x64, 5, 1), (T64x64, 5, 2), (T64x128, 3, 1), (T64x128, 3, 2)],
+    }.items()
 ]}
 
 
@@ -52,10 +74,11 @@ def main() -> None:
     import gemmlab
     from gemmlab.bench.timing import TimedCall, TimingOptions, time_interleaved
 
-    for m, n, k, wt, configs in [c for g in args.groups.split(",") for c in CASES[g]]:
-        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        b = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t() if wt
-             else torch.randn(k, n, device="cuda", dtype=torch.bfloat16))
+    torch.backends.cuda.matmul.allow_tf32 = False  # strict fp32 on both sides (bf16 is unaffected)
+    for group, (m, n, k, wt, configs) in [(g, c) for g in args.groups.split(",") for c in CASES[g]]:
+        dt = torch.float32 if group == "fp32" else torch.bfloat16
+        a = torch.randn(m, k, device="cuda", dtype=dt)
+        b = torch.randn(n, k, device="cuda", dtype=dt).t() if wt else torch.randn(k, n, device="cuda", dtype=dt)
         ref = (a.double() @ b.double()).float()
         scale = ref.abs().max().item()
         calls = {"torch": TimedCall(lambda: torch.matmul(a, b), graph=False),
@@ -68,7 +91,7 @@ def main() -> None:
                 print(f"  {kernel} {cfg}: {type(exc).__name__}: {str(exc)[:100]}")
                 continue
             err = (got - ref).abs().max().item() / scale
-            assert err < 1e-2, (kernel, cfg, err)
+            assert err < (1e-4 if dt == torch.float32 else 1e-2), (kernel, cfg, err)
             calls[f"v{i}"] = TimedCall(lambda kernel=kernel, cfg=cfg: gemmlab.matmul(a, b, kernel=kernel, **cfg),
                                        graph=False)
             names[f"v{i}"] = f"{kernel} " + ",".join(f"{key}={v}" for key, v in cfg.items())

@@ -4,7 +4,9 @@ of A; the same GEMM through the launch that waits for row blocks, its flags alre
 of the rotated walk); the pushes alone; NCCL's all-gather; and the plain GEMM with the pushes running beside it
 (what sharing the GPU costs each). With --variants (4 GPUs): the call with the GEMM queued before the pushes (as
 gemmlab.distributed does), after them, and with the pushes on one stream per peer, and the host's time to
-queue one call ("host_us_per_call", ms). NVLink multicast off.
+queue one call ("host_us_per_call", ms). Beside them, the reduce-scatter by the copy engines on the same shape
+("full_rs", its GEMM of M x N x K / W alone "gemm_rs_alone") and the host's time to queue one call of either
+product ("host_ag", "host_rs", ms). NVLink multicast off.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
         PYTHONPATH=src python scripts/tp_copy_probe.py [--variants]
@@ -64,6 +66,23 @@ def body(torch, dist, rank, world, dev, shapes, variants=False):
                 pushes()
             torch.cuda.current_stream().wait_stream(s)
         r["gemm_beside_pushes"] = t(both)
+        # the reduce-scatter by the copy engines on the same shape (K split over the ranks), and the host's time
+        # to queue one call of each product (ms, no synchronisation: what a call costs before the GPU waits)
+        ks = k // world
+        a_k, b_k = a[:, rank * ks:(rank + 1) * ks].contiguous(), torch.randn(ks, n, generator=g, device=dev).bfloat16()
+        r["full_rs"] = t(lambda: gd.matmul_reduce_scatter(a_k, b_k))
+        r["gemm_rs_alone"] = t(lambda: gemmlab.matmul(a_k, b_k))
+
+        def queued(fn, reps=10):
+            fn(); torch.cuda.synchronize(); dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            host = (time.perf_counter() - t0) / reps
+            torch.cuda.synchronize()
+            return host * 1e3
+        r["host_ag"] = queued(lambda: gd.all_gather_matmul(shard, b, transport="copy"))
+        r["host_rs"] = queued(lambda: gd.matmul_reduce_scatter(a_k, b_k))
         if variants:
             from gemmlab.runtime import launch as drv
 

@@ -265,6 +265,17 @@ def test_chunks_in_the_model_and_refused_by_name():
         ops._pieces(6, 0)
 
 
+def test_the_copy_reduce_scatters_sum_is_a_tail_nothing_overlaps():
+    link = Link(100e9, 100e9)
+    comm = collective_seconds("reduce_scatter", 8192 * 8192 * 2, 4, link)
+    plain = predict("reduce_scatter", 8192, 8192, 8192, 4, comm, link)
+    tail = predict("reduce_scatter", 8192, 8192, 8192, 4, comm, link, tail_s=1e-4)
+    assert tail.overlapped_s == pytest.approx(plain.overlapped_s + 1e-4)
+    assert tail.sequential_s == plain.sequential_s and tail.ideal_s == plain.ideal_s  # (the bound is unchanged)
+    with pytest.raises(ValueError, match="tail_s must be >= 0"):
+        predict("reduce_scatter", 16, 16, 16, 2, 1e-3, link, tail_s=-1.0)
+
+
 def _mlp(rank, world):
     import torch
     import torch.distributed as dist
@@ -366,14 +377,22 @@ def _transports(rank, world):
             gd.all_gather_matmul(a, b, transport=transport)
         except ValueError as exc:
             errors.append(str(exc))
-    return tuple(y.shape), errors
+    z = gd.matmul_reduce_scatter(torch.randn(4 * world, 3), torch.randn(3, 5))  # (auto: the ring on gloo)
+    for bias, act in ((torch.randn(4), None), (torch.randn(5), "swish")):  # a bias per row; an unknown activation
+        try:
+            gd.matmul_reduce_scatter(torch.randn(4 * world, 3), torch.randn(3, 5), bias=bias, activation=act)
+        except ValueError as exc:
+            errors.append(str(exc))
+    return tuple(y.shape) + tuple(z.shape), errors
 
 
 def test_the_copy_transport_is_refused_where_it_cannot_run(tmp_path):
     for rank, (shape, errors) in _spawn(_transports, 2, tmp_path).items():
-        assert shape == (8, 5)
+        assert shape == (8, 5, 4, 5)
         assert "transport='copy' cannot run here: the tensors are not on a GPU" in errors[0], errors
         assert "transport must be one of auto, copy, ring" in errors[1], errors
+        assert "must be a tensor of N = 5 elements (one per column), got (4,)" in errors[2], errors
+        assert "swish" in errors[3], errors
 
 
 def test_arrivals_rotate_by_whole_cluster_rows_and_wrap_the_count():

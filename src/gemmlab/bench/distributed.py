@@ -173,12 +173,15 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         moved = m * n * a.element_size()
     for c in chunks[1:]:
         calls[f"gemmlab_{c}"] = ours(c)
-    if kind == "all_gather" and backend == "nccl":  # (its default there is the copy engines: the ring beside it)
-        calls["gemmlab_ring"] = lambda: gd.all_gather_matmul(shard, b_local, chunks=chunks[0], transport="ring")
-    if kind == "reduce_scatter" and backend == "nccl":  # (its default is still the ring: the copy engines beside it)
-        calls["gemmlab_copy"] = lambda: gd.matmul_reduce_scatter(a_local, b_local, transport="copy")
-    extra = [name for name in calls if name.startswith("gemmlab_") and name not in ("gemmlab_ring", "gemmlab_copy")]
-    extra += [name for name in ("gemmlab_ring", "gemmlab_copy") if name in calls]
+    if kind == "reduce_scatter" and backend == "nccl" and chunks[0] == 1:  # the copy path's tail: the slots' sum
+        slots = torch.zeros(world, mr, n, dtype=dt, device=dev)
+        calls["slots_sum"] = lambda: torch.sum(slots, dim=0)
+    if backend == "nccl":  # (the default there is the copy engines: the ring beside it)
+        calls["gemmlab_ring"] = (
+            (lambda: gd.all_gather_matmul(shard, b_local, chunks=chunks[0], transport="ring")) if kind == "all_gather"
+            else (lambda: gd.matmul_reduce_scatter(a_local, b_local, chunks=chunks[0], transport="ring")))
+    extra = [name for name in calls if name.startswith("gemmlab_") and name != "gemmlab_ring"]
+    extra += ["gemmlab_ring"] if "gemmlab_ring" in calls else []
     calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
     calls["gemm_torch"] = lambda: torch.matmul(*local)
     fused, why = _torch_fused(torch, dist, kind, backend, shard if kind == "all_gather" else a_local, b_local)
@@ -211,12 +214,14 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
                                  f"> {tol:.0e}")
     del want
     times = time_calls(torch, dist, calls, dev, budget_ms, rounds)
-    row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra)}
+    row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra, *(["slots_sum"] if "slots_sum" in calls
+                                                                               else []))}
     c, g_ours, g_torch = times.get("comm"), times.get("gemm_gemmlab"), times.get("gemm_torch")
     if c and g_ours and g_torch and world > 1:
         busbw = moved * (world - 1) / world / c
         link = model.Link(busbw, busbw)  # (the kind's own collective, measured)
-        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0])
+        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0],
+                             tail_s=times.get("slots_sum") or 0.0)
         seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
         row.predicted = {"sequential": seq.sequential_s, "overlapped": ours.overlapped_s, "ideal": ours.ideal_s,
                          "busbw": busbw, "limiter_link": float(ours.limiter == "link")}

@@ -246,8 +246,7 @@ def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], b
         t.add_row(*cells)
     console.print(t)
     for r in rows:  # the other chunkings of gemmlab's rings
-        named = {"gemmlab_ring": "the ring", "gemmlab_copy": "the copy engines"}
-        more = [f"{named.get(c) or c.split('_')[1] + ' pieces'} {v * 1e3:.3f} ms"
+        more = [f"{'the ring' if c == 'gemmlab_ring' else 'the ring in ' + c.split('_')[1] + ' pieces'} {v * 1e3:.3f} ms"
                 for c, v in r.seconds.items() if c.startswith("gemmlab_") and v]
         if more:
             console.print(f"{r.kind} {r.m}x{r.n}x{r.k}: " + ", ".join(more), highlight=False)

@@ -29,14 +29,9 @@ import torch.distributed as dist
 from ..formats import check_activation
 from . import ops
 
-_ACTIVATIONS = {"relu": torch.relu, "silu": torch.nn.functional.silu,
-                "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
-                "gelu_erf": torch.nn.functional.gelu}
-
-
 def _act(z, activation):
     """The epilogue's activation in torch, computed in fp32 (z kept for autograd)."""
-    return z if activation is None else _ACTIVATIONS[activation](z.float()).to(z.dtype)
+    return z if activation is None else ops.torch_activation(torch, activation)(z.float()).to(z.dtype)
 
 
 class _Column(torch.autograd.Function):

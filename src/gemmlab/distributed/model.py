@@ -17,7 +17,11 @@ as pieces stay large enough for the GEMM's rate, which the model does not see. `
 while communication runs beside it (the copies take SMs and memory bandwidth); 1 until measured.
 
 The all-gather by the copy engines (exchange.py) has the same shape with one GEMM: its blocks arrive one push
-apart and its walk takes them in that order. What the ring lost beyond the model (each step's GEMM too small to
+apart and its walk takes them in that order. So has the reduce-scatter by the copy engines, up to its last
+block: the other ranks' partials are made one after another and pushed as each is done, the own rows' partial
+last; the last partial to arrive (from rank r + 1) lands at max((W - 1) g + c, g + (W - 1) c), which the
+formula's max already covers. Then the W slots are summed (`tail_s`, measured: the sum reads W blocks of
+the output and writes one). What the ring lost beyond the model (each step's GEMM too small to
 fill the GPU, NCCL's kernels taking SMs) it does not have; what it adds is the host's time to queue a call
 (docs/journal.md, "the first run on NCCL").
 """
@@ -82,18 +86,22 @@ class Prediction:
 
 
 def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, link: Link, elem: int = 2,
-            gemm_slowdown: float = 1.0, chunks: int = 1) -> Prediction:
+            gemm_slowdown: float = 1.0, chunks: int = 1, tail_s: float = 0.0) -> Prediction:
     """The times of a tensor-parallel product of global shape M x N x K over `world` ranks.
 
     kind "all_gather": column-parallel, A (M x K) gathered from row blocks, each rank multiplying by its
     K x N / W slice of B; `gemm_seconds` is that rank's M x N/W x K product alone. kind "reduce_scatter":
     row-parallel, each rank multiplying its M x K / W slice of A by its K / W x N slice of B and the sums
     scattered by rows; `gemm_seconds` is that M x N x K/W product. `elem`: bytes per element moved (A's for
-    the all-gather, C's for the reduce-scatter). `chunks`: pieces per block of the ring."""
+    the all-gather, C's for the reduce-scatter). `chunks`: pieces per block of the ring. `tail_s`: work after
+    the last block that nothing overlaps (the copy reduce-scatter's sum of the slots), added to the overlapped
+    time."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if chunks < 1:
         raise ValueError(f"chunks must be >= 1, got {chunks}")
+    if tail_s < 0:
+        raise ValueError(f"tail_s must be >= 0, got {tail_s}")
     if min(m, n, k) < 0 or world < 1:
         raise ValueError(f"need M, N, K >= 0 and a world size >= 1, got {m} x {n} x {k} over {world}")
     nbytes = float(m) * (k if kind == "all_gather" else n) * elem
@@ -104,5 +112,5 @@ def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, 
         return Prediction(kind, world, comm, gemm, seq, seq, seq)
     g = gemm * gemm_slowdown / (world * chunks)
     c = comm / ((world - 1) * chunks)
-    overlapped = max(world * chunks * g, (world - 1) * chunks * c + g)
+    overlapped = max(world * chunks * g, (world - 1) * chunks * c + g) + tail_s
     return Prediction(kind, world, comm, gemm, seq, max(comm, gemm), overlapped)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..api.call import matmul as _matmul
 from ..api.call import matmul_after as _matmul_after
 from ..api.launch import Arrivals
-from ..formats import dtype_label, number_format
+from ..formats import check_activation, dtype_label, number_format
 from ..runtime import launch as _driver
 from . import exchange
 from .schedule import all_gather_plan, pieces, reduce_scatter_plan, row_blocks
@@ -149,16 +149,18 @@ def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bia
 
 
 def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None, out_dtype=None, chunks: int = 1,
-                          transport: str = "ring", **params):
+                          transport: str = "auto", **params):
     """Rank r's row block (M / W x N) of sum over ranks of A_r @ B_r, then bias and activation on that sum; A_r
-    is this rank's M x K / W slice of A, B_r its K / W x N slice of B. `transport`: "ring" (the default: NCCL or
-    gloo point-to-point, each step adding the sum received to its own product), "copy" (the copy engines push
-    each rank's partial of every other rank's rows as it is made; NCCL groups of CUDA tensors; exchange.py), or
-    "auto" ("copy" where it runs and `chunks` is 1). `chunks` (the ring): each row block's partial sum is made
+    is this rank's M x K / W slice of A, B_r its K / W x N slice of B; `bias` has one element per column (N).
+    `transport`: "ring" (NCCL or gloo point-to-point, each step adding the sum received to its own product),
+    "copy" (the copy engines push each rank's partial of every other rank's rows as it is made, the sum and the
+    epilogue after the last has landed; NCCL groups of CUDA tensors; exchange.py), or "auto" (the default:
+    "copy" where it runs and `chunks` is 1, else the ring). `chunks` (the ring): each row block's partial sum is made
     and passed on in that many row pieces (a finer pipeline, as for all_gather_matmul). Other keywords go to
     gemmlab.matmul."""
     torch, dist = _torch()
     m, k, n = _operands("matmul_reduce_scatter", ("A", a), ("B's slice", b_shard), params)
+    _check_sum_epilogue(torch, a, n, bias, activation)
     rank, world, prev, nxt = _ring(group, dist)
     blocks = row_blocks(m, world)
     rows = blocks[0][1]
@@ -194,8 +196,9 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
 def _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks, n, dtype, bias, activation, out_dtype,
                             params):
     """matmul_reduce_scatter through the push exchange (exchange.py, "GEMM + reduce-scatter"): the partials of
-    the other ranks' rows first, each pushed as soon as it is made, then the own rows' product with the sum of
-    the partials received as C (beta = 1) and the epilogue fused."""
+    the other ranks' rows first, each pushed as soon as it is made, then the own rows' partial into the own slot
+    while the last pushes travel; once every peer's partial has landed, the slots' sum (fp32 inside, rounded once
+    to the output type, as NCCL's sum) and the epilogue on it."""
     rows = blocks[0][1]
     ex = exchange.exchange_for(torch, dist, group, rank, world, rows, n, dtype, a.device, kind="reduce_scatter")
     ex.epoch += 1
@@ -211,16 +214,49 @@ def _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks,
             _driver.stream_wait_value(side, ex.flag(rank, world + j), e - 1)  # j is done with call e - 1
             ex.peer_slots[j].copy_(ex.staging[j])
             _driver.stream_write_value(side, ex.flag(j, rank), e)
+    first = blocks[rank][0]  # the own rows' partial, under the pushes still on their way
+    _matmul(a[first:first + rows], b_shard, ex.own, out_dtype=out_dtype, **params)
     for p in ex.others:  # every other rank's partial of this rank's rows has landed
         _driver.stream_wait_value(stream, ex.flag(rank, p), e)
-    total = ex.buffer.sum(0)  # (its own slot stays zero; a new tensor, in the output dtype as NCCL's sum)
-    first = blocks[rank][0]
-    out = _matmul(a[first:first + rows], b_shard, total, beta=1.0, bias=bias, activation=activation,
-                  out_dtype=out_dtype, **params)
+    out = torch.sum(ex.buffer, dim=0)  # (a new tensor: the buffer is the next call's)
     for p in ex.others:  # this rank has read its buffer of call e to the end
         _driver.stream_write_value(stream, ex.flag(p, world + rank), e)
     here.wait_stream(ex.stream)  # (the staging slots are not rewritten before they have left)
-    return out
+    return epilogue_in_place(torch, out, bias, activation)
+
+
+def _check_sum_epilogue(torch, a, n, bias, activation) -> None:
+    """The reduce-scatter's epilogue applies to the sum, one bias per column: a bias of N elements on A's device
+    (a per-row bias has no meaning across the ranks' row blocks), a known activation; raises naming the fault."""
+    check_activation(activation)
+    if bias is None:
+        return
+    if not isinstance(bias, torch.Tensor) or tuple(bias.shape) not in ((n,), (1, n)):
+        raise ValueError(f"bias of matmul_reduce_scatter must be a tensor of N = {n} elements (one per column), got "
+                         f"{tuple(getattr(bias, 'shape', ())) or type(bias).__name__}")
+    if bias.device != a.device:
+        raise ValueError(f"bias is on {bias.device}, A on {a.device}: put both on the same device")
+    if not bias.is_floating_point():
+        raise TypeError(f"bias must be a float tensor, got {bias.dtype}")
+
+
+def torch_activation(torch, activation):
+    """The epilogue's activation as a torch function of one tensor (None for none)."""
+    name = check_activation(activation)
+    if name is None:
+        return None
+    f = torch.nn.functional
+    return {"relu": torch.relu, "silu": f.silu, "gelu_tanh": lambda v: f.gelu(v, approximate="tanh"),
+            "gelu_erf": f.gelu}[name]
+
+
+def epilogue_in_place(torch, out, bias, activation):
+    """act(out + bias) by torch, in out's type, for a product whose sum is only known after its launches (the
+    reduce-scatter's): the bias added in place, the activation computed in fp32 inside torch's kernels."""
+    if bias is not None:
+        out.add_(bias)
+    act = torch_activation(torch, activation)
+    return out if act is None else act(out)
 
 
 def forget_exchanges() -> None:
