@@ -15,7 +15,7 @@ H100 = (9, 0)
 def test_heuristic_rows_warps_and_split():
     p1 = SPEC.heuristic(1, 8192, 8192, 132)
     assert (p1["MT"], p1["WARPS"], p1["UNROLL"], p1["SPLIT"]) == (8, 8, 2, 1)
-    p16 = SPEC.heuristic(16, 11008, 4096, 132)
+    p16 = SPEC.heuristic(16, 14336, 4096, 132)
     assert (p16["MT"], p16["WARPS"], p16["UNROLL"], p16["SPLIT"]) == (16, 4, 2, 1)
     assert SPEC.heuristic(9, 4096, 4096, 132)["MT"] == 16
     # Tiles that fill the resident blocks: no split, whatever K; a few tiles on a long K: slices fill a wave.
@@ -24,6 +24,21 @@ def test_heuristic_rows_warps_and_split():
     tiles = gemv.items(1, 64, small)
     assert small["SPLIT"] > 1 and tiles * small["SPLIT"] <= gemv.blocks_per_sm(small) * 132
     assert SPEC.heuristic(1, 64, 512, 132)["SPLIT"] == 1  # too short to cut: slices of two block steps at least
+
+
+def test_the_other_warp_count_where_its_last_wave_is_fuller():
+    # M = 16, 11008 x 4096: 688 tiles are 1.30 waves of four-warp blocks (528 slots) and 2.61 of eight (264)
+    assert gemv.tail_fill(688, 528) == pytest.approx(688 / 1056) and gemv.tail_fill(688, 264) == pytest.approx(688 / 792)
+    assert SPEC.heuristic(16, 11008, 4096, 132)["WARPS"] == 8
+    # 896 tiles fill both alike (1.70 and 3.39 waves): the default stays
+    assert SPEC.heuristic(16, 14336, 4096, 132)["WARPS"] == 4 and SPEC.heuristic(1, 14336, 4096, 132)["WARPS"] == 8
+    # M = 1, 5504 x 2048: 344 tiles, one partial wave of four-warp blocks (all stream at once) against 1.30 of eight
+    assert gemv.tail_fill(344, 528) == 1.0 and SPEC.heuristic(1, 5504, 2048, 132)["WARPS"] == 4
+    # where a split is taken the warp count is the default's (the split fills the wave)
+    assert SPEC.heuristic(16, 4096, 4096, 132)["WARPS"] == 4 and SPEC.heuristic(16, 4096, 4096, 132)["SPLIT"] > 1
+    # every choice fits the launch bounds' registers
+    for m, n in ((1, 5504), (16, 11008), (16, 28672)):
+        assert gemv.registers(SPEC.heuristic(m, n, 4096, 132)) <= 128
 
 
 def test_every_heuristic_choice_validates():

@@ -105,9 +105,30 @@ def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
     SPLIT: 1 wherever the tiles of C fill a wave of resident blocks: splitting K there measured 15-50 %
     slower (11008 x 4096 at M = 1: 1.05 x torch whole, 0.71 in two slices; the slices' sums and counters at
     the end of every block, and twice the blocks); where they do not (small N), the slices that fill one
-    wave, each at least two block steps long."""
+    wave, each at least two block steps long.
+    The other warp count (four at MT = 8, eight at MT = 16) where its last wave of blocks is fuller by a tenth
+    or more of a wave (`tail_fill`): at M = 16, 11008 x 4096 (688 tiles: 1.30 waves of four-warp blocks, 2.61
+    of eight) measured 1.022 and 1.042 x torch with eight warps against 0.991 and 1.014 with four, 28672 x 8192
+    1.016 against 0.999; at M = 1, 5504 x 2048 (344 tiles, 0.65 of a wave with four warps) 0.998 with four
+    against 0.978; where both fill alike the default stayed ahead (14336 x 4096, 13824 x 5120: 1-3 %)."""
     p = dict(MT=8, NT=1, WARPS=8, UNROLL=2) if m <= 8 else dict(MT=16, NT=1, WARPS=4, UNROLL=2)
+    other = {**p, "WARPS": 4 if p["WARPS"] == 8 else 8}
+    if split_for(m, n, k, sms, p) == 1 and split_for(m, n, k, sms, other) == 1 and (
+            tail_fill(items(m, n, other), blocks_per_sm(other) * sms)
+            >= tail_fill(items(m, n, p), blocks_per_sm(p) * sms) + TAIL_FILL_GAIN):
+        p = other
     return {**p, "SPLIT": split_for(m, n, k, sms, p)}
+
+
+TAIL_FILL_GAIN = 0.1  # how much fuller the other warp count's last wave must be (a tenth of a wave)
+
+
+def tail_fill(tiles: int, slots: int) -> float:
+    """The share of the resident slots the waves of `tiles` blocks fill on average: 1 for one wave or less (all
+    blocks stream at once), else tiles / (slots x whole waves)."""
+    if tiles <= slots:
+        return 1.0
+    return tiles / (slots * cdiv(tiles, slots))
 
 
 def split_for(m: int, n: int, k: int, sms: int, p: dict[str, int]) -> int:
