@@ -17,6 +17,7 @@ for dt in (torch.bfloat16, torch.float16):
         r = torch.randn(m, n, device="cuda").to(dt)
         b = torch.randn(n, k, device="cuda").to(dt).t()
         for p in (dict(SPLIT=1), dict(SPLIT=3), dict(MT=16, NT=1, WARPS=8, UNROLL=2, SPLIT=2),
+                  dict(MT=16, NT=1, WARPS=8, UNROLL=2, SPLIT=1), dict(MT=8, NT=1, WARPS=4, UNROLL=2, SPLIT=1),
                   dict(MT=8, NT=2, WARPS=4, UNROLL=2, SPLIT=5), dict(MT=16, NT=2, WARPS=16, UNROLL=1, SPLIT=1)):
             gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="silu", residual=r, kernel="gemv", **p)
         if k > 1:
