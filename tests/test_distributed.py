@@ -343,6 +343,16 @@ def test_explain_names_the_link_or_the_math():
     # row-parallel: the partial sums (M x N, bf16 out) move
     rs = explain_tensor_parallel("reduce_scatter", 8192, 8192, 28672, 2, device="h100")
     assert rs.prediction.comm_s == pytest.approx(8192 * 8192 * 2 / 2 / REFERENCE_BUSBW[2])
+    # then the sum of the two slots of its 4096 rows (two blocks read, one written) over the DRAM bandwidth
+    from gemmlab.analysis import tensor_parallel as tpa
+    from gemmlab.kernels import registry
+
+    g = rs.prediction.gemm_s
+    bare = predict("reduce_scatter", 8192, 8192, 28672, 2, g, Link(REFERENCE_BUSBW[2], REFERENCE_BUSBW[2]))
+    tail = rs.prediction.overlapped_s - bare.overlapped_s
+    dram = tpa.explain(registry.get("wgmma"), 8192, 8192, 14336, None, "h100", dtype="bfloat16").ceilings.dram_bps
+    assert tail == pytest.approx(3 * 4096 * 8192 * 2 / dram) and "the sum of the 2 slots" in rs.paragraph
+    assert "slots" not in v.paragraph  # (the all-gather has no sum)
     with pytest.raises(ValueError, match="multiples of 4"):
         explain_tensor_parallel("all_gather", 16384, 8190, 8192, 4, device="h100")
     with pytest.raises(ValueError, match="no reference bus bandwidth for 3 GPUs"):
@@ -419,3 +429,25 @@ def _forget(rank, world):
 
 def test_forget_exchanges_on_every_rank(tmp_path):
     assert set(_spawn(_forget, 2, tmp_path).values()) == {0}
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "silu", "gelu_tanh", "gelu_erf"])
+def test_the_copy_reduce_scatters_epilogue_on_the_sum(activation):
+    """What the copy path applies once the slots are summed (ops.epilogue_in_place): act(sum + bias) in the
+    sum's type, against float64; without a bias, the activation alone."""
+    import torch
+
+    from gemmlab.distributed import ops
+
+    g = torch.Generator().manual_seed(5)
+    total, bias = torch.randn(6, 20, generator=g), torch.randn(20, generator=g)
+    ref = {None: lambda z: z, "relu": torch.relu, "silu": torch.nn.functional.silu,
+           "gelu_tanh": lambda z: torch.nn.functional.gelu(z, approximate="tanh"),
+           "gelu_erf": torch.nn.functional.gelu}[activation]
+    want = ref(total.double() + bias.double())
+    got = ops.epilogue_in_place(torch, total.clone(), bias, activation)
+    assert got.dtype == torch.float32 and float((got.double() - want).abs().max()) < 1e-5
+    bare = ops.epilogue_in_place(torch, total.clone(), None, activation)
+    assert float((bare.double() - ref(total.double())).abs().max()) < 1e-5
+    half = ops.epilogue_in_place(torch, total.bfloat16(), bias, activation)  # bf16 sums keep their type
+    assert half.dtype == torch.bfloat16 and float((half.double() - want).abs().max()) < 5e-2

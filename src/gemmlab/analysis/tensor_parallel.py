@@ -1,7 +1,7 @@
 """What limits a tensor-parallel product: each rank's GEMM by the single-GPU model (explain's prediction for
-the rank's shape), the collective by the link's bus bandwidth, and the ring pipeline of `gemmlab.distributed`
-between them (distributed.model.predict): sequential, ideal and overlapped times, and whether the link or the
-math bounds it.
+the rank's shape), the collective by the link's bus bandwidth, and the pipeline of `gemmlab.distributed`
+between them (distributed.model.predict; the reduce-scatter's sum of the slots at the end, over the DRAM
+bandwidth): sequential, ideal and overlapped times, and whether the link or the math bounds it.
 
 The link is a bus bandwidth in NCCL's terms (S (W - 1) / W bytes per second of a collective over S bytes), given,
 measured (`gemmlab bench --distributed` reports it per case), or the reference host's (REFERENCE_BUSBW).
@@ -67,7 +67,11 @@ def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, ke
     e = explain(spec, rm, rn, rk, None, device, dtype=dtype)
     gemm_s = e.prediction.limiter.seconds
     elem = e.model.fmt.elem if kind == "all_gather" else e.model.fmt.out_elem
-    p = tp.predict(kind, m, n, k, world, gemm_s, tp.Link(busbw, busbw), elem)
+    # the reduce-scatter by the copy engines ends with the sum of the W slots of its rows: W blocks read, one
+    # written, at best at the DRAM bandwidth (measured slower: docs/journal.md, "the reduce-scatter by the copy
+    # engines")
+    tail = (world + 1) * (m // world) * n * elem / e.ceilings.dram_bps if kind == "reduce_scatter" and world > 1 else 0.0
+    p = tp.predict(kind, m, n, k, world, gemm_s, tp.Link(busbw, busbw), elem, tail_s=tail)
     collective = "all-gather of A" if kind == "all_gather" else "reduce-scatter of the partial sums"
     moved = m * (k if kind == "all_gather" else n) * elem
     which = ("the link: the collective takes longer than each rank's GEMM, so the GEMM hides under it"
@@ -78,6 +82,8 @@ def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, ke
             f"bound); "
             f"the {collective}, {moved / 1e6:.0f} MB, takes {p.comm_s * 1e3:.3f} ms at {busbw / 1e9:.0f} GB/s bus "
             f"bandwidth ({source}). It is limited by {which}. Sequential: {p.sequential_s * 1e3:.3f} ms; perfect "
-            f"overlap: {p.ideal_s * 1e3:.3f} ms; the ring of {world} blocks: {p.overlapped_s * 1e3:.3f} ms "
-            f"({p.efficiency:.0%} of perfect, {p.speedup:.2f}x sequential), losing one block of the shorter side.")
+            f"overlap: {p.ideal_s * 1e3:.3f} ms; the pipeline of {world} blocks: {p.overlapped_s * 1e3:.3f} ms "
+            f"({p.efficiency:.0%} of perfect, {p.speedup:.2f}x sequential), losing one block of the shorter side"
+            + (f", then the sum of the {world} slots of its rows, at least {tail * 1e3:.3f} ms at the DRAM bandwidth."
+               if tail else "."))
     return Verdict(kind, m, n, k, world, (rm, rn, rk), busbw, source, p, e.prediction.limiter.resource, para)
