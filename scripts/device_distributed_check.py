@@ -72,7 +72,8 @@ def main() -> None:
             best = min((v, c) for c, v in s.items() if c.startswith("gemmlab") and v)
             summary.append(
                 f"W={w} {r['kind']:>14} {r['m']}x{r['n']}x{r['k']}: x sequential {seq / ours:.2f}, of ideal "
-                f"{ideal / ours:.0%}, x torch fused {fused / ours if fused else float('nan'):.2f}, best chunks "
+                f"{ideal / ours:.0%}, host {(s.get('host_gemmlab') or float('nan')) * 1e3:.2f} ms, x torch fused "
+                f"{fused / ours if fused else float('nan'):.2f}, best chunks "
                 f"{best[1]} ({ideal / best[0]:.0%} of ideal); model / measured overlapped "
                 f"{p.get('overlapped', float('nan')) / ours:.2f}, sequential {p.get('sequential', float('nan')) / seq:.2f}")
     if not worlds:

@@ -24,7 +24,7 @@ def test_every_candidate_is_checked_and_timed_on_gloo(world):
     for r in rows:
         assert (r.m, r.n, r.k, r.world, r.backend) == (8, 12, 16, world, "gloo")
         assert r.errors.get("gemmlab", 1) < 1e-5 and r.errors.get("sequential", 1) < 1e-5, (r.errors, r.notes)
-        for name in ("gemmlab", "sequential", "comm", "gemm_gemmlab", "gemm_torch"):
+        for name in ("gemmlab", "sequential", "comm", "gemm_gemmlab", "gemm_torch", "host_gemmlab"):
             assert r.seconds[name] is not None and r.seconds[name] > 0, (name, r.seconds)
         assert r.seconds["torch_fused"] is None and "NCCL" in r.notes["torch_fused"]
         if world > 1:

@@ -28,7 +28,8 @@ def test_heuristic_rows_warps_and_split():
 
 def test_the_other_warp_count_where_its_last_wave_is_fuller():
     # M = 16, 11008 x 4096: 688 tiles are 1.30 waves of four-warp blocks (528 slots) and 2.61 of eight (264)
-    assert gemv.tail_fill(688, 528) == pytest.approx(688 / 1056) and gemv.tail_fill(688, 264) == pytest.approx(688 / 792)
+    assert gemv.tail_fill(688, 528) == pytest.approx(688 / 1056)
+    assert gemv.tail_fill(688, 264) == pytest.approx(688 / 792)
     assert SPEC.heuristic(16, 11008, 4096, 132)["WARPS"] == 8
     # 896 tiles fill both alike (1.70 and 3.39 waves): the default stays
     assert SPEC.heuristic(16, 14336, 4096, 132)["WARPS"] == 4 and SPEC.heuristic(1, 14336, 4096, 132)["WARPS"] == 8

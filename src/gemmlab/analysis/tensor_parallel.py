@@ -70,7 +70,8 @@ def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, ke
     # the reduce-scatter by the copy engines ends with the sum of the W slots of its rows: W blocks read, one
     # written, at best at the DRAM bandwidth (measured slower: docs/journal.md, "the reduce-scatter by the copy
     # engines")
-    tail = (world + 1) * (m // world) * n * elem / e.ceilings.dram_bps if kind == "reduce_scatter" and world > 1 else 0.0
+    sums = kind == "reduce_scatter" and world > 1
+    tail = (world + 1) * (m // world) * n * elem / e.ceilings.dram_bps if sums else 0.0
     p = tp.predict(kind, m, n, k, world, gemm_s, tp.Link(busbw, busbw), elem, tail_s=tail)
     collective = "all-gather of A" if kind == "all_gather" else "reduce-scatter of the partial sums"
     moved = m * (k if kind == "all_gather" else n) * elem
