@@ -123,6 +123,17 @@ def is_batched(a, b) -> bool:
     return len(getattr(a, "shape", ())) == 3 or len(getattr(b, "shape", ())) == 3
 
 
+def result_type(out_dtype, c, dt_a: str) -> str:
+    """The output's element type: `out_dtype` (refused by name where no kernel writes it), else the given C's,
+    else the inputs' (bfloat16 for 8-bit inputs)."""
+    if out_dtype is not None:
+        out = formats.dtype_label(out_dtype)
+        if out not in formats.C_TYPES:
+            raise ValueError(f"out_dtype={out_dtype!r} is not one of {', '.join(repr(x) for x in formats.C_TYPES)}")
+        return out
+    return arrays.dtype_name(c) if c is not None else (formats.FP8_OUT_DEFAULT if formats.is_fp8(dt_a) else dt_a)
+
+
 def bias_mode(bias, m: int, n: int) -> str | None:
     """None, "col" (length N, or 1 x N) or "row" (length M != N, or M x 1); raises naming the shape or dtype."""
     if bias is None:
@@ -233,12 +244,7 @@ def check_call(a, b, c, kinds, alpha, beta, kernel, bias, activation, residual, 
         raise TypeError(f"A, B and C must all be host arrays or all device arrays, got {', '.join(kd for kd in kinds if kd)}")
     dt_a, dt_b = arrays.dtype_name(a), arrays.dtype_name(b)
     resolved = formats.resolve_precision(dt_a, dt_b, precision)
-    if out_dtype is not None:
-        out = formats.dtype_label(out_dtype)
-        if out not in formats.C_TYPES:
-            raise ValueError(f"out_dtype={out_dtype!r} is not one of {', '.join(repr(x) for x in formats.C_TYPES)}")
-    else:
-        out = arrays.dtype_name(c) if c is not None else (formats.FP8_OUT_DEFAULT if formats.is_fp8(dt_a) else dt_a)
+    out = result_type(out_dtype, c, dt_a)
     mode_a = scale_mode("scale_a", scale_a, m, n, dt_a, k)
     mode_b = scale_mode("scale_b", scale_b, m, n, dt_a, k)
     if formats.is_fp8(dt_a) and batched:

@@ -181,13 +181,7 @@ def check_grouped(a, b, groups, mode: str, out, bias, activation, alpha, out_dty
         raise TypeError(f"grouped products take float16, bfloat16 or 8-bit (float8_e4m3fn, float8_e5m2) inputs; "
                         f"A and B are {dt_a}")
     precision = formats.resolve_precision(dt_a, dt_b, None)
-    if out_dtype is not None:
-        res = formats.dtype_label(out_dtype)
-        if res not in formats.C_TYPES:
-            raise ValueError(f"out_dtype={out_dtype!r} is not one of {', '.join(repr(x) for x in formats.C_TYPES)}")
-    else:
-        res = arrays.dtype_name(out) if out is not None else (formats.FP8_OUT_DEFAULT if formats.is_fp8(dt_a)
-                                                              else dt_a)
+    res = checks.result_type(out_dtype, out, dt_a)
     if out is not None:
         want = (rows, n) if mode == "ends" else (g_count, room, n)
         if tuple(out.shape) != want:

@@ -86,12 +86,7 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
     torch, dist = _torch()
     rows, k, n = _operands("all_gather_matmul", ("A's shard", a_shard), ("B", b), params)
     rank, world, prev, nxt = _ring(group, dist)
-    if transport not in TRANSPORTS:
-        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
-    why = exchange.available(torch, dist, a_shard, group) if transport != "ring" else "asked for the ring"
-    if transport == "copy" and why:
-        raise ValueError(f"transport='copy' cannot run here: {why}")
-    if why is None and (transport == "copy" or chunks == 1) and world > 1 and rows > 0 and k > 0:
+    if _by_copy(torch, dist, a_shard, group, transport, chunks) and world > 1 and rows > 0 and k > 0:
         _pieces(rows, chunks)  # (checked, though the copy path sends whole shards)
         return _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
                                return_gathered, params)
@@ -166,12 +161,7 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
     rows = blocks[0][1]
     cuts = _pieces(rows, chunks)
     dtype = _out_dtype(torch, a, out_dtype)
-    if transport not in TRANSPORTS:
-        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
-    why = exchange.available(torch, dist, a, group) if transport != "ring" else "asked for the ring"
-    if transport == "copy" and why:
-        raise ValueError(f"transport='copy' cannot run here: {why}")
-    if why is None and (transport == "copy" or chunks == 1) and world > 1 and rows > 0 and n > 0:
+    if _by_copy(torch, dist, a, group, transport, chunks) and world > 1 and rows > 0 and n > 0:
         return _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks, n, dtype, bias,
                                        activation, out_dtype, params)
     work = [torch.empty((rows, n), dtype=dtype, device=a.device) for _ in range(2)]
@@ -223,6 +213,17 @@ def _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks,
         _driver.stream_write_value(stream, ex.flag(p, world + rank), e)
     here.wait_stream(ex.stream)  # (the staging slots are not rewritten before they have left)
     return epilogue_in_place(torch, out, bias, activation)
+
+
+def _by_copy(torch, dist, tensor, group, transport: str, chunks) -> bool:
+    """Whether a product goes through the copy engines (exchange.py): "copy" (refused by name where it cannot
+    run), or "auto" where it runs and `chunks` is 1; False for "ring". ValueError for another transport."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+    why = exchange.available(torch, dist, tensor, group) if transport != "ring" else "asked for the ring"
+    if transport == "copy" and why:
+        raise ValueError(f"transport='copy' cannot run here: {why}")
+    return why is None and (transport == "copy" or chunks == 1)
 
 
 def _check_sum_epilogue(torch, a, n, bias, activation) -> None:
