@@ -6,6 +6,8 @@
         python3 scripts/ncu_once.py --kernel sgemm --dtype float32 --n 4096
     ncu --clock-control none -k regex:gemm --launch-skip 2 --launch-count 1 --section SpeedOfLight \
         python3 scripts/ncu_once.py --kernel cublas --dtype bfloat16 --n 4096
+    ncu --clock-control none -k regex:wgmma --launch-skip 2 --launch-count 1 --section WarpStateStats \
+        python3 scripts/ncu_once.py --dtype e4m3 --scales block --shape 4096x7168x16384 TURNS=0
 """
 
 import argparse
@@ -16,7 +18,8 @@ import gemmlab
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--kernel", default="wgmma", help="a rung, or cublas (torch.matmul for bfloat16, else CuPy)")
-ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
+ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16", "e4m3"))
+ap.add_argument("--scales", default="tensor", help="e4m3: tensor, row or block (1 x 128 of A, 128 x 128 of W)")
 ap.add_argument("--n", type=int, default=4096)
 ap.add_argument("--shape", default="", help="MxNxK (instead of --n)")
 ap.add_argument("--weight", action="store_true", help="B as a linear layer's weight, W.t() with W of N x K (bfloat16)")
@@ -26,6 +29,19 @@ ap.add_argument("params", nargs="*", help="the rung's parameters, NAME=VALUE")
 args = ap.parse_args()
 params = {k: int(v) for k, v in (p.split("=") for p in args.params)}
 m, n, k = (int(x) for x in args.shape.split("x")) if args.shape else (args.n,) * 3
+if args.dtype == "e4m3":  # 8-bit: W (N x K) quantized, B = W.t(); torch._scaled_mm per tensor as the reference
+    import torch
+
+    kinds = {"tensor": ("tensor", "tensor"), "row": ("row", "row"), "block": ("1x128", "128x128")}[args.scales]
+    qa, sa = gemmlab.quantize(torch.randn(m, k, device="cuda"), "e4m3", kinds[0])
+    qw, sw = gemmlab.quantize(torch.randn(n, k, device="cuda") / k**0.5, "e4m3", kinds[1])
+    for _ in range(4):
+        if args.kernel == "cublas":
+            torch._scaled_mm(qa, qw.t(), scale_a=sa.reshape(()), scale_b=sw.reshape(()), out_dtype=torch.bfloat16)
+        else:
+            gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sw.t(), kernel=args.kernel, **params)
+    torch.cuda.synchronize()
+    raise SystemExit(0)
 if args.dtype == "bfloat16":  # CuPy has no bfloat16 everywhere: torch tensors
     import torch
 

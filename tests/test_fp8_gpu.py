@@ -245,10 +245,11 @@ def test_block_scales_beside_the_other_kinds(kinds):
 
 
 @pytest.mark.parametrize("params", [dict(), dict(CLUSTER=1), dict(CLUSTER=1, SPLIT_K=4), dict(STREAM_K=1),
-                                    dict(DEFER=0), dict(STAGES=4)], ids=str)
+                                    dict(DEFER=0), dict(STAGES=4), dict(BN=128, STREAM_K=1)], ids=str)
 def test_block_scales_on_every_schedule(params):
     """Clusters of one and two, the split over K (each unit promotes its own steps), stream-K in parts, the
-    deferred stores or not; shapes with several tiles per block and a partial last round."""
+    deferred stores or not, 128- and 256-column tiles; shapes with several tiles per block and a partial last
+    round."""
     from gemmlab.kernels.rungs import wgmma
 
     for m, n, k in [(129, 264, 1040), (1100, 1500, 2048), (4352, 512, 2048)]:

@@ -116,6 +116,10 @@ def _limiter_reason(mdl: KernelModel, pred: Prediction) -> str:
         return (f"the {mdl.fmt.unit} in {mdl.fmt.name}: {fmt_count(lim.amount)} FLOPs on the busiest SM's share at "
                 f"{lim.rate / 1e12:.0f} TFLOP/s (tile efficiency {pct(q.tile_efficiency)}, "
                 f"SM balance {pct(q.balance_efficiency)})")
+    if lim.resource == "promotion":
+        return (f"the {mdl.fmt.unit} and, after every k step of 128, the promotion of its partial sums into fp32 on "
+                f"the CUDA cores ({fmt_count(lim.amount)} FLOPs at {lim.rate / 1e12:.0f} TFLOP/s), which the tensor "
+                f"cores wait for: the two times add")
     if lim.resource == "FMA":
         return (f"the FP32 units: {fmt_count(lim.amount)} FLOPs on the busiest SM's share at "
                 f"{lim.rate / 1e12:.1f} TFLOP/s (tile efficiency {pct(q.tile_efficiency)}, "
@@ -169,10 +173,10 @@ def _paragraph(e_model: KernelModel, pred: Prediction, measured_s: float | None,
                          f"({lim.resource}, {fmt_s(lim.seconds)}): no ceiling explains the time, so it is limited by "
                          f"latency: {occ.warps_per_sm} warps per SM resident (occupancy {pct(occ.fraction)}, limited by "
                          f"{occ.limited_by}) do not hide the waits of its loads and barriers.")
-    if lim.resource in ("FMA", "tensor"):
+    if lim.resource in ("FMA", "tensor", "promotion"):
         parts.append(f"The compute bound assumes the SM clock at {pred.sm_clock_mhz:.0f} MHz ({clock_source(mdl, clock)}), "
                      f"where the {pred.compute_unit} peak is {pred.compute_peak / 1e12:.1f} TFLOP/s"
-                     + (f"; {POWER_NOTE}." if lim.resource == "tensor" and not clock else "."))
+                     + (f"; {POWER_NOTE}." if lim.resource != "FMA" and not clock else "."))
     if runner and runner.seconds > 0.5 * lim.seconds and measured_s is not None and measured_s >= 0.9 * lim.seconds:
         parts.append(f"{runner.resource} is close behind ({fmt_s(runner.seconds)}).")
     q = mdl.quant
@@ -182,7 +186,7 @@ def _paragraph(e_model: KernelModel, pred: Prediction, measured_s: float | None,
         what = (f"{q.tiles} tiles of {q.tile_m}x{q.tile_n} ({pct(q.tile_efficiency)} useful) on {q.sm_count} SMs, "
                 f"{q.busiest_sm_blocks:g} on the busiest"
                 + (f", the last round's tiles in {q.last_parts} parts" if q.last_parts > 1 else ""))
-        if lim.resource in ("FMA", "tensor"):
+        if lim.resource in ("FMA", "tensor", "promotion"):
             parts.append(f"Quantization costs {100 * (1 - q.tile_efficiency * q.balance_efficiency):.0f}% here: {what}.")
         else:
             parts.append(f"Tile padding and SM balance waste {100 * (1 - q.tile_efficiency * q.balance_efficiency):.0f}% "

@@ -53,9 +53,11 @@
 //   block scale for that step, loaded a step ahead. The tensor cores' own accumulation of 8-bit products is
 //   narrower than fp32; promoting every 128 of K keeps long K exact to fp32 (1.3e-4 at K = 16384, against
 //   3.1e-3 with one scale per tensor). Predicted: within 10 % of per-tensor. Measured: 128 x 128 tiles 0.58-
-//   0.61 of per-tensor (not analysed; they read 24 KB a k step for half a 128 x 256 tile's work),
-//   128 x 256 tiles 0.66-0.74 (925-1,061 TFLOP/s). Each consumer waits for its wgmmas twice a step and
-//   promotes while its tensor-core work is idle; overlapping the two is the open step.
+//   0.61 of per-tensor, 128 x 256 tiles 0.66-0.74; then 0.74-0.82 (1,000-1,110 TFLOP/s) once B's scales were
+//   spread over the lanes (each step had waited a whole L2 latency for them). What is left is the promotion
+//   itself: its FMAs (a quarter of the tensor cores' time) do not run under the other consumer's wgmmas (ncu:
+//   they stall at dispatch), so the two times add, as the model's `promotion` bound says (0.80). Taking turns
+//   on the tensor cores (named barriers between the consumers) did not change that (0.63-0.77).
 // - Epilogue: 16-bit outputs with beta == 0 and no residual (plain, or a linear layer's act(alpha * acc +
 //   bias)) go through shared memory and TMA stores (store_tma), so that the writes to C drain while the next
 //   tile's main loop runs. Otherwise a plain epilogue (alpha, beta * C) or a linear layer's, with or without
@@ -1132,21 +1134,33 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // operand's scale is not per block), loaded one step ahead, under the step before.
             constexpr int HALVES = PROMOTE_STEPS ? BN / 128 : 1;  // 128-column pieces of a step, promoted in turn
             float part[PROMOTE_STEPS ? MT : 1][PROMOTE_STEPS ? 64 : 1];
-            float sa_next[MT][2], sb_next[HALVES];
+            // B's scales are spread over the lanes (even lanes the first 128 columns, odd ones the next) and
+            // passed by shuffle where they are used: a load every lane shares goes to a uniform register, and the
+            // compiler waited for it where it landed, a whole L2 latency before each step's wgmmas. Each thread's
+            // rows of A's scales and its lane's column block of B's are found once a unit (null where that
+            // operand's scale is not per block, or the row or block lies past the matrix: scale 1).
+            float sa_next[MT][2], sb_next;
             const bool a_blocks = ((scales & 3) == EPI_SCALE_BLOCK), b_blocks = (((scales >> 2) & 3) == EPI_SCALE_BLOCK);
-            auto load_step_scales = [&](int kt) {
+            const float* sa_row[MT][2];
+            const float* sb_col = nullptr;
+            if constexpr (PROMOTE_STEPS) {
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         const int row = tile_row * BM + cw * WG_M + acc_row(mt, warp, g, h);
-                        sa_next[mt][h] = a_blocks && row < M
-                                             ? __ldg(scale_a + (long long)row * sa_rs + (long long)kt * sa_ks) : 1.0f;
+                        sa_row[mt][h] = a_blocks && row < M ? scale_a + (long long)row * sa_rs : nullptr;
                     }
+                const int cb_lane = tile_col * (BN / 128) + (lane & 1);
+                if (b_blocks && cb_lane * 128 < N) sb_col = scale_b + (long long)cb_lane * sb_cs;
+            }
+            auto load_step_scales = [&](int kt) {
 #pragma unroll
-                for (int hn = 0; hn < HALVES; ++hn)
-                    sb_next[hn] = b_blocks ? __ldg(scale_b + (long long)kt * sb_ks +
-                                                   (long long)(tile_col * (BN / 128) + hn) * sb_cs) : 1.0f;
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        sa_next[mt][h] = sa_row[mt][h] != nullptr ? __ldg(sa_row[mt][h] + (long long)kt * sa_ks) : 1.0f;
+                sb_next = sb_col != nullptr ? __ldg(sb_col + (long long)kt * sb_ks) : 1.0f;
             };
             if (PROMOTE_STEPS && ke > kb) load_step_scales(kb);
             for (int kt = kb; kt < (SWAP ? kb : ke); ++kt) {  // (B_LAYOUT 3 ran its own loop above)
@@ -1156,11 +1170,13 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 if constexpr (PROMOTE_STEPS) {
                     float f[MT][2][HALVES];
 #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt)
+                    for (int hn = 0; hn < HALVES; ++hn) {
+                        const float sb = __shfl_sync(0xffffffffu, sb_next, hn);
 #pragma unroll
-                        for (int h = 0; h < 2; ++h)
+                        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                            for (int hn = 0; hn < HALVES; ++hn) f[mt][h][hn] = sa_next[mt][h] * sb_next[hn];
+                            for (int h = 0; h < 2; ++h) f[mt][h][hn] = sa_next[mt][h] * sb;
+                    }
                     if (kt + 1 < ke) load_step_scales(kt + 1);
 #pragma unroll
                     for (int hn = 0; hn < HALVES; ++hn) {
