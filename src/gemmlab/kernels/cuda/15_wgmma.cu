@@ -57,7 +57,8 @@
 //   spread over the lanes (each step had waited a whole L2 latency for them). What is left is the promotion
 //   itself: its FMAs (a quarter of the tensor cores' time) do not run under the other consumer's wgmmas (ncu:
 //   they stall at dispatch), so the two times add, as the model's `promotion` bound says (0.80). Taking turns
-//   on the tensor cores (named barriers between the consumers) did not change that (0.63-0.77).
+//   on the tensor cores (named barriers between the consumers) did not change that (0.63-0.77), nor did
+//   128 x 192 tiles, one partial group a step (0.83-0.90 of the 256-column tiles' speed).
 // - Epilogue: 16-bit outputs with beta == 0 and no residual (plain, or a linear layer's act(alpha * acc +
 //   bias)) go through shared memory and TMA stores (store_tma), so that the writes to C drain while the next
 //   tile's main loop runs. Otherwise a plain epilogue (alpha, beta * C) or a linear layer's, with or without
