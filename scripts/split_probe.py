@@ -17,6 +17,10 @@ T128x64 = dict(BM=128, BN=64, BK=16, WM=64, WN=32, TM=8, TN=8)
 T128x64_8W = dict(BM=128, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8)
 T64x128 = dict(BM=64, BN=128, BK=16, WM=32, WN=64, TM=8, TN=8)
 T64x64 = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8)
+# Two warps of 64 x 64 with the largest class's 16 x 8 per thread: its LDS per FFMA (6 per 128) on a small
+# tile (sass_mix: 0.85 and 0.87 FFMA per scheduled cycle for one warp, against 0.83 for T128x64).
+T128x64_2W = dict(BM=128, BN=64, BK=8, WM=64, WN=64, TM=16, TN=8)
+T64x128_2W = dict(BM=64, BN=128, BK=8, WM=64, WN=64, TM=16, TN=8)
 SG = dict(GROUP_M=8, ORDER=4, STAGES=3, WAVE=1)
 
 # (M, N, K, B given as a weight's transpose, [(kernel, params), ...])
@@ -53,13 +57,15 @@ CASES = {"split": [
                    for t, mb, sk in tiles])
     for (m, n, k, wt, bc), tiles in {
         (2047, 2049, 1023, False, 4): [(T128x64_8W, 2, 1), (T128x64, 2, 1), (T128x64, 3, 1),
-                                       (T64x128, 3, 1), (T128x128, 2, 1), (T64x64, 5, 1)],
+                                       (T64x128, 3, 1), (T128x128, 2, 1), (T64x64, 5, 1), (T128x64_2W, 4, 1),
+                                       (T64x128_2W, 4, 1)],
         (1000, 3001, 2000, False, 4): [(T128x64_8W, 2, 1), (T64x128, 3, 1), (T64x64, 5, 1),
-                                       (T128x128, 2, 1)],
+                                       (T128x128, 2, 1), (T128x64_2W, 4, 1), (T64x128_2W, 4, 1)],
         (512, 512, 512, False, 16): [(T64x64, 5, 1), (T64x64, 5, 2), (T128x64_8W, 2, 4), (T64x64, 5, 8)],
         (128, 28672, 8192, True, 16): [(T128x128, 2, 1), (T128x64_8W, 2, 1), (T64x128, 3, 1),
-                                       (T128x64, 3, 1)],
-        (64, 13824, 5120, True, 16): [(T64x64, 5, 1), (T64x64, 5, 2), (T64x128, 3, 1), (T64x128, 3, 2)],
+                                       (T128x64, 3, 1), (T128x64_2W, 4, 1)],
+        (64, 13824, 5120, True, 16): [(T64x64, 5, 1), (T64x64, 5, 2), (T64x128, 3, 1), (T64x128, 3, 2),
+                                      (T64x128_2W, 4, 1)],
     }.items()
 ]}
 
