@@ -7,7 +7,7 @@
     ncu --clock-control none -k regex:gemm --launch-skip 2 --launch-count 1 --section SpeedOfLight \
         python3 scripts/ncu_once.py --kernel cublas --dtype bfloat16 --n 4096
     ncu --clock-control none -k regex:wgmma --launch-skip 2 --launch-count 1 --section WarpStateStats \
-        python3 scripts/ncu_once.py --dtype e4m3 --scales block --shape 4096x7168x16384 TURNS=0
+        python3 scripts/ncu_once.py --dtype e4m3 --scales block --shape 4096x7168x16384
 """
 
 import argparse

@@ -1135,9 +1135,10 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // operand's scale is not per block), loaded one step ahead, under the step before.
             constexpr int HALVES = PROMOTE_STEPS ? BN / 128 : 1;  // 128-column pieces of a step, promoted in turn
             float part[PROMOTE_STEPS ? MT : 1][PROMOTE_STEPS ? 64 : 1];
-            // B's scales are spread over the lanes (even lanes the first 128 columns, odd ones the next) and
-            // passed by shuffle where they are used: a load every lane shares goes to a uniform register, and the
-            // compiler waited for it where it landed, a whole L2 latency before each step's wgmmas. Each thread's
+            // B's scales are spread over the lanes (even lanes the first 128 columns, odd ones the next, unused
+            // on 128-column tiles) and passed by shuffle where they are used: a load every lane shares goes to a
+            // uniform register, and the compiler waited for it where it landed, a whole L2 latency before each
+            // step's wgmmas. Each thread's
             // rows of A's scales and its lane's column block of B's are found once a unit (null where that
             // operand's scale is not per block, or the row or block lies past the matrix: scale 1).
             float sa_next[MT][2], sb_next;
