@@ -400,9 +400,64 @@ def test_the_copy_transport_is_refused_where_it_cannot_run(tmp_path):
     for rank, (shape, errors) in _spawn(_transports, 2, tmp_path).items():
         assert shape == (8, 5, 4, 5)
         assert "transport='copy' cannot run here: the tensors are not on a GPU" in errors[0], errors
-        assert "transport must be one of auto, copy, ring" in errors[1], errors
+        assert "transport must be one of auto, copy, ring, sequential" in errors[1], errors
         assert "must be a tensor of N = 5 elements (one per column), got (4,)" in errors[2], errors
         assert "swish" in errors[3], errors
+
+
+def _sequential(rank, world):
+    """transport="sequential" (the collective, then one GEMM; on gloo an all-reduce for the reduce-scatter) against
+    the ring and the single-process product, with an epilogue on each."""
+    import torch
+
+    import gemmlab.distributed as gd
+
+    g = torch.Generator().manual_seed(13)
+    m, n, k = 5 * world, 7, 6 * world
+    a, b, bias = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g), torch.randn(n, generator=g)
+    rows, cols = m // world, k // world
+    shard = a[rank * rows:(rank + 1) * rows]
+    a_slice, b_slice = a[:, rank * cols:(rank + 1) * cols], b[rank * cols:(rank + 1) * cols]
+    y, gathered = gd.all_gather_matmul(shard, b, bias=bias, activation="gelu_tanh", transport="sequential",
+                                       return_gathered=True)
+    z = gd.matmul_reduce_scatter(a_slice, b_slice, bias=bias, activation="relu", transport="sequential")
+    z_ring = gd.matmul_reduce_scatter(a_slice, b_slice, bias=bias, activation="relu", transport="ring")
+    full = a @ b + bias
+    return dict(gathered=bool(torch.equal(gathered, a)),
+                ag=float((y - torch.nn.functional.gelu(full, approximate="tanh")).abs().max()),
+                rs=float((z - torch.relu(full)[rank * rows:(rank + 1) * rows]).abs().max()),
+                rs_ring=float((z - z_ring).abs().max()), shapes=(tuple(y.shape), tuple(z.shape)))
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_the_sequential_form_on_gloo(world, tmp_path):
+    for rank, r in _spawn(_sequential, world, tmp_path).items():
+        assert r["gathered"] and r["ag"] < 1e-4 and r["rs"] < 1e-4 and r["rs_ring"] < 1e-4, (rank, r)
+        assert r["shapes"] == ((5 * world, 7), (5, 7))
+
+
+def test_auto_overlaps_where_the_saving_pays_for_the_hosts_steps():
+    from gemmlab.distributed import model
+
+    # large products: the overlap saves far more than the host's per-peer steps cost
+    for kind in model.KINDS:
+        way, p, host = model.choose(kind, 16384, 8192, 8192, 4)
+        assert way == "copy" and p.sequential_s - p.overlapped_s > host > 0
+        # small ones: the saving is below the host's time, so one after the other
+        way, p, host = model.choose(kind, 1024, 4096, 4096, 4)
+        assert way == "sequential" and p.sequential_s - p.overlapped_s < host
+        assert model.choose(kind, 16384, 8192, 8192, 1)[0] == "sequential"  # (nothing to overlap)
+    # the decision is the model's: no host cost and any saving takes the overlap; a slower host, neither shape
+    assert model.choose("all_gather", 1024, 4096, 4096, 4, host_per_peer_s=0.0)[0] == "copy"
+    assert model.choose("all_gather", 16384, 8192, 8192, 4, host_per_peer_s=1.0)[0] == "sequential"
+    # more GPUs, more per-peer steps for the same saving
+    saves = {w: model.choose("reduce_scatter", 8192, 8192, 8192, w) for w in (2, 4, 8)}
+    assert saves[2][2] < saves[4][2] < saves[8][2]
+    assert model.reference_busbw(8) == model.REFERENCE_BUSBW[4] and model.reference_busbw(3) == model.REFERENCE_BUSBW[4]
+    with pytest.raises(ValueError, match="no reference GEMM rate for 'float64'"):
+        model.choose("all_gather", 64, 64, 64, 2, "float64")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        model.choose("all_reduce", 64, 64, 64, 2)
 
 
 def test_arrivals_rotate_by_whole_cluster_rows_and_wrap_the_count():

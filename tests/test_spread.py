@@ -22,14 +22,45 @@ def test_shares_are_balanced_by_cost_and_keep_the_items_order():
 
 def test_each_share_runs_in_its_own_process_with_its_gpu_visible():
     items = list(range(10))
-    parts = spread.run_spread(_where, items, [1.0] * 10, 3)
-    assert [p[0] for p in parts] == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    costs = [float(i % 4) for i in items]
+    parts = spread.run_spread(_where, items, costs, 3)
+    assert len(parts) == 3
+    taken = [i for share, _ in parts for i in share]
+    assert sorted(taken) == items  # every item once, over all processes
+    pids = set()
     for gpu, (share, (visible, got, pid)) in enumerate(parts):
         assert visible == str(gpu) and got == [items[i] for i in share] and pid != os.getpid()
+        pids.add(pid)
+        # each process got its items costliest first (the queue's order)
+        assert [costs[i] for i in share] == sorted((costs[i] for i in share), reverse=True)
+    assert len(pids) == 3
+    assert len(spread.run_spread(_where, [1, 2], [1.0, 1.0], 4)) == 2  # (no more processes than items)
     with pytest.raises(RuntimeError, match="GPU 0's share failed: ZeroDivisionError"):
         spread.run_spread(_fails, [1], [1.0], 1)
     with pytest.raises(ValueError, match="2 items but 1 costs"):
         spread.run_spread(_where, [1, 2], [1.0], 2)
+    with pytest.raises(ValueError, match="GPUs must be >= 1"):
+        spread.run_spread(_where, [1], [1.0], 0)
+
+
+def test_a_pulled_share_takes_items_from_the_queue_as_it_iterates():
+    import queue
+
+    q = queue.Queue()
+    for i in (2, 0, None, 1):
+        q.put(i)
+    pull = spread.Pull(q, ["a", "b", "c"])
+    it = iter(pull)
+    assert next(it) == "c" and pull.taken == [2]  # (one item taken per step, none ahead)
+    assert list(it) == ["a"] and pull.taken == [2, 0]
+    assert q.get() == 1  # what the end mark left for the other processes
+
+
+def test_a_slow_process_takes_fewer_items():
+    """Items pulled as the processes ask: the process whose first item is slow ends with fewer items."""
+    parts = spread.run_spread(_slow_first, list(range(12)), [2.0] + [1.0] * 11, 2)
+    slow = next(share for share, _ in parts if 0 in share)
+    assert sum(len(share) for share, _ in parts) == 12 and len(slow) < 6, parts
 
 
 def test_merge_keeps_every_run_and_orders_records():
@@ -49,6 +80,16 @@ def _where(items):
 
 def _fails(items):
     return 1 / 0
+
+
+def _slow_first(items):
+    import time
+
+    got = []
+    for i in items:
+        time.sleep(3.0 if i == 0 else 0.05)  # (3 s: a late start of the other process is covered)
+        got.append(i)
+    return got
 
 
 def test_the_suite_spread_merges_in_suite_order(monkeypatch):

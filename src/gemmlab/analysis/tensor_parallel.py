@@ -15,10 +15,7 @@ from ..distributed import model as tp
 from ..kernels import registry
 from .explain import explain
 
-# NCCL all-gather bus bandwidth on the reference host (H100 SXM, NVLink 4; NVLS off), from the gathered
-# operand of the largest tensor-parallel reference product: 268 MB (16384 x 8192 bf16) over 4 GPUs in 0.745 ms,
-# over 2 in 0.629 ms. Smaller messages reach less (67 MB: 225 and 176 GB/s).
-REFERENCE_BUSBW = {2: 213e9, 4: 270e9}
+REFERENCE_BUSBW = tp.REFERENCE_BUSBW  # (the reference host's NCCL all-gather: distributed.model)
 
 
 @dataclass

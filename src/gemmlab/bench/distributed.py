@@ -48,6 +48,7 @@ class Row:
     errors: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     predicted: dict[str, float] = field(default_factory=dict)
+    transport: str = ""  # the form gemmlab's default call took (its "auto": copy, sequential or ring)
 
     @property
     def ideal(self) -> float | None:
@@ -176,12 +177,21 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     if kind == "reduce_scatter" and backend == "nccl" and chunks[0] == 1:  # the copy path's tail: the slots' sum
         slots = torch.zeros(world, mr, n, dtype=dt, device=dev)
         calls["slots_sum"] = lambda: torch.sum(slots, dim=0)
-    if backend == "nccl":  # (the default there is the copy engines: the ring beside it)
-        calls["gemmlab_ring"] = (
-            (lambda: gd.all_gather_matmul(shard, b_local, chunks=chunks[0], transport="ring")) if kind == "all_gather"
-            else (lambda: gd.matmul_reduce_scatter(a_local, b_local, chunks=chunks[0], transport="ring")))
-    extra = [name for name in calls if name.startswith("gemmlab_") and name != "gemmlab_ring"]
-    extra += ["gemmlab_ring"] if "gemmlab_ring" in calls else []
+    way = None
+    if backend == "nccl":  # (the default is the copy engines or the sequential form: every form timed beside it)
+        way = model.choose(kind, m, n, k, world, dtype)[0] if chunks[0] == 1 else "ring"
+        row.transport = way
+
+        def forced(t):
+            if kind == "all_gather":
+                return lambda: gd.all_gather_matmul(shard, b_local, chunks=chunks[0], transport=t)
+            return lambda: gd.matmul_reduce_scatter(a_local, b_local, chunks=chunks[0], transport=t)
+        for t in ("copy", "sequential", "ring"):
+            if t != way:
+                calls[f"gemmlab_{t}"] = forced(t)
+    named = ("gemmlab_copy", "gemmlab_sequential", "gemmlab_ring")
+    extra = [name for name in calls if name.startswith("gemmlab_") and name not in named]
+    extra += [name for name in named if name in calls]
     calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
     calls["gemm_torch"] = lambda: torch.matmul(*local)
     fused, why = _torch_fused(torch, dist, kind, backend, shard if kind == "all_gather" else a_local, b_local)
@@ -217,6 +227,9 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra, *(["slots_sum"] if "slots_sum" in calls
                                                                                else []))}
     row.seconds["host_gemmlab"] = host_seconds(torch, dist, calls["gemmlab"], dev)
+    for name in ("gemmlab_copy", "gemmlab_sequential"):  # (what the auto choice weighs: the forms' host times)
+        if name in calls:
+            row.seconds[f"host_{name}"] = host_seconds(torch, dist, calls[name], dev)
     c, g_ours, g_torch = times.get("comm"), times.get("gemm_gemmlab"), times.get("gemm_torch")
     if c and g_ours and g_torch and world > 1:
         busbw = moved * (world - 1) / world / c
@@ -224,8 +237,10 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0],
                              tail_s=times.get("slots_sum") or 0.0)
         seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
+        # gemmlab's own call: the overlapped form's time, or the sequential form's where auto chose that
+        mine = ours.sequential_s if way == "sequential" else ours.overlapped_s
         row.predicted = {"sequential": seq.sequential_s, "overlapped": ours.overlapped_s, "ideal": ours.ideal_s,
-                         "busbw": busbw, "limiter_link": float(ours.limiter == "link")}
+                         "gemmlab": mine, "busbw": busbw, "limiter_link": float(ours.limiter == "link")}
     return row
 
 
@@ -351,17 +366,17 @@ def table(rows: Sequence[Row]) -> list[list[str]]:
         ours, seq, fused, ideal = s.get("gemmlab"), s.get("sequential"), s.get("torch_fused"), r.ideal
         p = r.predicted
         out.append([
-            r.kind, f"{r.m}x{r.n}x{r.k}", str(r.world), ms("comm"), ms("gemm_gemmlab"), ms("sequential"),
+            r.kind, f"{r.m}x{r.n}x{r.k}", str(r.world), r.transport or "-", ms("comm"), ms("gemm_gemmlab"), ms("sequential"),
             ms("gemmlab"), ms("host_gemmlab"), ms("torch_fused") if fused else r.notes.get("torch_fused", "-")[:40],
             f"{seq / ours:.2f}x" if seq and ours else "-",
             f"{ideal / ours:.0%}" if ideal and ours else "-",
             f"{fused / ours:.2f}x" if fused and ours else "-",
-            f"{p['overlapped'] / ours:.2f} / {p['sequential'] / seq:.2f}" if p and ours and seq else "-",
+            f"{p.get('gemmlab', p['overlapped']) / ours:.2f} / {p['sequential'] / seq:.2f}" if p and ours and seq else "-",
             ("link" if p.get("limiter_link") else "math") if p else "-",
         ])
     return out
 
 
-TABLE_HEADER = ["kind", "M x N x K", "GPUs", "comm ms", "GEMM ms", "sequential ms", "gemmlab ms", "host ms",
+TABLE_HEADER = ["kind", "M x N x K", "GPUs", "form", "comm ms", "GEMM ms", "sequential ms", "gemmlab ms", "host ms",
                 "torch fused ms", "x sequential", "of ideal", "x torch fused",
-                "model / measured (overlapped / sequential)", "limit"]
+                "model / measured (gemmlab / sequential)", "limit"]

@@ -122,7 +122,8 @@ def measure(dtypes: Iterable[str] = DTYPES, groups: Sequence[str] | None = None,
     dtypes = list(dtypes)
     if not dtypes or any(d not in DTYPES for d in dtypes):
         raise ValueError(f"dtypes {dtypes}: the suite runs {', '.join(DTYPES)}")
-    chosen = cases(groups, quick) if share is None else [(g, tuple(s)) for g, s in share]
+    pulled = share is not None and not isinstance(share, (list, tuple))  # (a spread's queue: taken as it goes)
+    chosen = cases(groups, quick) if share is None else share if pulled else [(g, tuple(s)) for g, s in share]
     if not budget_ms > 0:
         raise ValueError(f"--budget-ms must be positive, got {budget_ms}")
     context = _context(budget_ms)
@@ -134,14 +135,17 @@ def measure(dtypes: Iterable[str] = DTYPES, groups: Sequence[str] | None = None,
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
-        for dt in dtypes:
-            for i, (group, shape) in enumerate(chosen):
-                if on_progress:
-                    on_progress(f"{dt} {group} {'x'.join(map(str, shape))} ({i + 1}/{len(chosen)})")
-                recs = _one_shape(torch, dt, group, shape, context)
-                records += recs
-                if on_shape:
-                    on_shape(Pair(recs[0], recs[1] if len(recs) > 1 else None))
+        # dtype by dtype; a pulled share shape by shape (each shape's dtypes together, the queue read once)
+        order = (((dt, i, g, tuple(s)) for i, (g, s) in enumerate(chosen) for dt in dtypes) if pulled else
+                 ((dt, i, g, s) for dt in dtypes for i, (g, s) in enumerate(chosen)))
+        for dt, i, group, shape in order:
+            if on_progress:
+                on_progress(f"{dt} {group} {'x'.join(map(str, shape))} ({i + 1}"
+                            + (")" if pulled else f"/{len(chosen)})"))
+            recs = _one_shape(torch, dt, group, shape, context)
+            records += recs
+            if on_shape:
+                on_shape(Pair(recs[0], recs[1] if len(recs) > 1 else None))
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
     run["finished_at"] = context["now"]()
@@ -156,9 +160,10 @@ def measure_share(share: Sequence[tuple[str, Shape]], dtypes: Sequence[str], bud
 
 def measure_spread(gpus: int, dtypes: Sequence[str] = DTYPES, groups: Sequence[str] | None = None,
                    quick: bool = False, budget_ms: float = DEFAULT_BUDGET_MS, command: str = "") -> Results:
-    """The suite over `gpus` GPUs of this host, one process each, merged into one Results in suite order.
-    Every shape costs about the same (two calls of `budget_ms` each, and a compile), so the shares are
-    equal counts, the larger products spread first."""
+    """The suite over `gpus` GPUs of this host, one process each, merged into one Results in suite order. The
+    shapes are taken from one queue as the processes ask (bench.spread), the larger products first: a shape
+    costs two calls of `budget_ms` and a compile, more where a call is long (strict fp32 at 16384³ takes 0.18
+    s a call), which the order's cost counts only roughly and the queue makes up for."""
     from . import spread
 
     chosen = cases(groups, quick)

@@ -21,7 +21,7 @@ All-gather + GEMM, call e:
 2. the exchange stream waits for the event only (never for the GEMM, which waits for the other ranks' pushes),
    then for p = r - 1, r - 2, ... (each rank's first push goes to the rank before it, so every rank receives
    the block after its own first): wait for flags[W + p] >= e - 1 (p is done with call e - 1), copy the shard
-   into p's buffer[r], write p's flags[r] = e;
+   into p's buffer[r] (one driver copy), write p's flags[r] = e;
 3. the caller's stream waits for the exchange stream (the shard is not read after the call returns).
 The GEMM is queued before the pushes: it starts on the own block while the host still queues them.
 
@@ -30,7 +30,7 @@ GEMM + reduce-scatter, call e (each rank holds a K-slice; the output is r's rows
    product of j's rows into a local staging slot, and an event after it; the exchange stream waits for that
    event and for flags[W + j] >= e - 1, copies the slot into j's buffer[r] and writes j's flags[r] = e;
 2. on the caller's stream, the partial of r's own rows into its own slot (under the pushes still travelling);
-   then it waits for flags[p] >= e of every peer p, sums the W slots into a new tensor (the epilogue, bias and
+   then it waits for flags[p] >= e of every peer p, sums the W slots into a new tensor (two: one elementwise add) (the epilogue, bias and
    activation, applied to that sum by torch), and writes every peer's flags[W + r] = e;
 3. the caller's stream waits for the exchange stream (the staging slots are not rewritten before they left).
 No GEMM of it waits inside its launch: each is an ordinary one of M / W rows, whole products of all N columns.
@@ -116,9 +116,13 @@ class Exchange:
         self.push_order = [(rank - i) % world for i in range(1, world)]
         self.others = [p for p in range(world) if p != rank]
         self.peer_slots = {p: self.peers[p][rank] for p in self.others}
+        # the pushes' addresses and size (each push is one copy by the driver: no framework dispatch per call)
+        self.peer_slot_ptr = {p: slot.data_ptr() for p, slot in self.peer_slots.items()}
+        self.block_bytes = rows * cols * self.own.element_size()
         if kind == "reduce_scatter":  # local partials before they leave, an event after each one's product
             self.own.zero_()
             self.staging = torch.empty((world, rows, cols), dtype=dtype, device=device)
+            self.staging_ptr = [self.staging[j].data_ptr() for j in range(world)]
             self.made = [torch.cuda.Event() for _ in range(world)]
             self.send_order = [(rank + i) % world for i in range(1, world)]
         torch.cuda.synchronize(device)

@@ -24,6 +24,14 @@ formula's max already covers. Then the W slots are summed (`tail_s`, measured: t
 the output and writes one). What the ring lost beyond the model (each step's GEMM too small to
 fill the GPU, NCCL's kernels taking SMs) it does not have; what it adds is the host's time to queue a call
 (docs/journal.md, "the first run on NCCL").
+
+Whether the overlap pays (`choose`): the copy engines' form queues a GEMM, a push and their flags per peer,
+where the sequential form queues one collective and one GEMM. Where the time the overlap saves (sequential -
+overlapped) is less than the host's extra time to queue those per-peer steps, the GPU waits for the host and
+the call is slower than doing the two one after the other (4096 x 10240 x 8192 on 4 GPUs: 0.64-0.77 x
+sequential, docs/journal.md, "the reduce-scatter by the copy engines"); `choose` then names the sequential
+form. It predicts from the reference host's rates (REFERENCE_BUSBW, REFERENCE_RATE, HOST_PER_PEER_S), not
+from a measurement of the caller's machine.
 """
 
 from __future__ import annotations
@@ -31,6 +39,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KINDS = ("all_gather", "reduce_scatter")
+
+# NCCL all-gather bus bandwidth on the reference host (H100 SXM, NVLink 4; NVLS off), from the gathered
+# operand of the largest tensor-parallel reference product: 268 MB (16384 x 8192 bf16) over 4 GPUs in 0.745 ms,
+# over 2 in 0.629 ms. Smaller messages reach less (67 MB: 225 and 176 GB/s).
+REFERENCE_BUSBW = {2: 213e9, 4: 270e9}
+# Each rank's GEMM on the reference H100, by input dtype: the rates gemmlab's kernels sustain on products of
+# the tensor-parallel shapes (docs/performance.md: BF16 700-750 TFLOP/s, e4m3 1,300-1,500, strict fp32 50).
+REFERENCE_RATE = {"float16": 700e12, "bfloat16": 700e12, "float8_e4m3fn": 1300e12, "float8_e5m2": 1300e12,
+                  "float32": 50e12}
+# The host's time to queue the copy engines' steps for one peer, beyond the sequential form's (a GEMM or a
+# copy, an event, two stream memory operations; measured on the reference host by the bench's `host ms` of
+# the copy path: all-gather 0.14-0.20 ms, reduce-scatter 0.26-0.39 ms a call on 4 GPUs, before its copies
+# went through the driver directly).
+HOST_PER_PEER_S = {"all_gather": 0.05e-3, "reduce_scatter": 0.09e-3}
+# The reduce-scatter's sum of the W slots reads W blocks and writes one (torch's sum: 2.3 TB/s measured on 4).
+SUM_BPS = 2.3e12
 
 
 @dataclass(frozen=True)
@@ -114,3 +138,41 @@ def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, 
     c = comm / ((world - 1) * chunks)
     overlapped = max(world * chunks * g, (world - 1) * chunks * c + g) + tail_s
     return Prediction(kind, world, comm, gemm, seq, max(comm, gemm), overlapped)
+
+
+def reference_busbw(world: int) -> float:
+    """The reference host's all-gather bus bandwidth for `world` GPUs (the nearest measured count)."""
+    if world < 2:
+        return REFERENCE_BUSBW[2]
+    known = sorted(REFERENCE_BUSBW)
+    return REFERENCE_BUSBW[min(known, key=lambda w: (abs(w - world), -w))]
+
+
+def slots_sum_seconds(m: int, n: int, world: int, elem: int, bps: float = SUM_BPS) -> float:
+    """The copy reduce-scatter's tail: the W slots of a rank's M / W rows read, their sum written."""
+    if world < 2:
+        return 0.0
+    return (world + 1) * (m // world) * n * elem / bps
+
+
+def choose(kind: str, m: int, n: int, k: int, world: int, dtype: str = "bfloat16", *, busbw: float | None = None,
+           rate: float | None = None, host_per_peer_s: float | None = None) -> tuple[str, Prediction, float]:
+    """("copy" or "sequential", the copy form's prediction, the host's extra time): the copy engines' overlap
+    where the time it saves exceeds the host's time to queue its per-peer steps, else the collective and the
+    GEMM one after the other. The rates default to the reference host's."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if dtype not in REFERENCE_RATE:
+        raise ValueError(f"no reference GEMM rate for {dtype!r} (known: {', '.join(REFERENCE_RATE)})")
+    from ..formats import ITEMSIZE, number_format
+
+    fmt = number_format(dtype)
+    elem = ITEMSIZE[dtype] if kind == "all_gather" else ITEMSIZE[fmt.out_dtype]
+    bw = busbw if busbw is not None else reference_busbw(world)
+    cols, depth = (n // max(world, 1), k) if kind == "all_gather" else (n, k // max(world, 1))
+    gemm = 2.0 * m * cols * depth / (rate if rate is not None else REFERENCE_RATE[dtype])
+    tail = slots_sum_seconds(m, n, world, elem) if kind == "reduce_scatter" else 0.0
+    p = predict(kind, m, n, k, world, gemm, Link(bw, bw), elem, tail_s=tail)
+    host = (world - 1) * (host_per_peer_s if host_per_peer_s is not None else HOST_PER_PEER_S[kind])
+    pays = world > 1 and p.sequential_s - p.overlapped_s > host
+    return ("copy" if pays else "sequential"), p, host

@@ -17,6 +17,10 @@ of A waits inside its launch for each row block's flag before it reads the block
 order they arrive. The ring below cut the GEMM into W products of 1 / W each, too small to fill the GPU at W = 4,
 while NCCL's kernels took SMs from them (docs/journal.md, "the first run on NCCL").
 
+Where the copy engines' overlap saves less than the host spends queueing its per-peer steps (small products,
+many GPUs: model.choose), "auto" runs the sequential form instead (transport "sequential"): NCCL's collective,
+then one GEMM (the all-gather's with the fused epilogue; the reduce-scatter's epilogue on the scattered sum).
+
 The ring's transfers are torch.distributed point-to-point operations (`batch_isend_irecv`): on NCCL they run on
 NCCL's stream, ordered after what the current stream had queued when they were posted, and `wait()` makes the
 current stream wait for them, not the host; on gloo (CPU tensors) `wait()` blocks. Sums travel in the output
@@ -26,15 +30,17 @@ stays off); these functions start no process and use no multicast.
 
 from __future__ import annotations
 
+import functools
+
 from ..api.call import matmul as _matmul
 from ..api.call import matmul_after as _matmul_after
 from ..api.launch import Arrivals
 from ..formats import check_activation, dtype_label, number_format
 from ..runtime import launch as _driver
-from . import exchange
+from . import exchange, model
 from .schedule import all_gather_plan, pieces, reduce_scatter_plan, row_blocks
 
-TRANSPORTS = ("auto", "copy", "ring")
+TRANSPORTS = ("auto", "copy", "ring", "sequential")
 
 
 def _torch():
@@ -79,18 +85,24 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
     """C = all_gather(a_shard) @ B (+ bias, activation), M x N on every rank, each shard multiplied as it
     arrives. With `return_gathered`, also the gathered A (M x K). `transport`: "copy" (the copy engines and one
     GEMM that waits for each block, exchange.py; NCCL groups of CUDA tensors), "ring" (NCCL or gloo
-    point-to-point, a GEMM per ring step), or "auto": "copy" where it runs and `chunks` is 1, else "ring".
+    point-to-point, a GEMM per ring step), "sequential" (the collective, then one GEMM), or "auto": "copy" where
+    it runs, `chunks` is 1 and the overlap pays for its host time (model.choose), "sequential" where it runs and
+    does not pay, else "ring".
     `chunks` (the ring): each shard travels and is multiplied in that many row pieces (schedule.pieces), a
     finer pipeline: the ring then loses one piece of the shorter side instead of one shard
     (distributed.model.predict). Other keywords go to gemmlab.matmul."""
     torch, dist = _torch()
     rows, k, n = _operands("all_gather_matmul", ("A's shard", a_shard), ("B", b), params)
     rank, world, prev, nxt = _ring(group, dist)
-    if _by_copy(torch, dist, a_shard, group, transport, chunks) and world > 1 and rows > 0 and k > 0:
-        _pieces(rows, chunks)  # (checked, though the copy path sends whole shards)
+    cuts = _pieces(rows, chunks)
+    way = _transport(torch, dist, a_shard, group, transport, chunks, "all_gather", world * rows, n * world, k,
+                     world)
+    if way == "sequential" or world == 1:
+        return _gather_then_multiply(torch, dist, group, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
+                                     return_gathered, params)
+    if way == "copy" and rows > 0 and k > 0:
         return _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
                                return_gathered, params)
-    cuts = _pieces(rows, chunks)
     gathered = torch.empty((world, rows, k), dtype=a_shard.dtype, device=a_shard.device)
     gathered[rank].copy_(a_shard)
     out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
@@ -109,6 +121,23 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
         for r in reqs:
             r.wait()
     return (out, gathered.reshape(world * rows, k)) if return_gathered else out
+
+
+def _gather_then_multiply(torch, dist, group, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
+                          return_gathered, params):
+    """all_gather_matmul without overlap: the collective into one M x K tensor, then one GEMM over it with the
+    fused epilogue."""
+    gathered = torch.empty((world * rows, k), dtype=a_shard.dtype, device=a_shard.device)
+    if world == 1:
+        gathered.copy_(a_shard)
+    elif a_shard.is_cuda:
+        dist.all_gather_into_tensor(gathered, a_shard.contiguous(), group=group)
+    else:  # (gloo has no gather into one tensor: into its row views)
+        dist.all_gather(list(gathered.chunk(world)), a_shard.contiguous(), group=group)
+    out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
+    if out.numel():
+        _matmul(gathered, b, out, bias=bias, activation=activation, out_dtype=out_dtype, **params)
+    return (out, gathered) if return_gathered else out
 
 
 def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
@@ -133,12 +162,11 @@ def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bia
         _driver.stream_write_value(stream, ex.flag(p, world + rank), e)
     ex.stream.wait_event(ex.ready)
     a_shard.record_stream(ex.stream)  # (its memory is not reused before the pushes have read it)
-    side = ex.stream.cuda_stream
-    with torch.cuda.stream(ex.stream):
-        for p in ex.push_order:  # rank - 1, rank - 2, ...: each rank receives rank + 1's block first
-            _driver.stream_wait_value(side, ex.flag(rank, world + p), e - 1)  # p is done with call e - 1
-            ex.peer_slots[p].copy_(a_shard)
-            _driver.stream_write_value(side, ex.flag(p, rank), e)
+    side, src, nbytes = ex.stream.cuda_stream, a_shard.data_ptr(), ex.block_bytes
+    for p in ex.push_order:  # rank - 1, rank - 2, ...: each rank receives rank + 1's block first
+        _driver.stream_wait_value(side, ex.flag(rank, world + p), e - 1)  # p is done with call e - 1
+        _driver.stream_copy(side, ex.peer_slot_ptr[p], src, nbytes)
+        _driver.stream_write_value(side, ex.flag(p, rank), e)
     here.wait_stream(ex.stream)
     return (out, gathered) if return_gathered else out
 
@@ -149,8 +177,10 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
     is this rank's M x K / W slice of A, B_r its K / W x N slice of B; `bias` has one element per column (N).
     `transport`: "ring" (NCCL or gloo point-to-point, each step adding the sum received to its own product),
     "copy" (the copy engines push each rank's partial of every other rank's rows as it is made, the sum and the
-    epilogue after the last has landed; NCCL groups of CUDA tensors; exchange.py), or "auto" (the default:
-    "copy" where it runs and `chunks` is 1, else the ring). `chunks` (the ring): each row block's partial sum is made
+    epilogue after the last has landed; NCCL groups of CUDA tensors; exchange.py), "sequential" (one GEMM, then
+    the collective, then the epilogue on the sum), or "auto" (the default: "copy" where it runs, `chunks` is 1
+    and the overlap pays for its host time (model.choose), "sequential" where it runs and does not pay, else
+    the ring). `chunks` (the ring): each row block's partial sum is made
     and passed on in that many row pieces (a finer pipeline, as for all_gather_matmul). Other keywords go to
     gemmlab.matmul."""
     torch, dist = _torch()
@@ -161,7 +191,11 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
     rows = blocks[0][1]
     cuts = _pieces(rows, chunks)
     dtype = _out_dtype(torch, a, out_dtype)
-    if _by_copy(torch, dist, a, group, transport, chunks) and world > 1 and rows > 0 and n > 0:
+    way = _transport(torch, dist, a, group, transport, chunks, "reduce_scatter", m, n, k * world, world)
+    if way == "sequential" or world == 1:
+        return _multiply_then_reduce_scatter(torch, dist, group, rank, world, a, b_shard, rows, n, dtype, bias,
+                                             activation, out_dtype, params)
+    if way == "copy" and rows > 0 and n > 0:
         return _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks, n, dtype, bias,
                                        activation, out_dtype, params)
     work = [torch.empty((rows, n), dtype=dtype, device=a.device) for _ in range(2)]
@@ -183,6 +217,26 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
     return out
 
 
+def _multiply_then_reduce_scatter(torch, dist, group, rank, world, a, b_shard, rows, n, dtype, bias, activation,
+                                  out_dtype, params):
+    """matmul_reduce_scatter without overlap: the partial product of all rows, the collective's sum of this rank's
+    rows (in the output type, as NCCL sums), then bias and activation on it."""
+    partial = torch.empty((world * rows, n), dtype=dtype, device=a.device)
+    if world == 1:  # (nothing to sum: the epilogue fused)
+        if partial.numel():
+            _matmul(a, b_shard, partial, bias=bias, activation=activation, out_dtype=out_dtype, **params)
+        return partial
+    if partial.numel():
+        _matmul(a, b_shard, partial, out_dtype=out_dtype, **params)
+    if a.is_cuda:
+        out = torch.empty((rows, n), dtype=dtype, device=a.device)
+        dist.reduce_scatter_tensor(out, partial, group=group)
+    else:  # (gloo has no reduce-scatter: the sum of all rows, then this rank's)
+        dist.all_reduce(partial, group=group)
+        out = partial[rank * rows:(rank + 1) * rows].clone()
+    return epilogue_in_place(torch, out, bias, activation)
+
+
 def _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks, n, dtype, bias, activation, out_dtype,
                             params):
     """matmul_reduce_scatter through the push exchange (exchange.py, "GEMM + reduce-scatter"): the partials of
@@ -200,30 +254,49 @@ def _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks,
         _matmul(a[first:first + rows], b_shard, ex.staging[j], out_dtype=out_dtype, **params)
         ex.made[j].record(here)
         ex.stream.wait_event(ex.made[j])
-        with torch.cuda.stream(ex.stream):
-            _driver.stream_wait_value(side, ex.flag(rank, world + j), e - 1)  # j is done with call e - 1
-            ex.peer_slots[j].copy_(ex.staging[j])
-            _driver.stream_write_value(side, ex.flag(j, rank), e)
+        _driver.stream_wait_value(side, ex.flag(rank, world + j), e - 1)  # j is done with call e - 1
+        _driver.stream_copy(side, ex.peer_slot_ptr[j], ex.staging_ptr[j], ex.block_bytes)
+        _driver.stream_write_value(side, ex.flag(j, rank), e)
     first = blocks[rank][0]  # the own rows' partial, under the pushes still on their way
     _matmul(a[first:first + rows], b_shard, ex.own, out_dtype=out_dtype, **params)
     for p in ex.others:  # every other rank's partial of this rank's rows has landed
         _driver.stream_wait_value(stream, ex.flag(rank, p), e)
-    out = torch.sum(ex.buffer, dim=0)  # (a new tensor: the buffer is the next call's)
+    # (a new tensor: the buffer is the next call's.) Two slots in one elementwise add, which reads each once at
+    # the copy bandwidth; torch's sum over the slots' axis ran at 1.4 TB/s there. Both add in fp32 and round once.
+    out = torch.add(ex.buffer[0], ex.buffer[1]) if world == 2 else torch.sum(ex.buffer, dim=0)
     for p in ex.others:  # this rank has read its buffer of call e to the end
         _driver.stream_write_value(stream, ex.flag(p, world + rank), e)
     here.wait_stream(ex.stream)  # (the staging slots are not rewritten before they have left)
     return epilogue_in_place(torch, out, bias, activation)
 
 
-def _by_copy(torch, dist, tensor, group, transport: str, chunks) -> bool:
-    """Whether a product goes through the copy engines (exchange.py): "copy" (refused by name where it cannot
-    run), or "auto" where it runs and `chunks` is 1; False for "ring". ValueError for another transport."""
+def _transport(torch, dist, tensor, group, transport: str, chunks, kind: str, m: int, n: int, k: int,
+               world: int) -> str:
+    """The way a product runs: "copy" (the copy engines, exchange.py; refused by name where it cannot run),
+    "sequential", or "ring"; "auto" takes "copy" where it runs, `chunks` is 1 and model.choose says the overlap
+    pays for its host time, "sequential" where the copy engines could run but it does not pay, else "ring".
+    ValueError for another transport."""
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
-    why = exchange.available(torch, dist, tensor, group) if transport != "ring" else "asked for the ring"
-    if transport == "copy" and why:
-        raise ValueError(f"transport='copy' cannot run here: {why}")
-    return why is None and (transport == "copy" or chunks == 1)
+    if transport in ("ring", "sequential"):
+        return transport
+    why = exchange.available(torch, dist, tensor, group)
+    if transport == "copy":
+        if why:
+            raise ValueError(f"transport='copy' cannot run here: {why}")
+        return "copy"
+    if why is not None or chunks != 1:
+        return "ring"
+    label = dtype_label(tensor.dtype)
+    if label not in model.REFERENCE_RATE:  # (no rate to judge by: the overlap)
+        return "copy"
+    return _choice(kind, m, n, k, world, label)
+
+
+@functools.lru_cache(maxsize=256)
+def _choice(kind: str, m: int, n: int, k: int, world: int, dtype: str) -> str:
+    """model.choose's form for a product (asked once per shape: a call's host time is what it weighs)."""
+    return model.choose(kind, m, n, k, world, dtype)[0]
 
 
 def _check_sum_epilogue(torch, a, n, bias, activation) -> None:

@@ -263,6 +263,28 @@ def _memop(name: str):
     return fn
 
 
+@functools.lru_cache(maxsize=1)
+def _copy_fn():
+    lib = libcuda()
+    fn = None if lib is None else getattr(lib, "cuMemcpyDtoDAsync_v2", None) or getattr(lib, "cuMemcpyDtoDAsync", None)
+    if fn is None:
+        raise GemmlabError("the CUDA driver has no cuMemcpyDtoDAsync")
+    fn.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def stream_copy(stream: int, dst: int, src: int, nbytes: int) -> None:
+    """Copy `nbytes` from device address `src` to `dst` in the order of `stream` (cuMemcpyDtoDAsync: the copy
+    engine, also between GPUs whose memory is mapped into this one's address space); one driver call, no
+    framework dispatch."""
+    if nbytes <= 0:
+        return
+    rc = _copy_fn()(dst, src, nbytes, stream)
+    if rc:
+        raise GemmlabError(f"cuMemcpyDtoDAsync failed ({rc}): {nbytes} bytes 0x{src:x} -> 0x{dst:x}")
+
+
 def stream_write_value(stream: int, address: int, value: int) -> None:
     """Write the 32-bit `value` at device `address` once the work queued before it on `stream` is done, after a
     memory barrier (cuStreamWriteValue32): a flag that no SM has to run, so it cannot wait on a busy GPU."""
