@@ -335,16 +335,25 @@ def _bench_suite(dtype: Optional[str], only: Optional[str], quick: bool, budget_
             raise ValueError(f"--gpus must be >= 1, got {gpus}")
     except ValueError as exc:
         fail(str(exc))
-    _require_gpu_and_torch("gemmlab bench --suite")
     command = " ".join(["gemmlab", *sys.argv[1:]])
     if gpus is not None and gpus > 1:
-        import torch
+        # (torch is imported by each GPU's process, not here: importing it first would add its seconds to the
+        # spread run's start, before the processes begin theirs)
+        import importlib.util
 
-        if torch.cuda.device_count() < gpus:
-            fail(f"--gpus {gpus}: this host has {torch.cuda.device_count()} GPUs")
+        from ..runtime import device
+
+        reason = device.gpu_unavailable_reason() or (None if importlib.util.find_spec("torch") else
+                                                     "torch is not installed")
+        if reason:
+            fail(f"gemmlab bench --suite times GPU calls beside torch's: {reason}")
+        have = device.require_cupy().cuda.runtime.getDeviceCount()
+        if have < gpus:
+            fail(f"--gpus {gpus}: this host has {have} GPUs")
         with console.status(f"the suite over {gpus} GPUs"):
             res = st.measure_spread(gpus, dtypes, groups, quick, budget_ms or st.DEFAULT_BUDGET_MS, command)
     else:
+        _require_gpu_and_torch("gemmlab bench --suite")
         with console.status("starting") as status:
             res = st.measure(dtypes, groups, quick, budget_ms or st.DEFAULT_BUDGET_MS,
                              on_progress=lambda t: status.update(escape(t)), command=command)

@@ -27,11 +27,11 @@ fill the GPU, NCCL's kernels taking SMs) it does not have; what it adds is the h
 
 Whether the overlap pays (`choose`): the copy engines' form queues a GEMM, a push and their flags per peer,
 where the sequential form queues one collective and one GEMM. Where the time the overlap saves (sequential -
-overlapped) is less than the host's extra time to queue those per-peer steps, the GPU waits for the host and
-the call is slower than doing the two one after the other (4096 x 10240 x 8192 on 4 GPUs: 0.64-0.77 x
-sequential, docs/journal.md, "the reduce-scatter by the copy engines"); `choose` then names the sequential
-form. It predicts from the reference host's rates (REFERENCE_BUSBW, REFERENCE_RATE, HOST_PER_PEER_S), not
-from a measurement of the caller's machine.
+overlapped) is less than what those per-peer steps cost beyond the model (HOST_PER_PEER_S, fitted to both forms
+measured), the GPU waits for the host or for the last push and the call is slower than doing the two one after
+the other (2048 x 8192 x 8192 on 4 GPUs: 0.52-0.61 x sequential); `choose` then names the sequential form. It
+predicts from the reference host's rates (REFERENCE_BUSBW, REFERENCE_RATE, HOST_PER_PEER_S), not from a
+measurement of the caller's machine.
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ REFERENCE_BUSBW = {2: 213e9, 4: 270e9}
 # the tensor-parallel shapes (docs/performance.md: BF16 700-750 TFLOP/s, e4m3 1,300-1,500, strict fp32 50).
 REFERENCE_RATE = {"float16": 700e12, "bfloat16": 700e12, "float8_e4m3fn": 1300e12, "float8_e5m2": 1300e12,
                   "float32": 50e12}
-# The host's time to queue the copy engines' steps for one peer, beyond the sequential form's (a GEMM or a
-# copy, an event, two stream memory operations; measured on the reference host by the bench's `host ms` of
-# the copy path: all-gather 0.14-0.20 ms, reduce-scatter 0.26-0.39 ms a call on 4 GPUs, before its copies
-# went through the driver directly).
-HOST_PER_PEER_S = {"all_gather": 0.05e-3, "reduce_scatter": 0.09e-3}
+# What the copy engines' form costs per peer beyond its model (the host's queueing of a GEMM or copy, an event
+# and two stream memory operations per peer; on the all-gather also its pushes landing one after another, which
+# the model does not see), fitted to both forms timed side by side (4 H200s, NVLink, 2 and 4 GPUs, five shapes
+# of 2048-16384 rows: docs/journal.md, "the sequential form"): each value the middle of the range that orders
+# every measured pair of forms as measured.
+HOST_PER_PEER_S = {"all_gather": 0.09e-3, "reduce_scatter": 0.03e-3}
 # The reduce-scatter's sum of the W slots reads W blocks and writes one (torch's sum: 2.3 TB/s measured on 4).
 SUM_BPS = 2.3e12
 

@@ -1,0 +1,93 @@
+"""Where the host's time of one tensor-parallel call goes: each form of both products (gemmlab.distributed's
+transports "sequential" and "copy", and torch's NCCL collective + torch.matmul beside them) called back to back
+under cProfile on rank 0 of a 2-GPU group, with the wall time per call; the functions that took the most time of
+their own, per form. NVLink multicast off in every process.
+
+    PYTHONPATH=src python scripts/tp_host_profile.py [--shape 2048x1024x1024] [--calls 200]
+"""
+
+import argparse
+import cProfile
+import io
+import pstats
+import time
+
+
+def body(torch, dist, rank, world, dev, shape, calls):
+    import gemmlab.distributed as gd
+
+    m, n, k = shape
+    rows, cols, ks = m // world, n // world, k // world
+    g = torch.Generator(device=dev).manual_seed(1)
+    a = torch.randn(m, k, generator=g, device=dev).bfloat16()
+    b = torch.randn(k, n, generator=g, device=dev).bfloat16()
+    shard, b_cols = a[rank * rows:(rank + 1) * rows].contiguous(), b[:, rank * cols:(rank + 1) * cols].contiguous()
+    a_slice, b_slice = a[:, rank * ks:(rank + 1) * ks].contiguous(), b[rank * ks:(rank + 1) * ks].contiguous()
+    gathered = torch.empty(m, k, dtype=a.dtype, device=dev)
+
+    def torch_rs():
+        p = torch.matmul(a_slice, b_slice)
+        out = torch.empty(rows, n, dtype=p.dtype, device=dev)
+        dist.reduce_scatter_tensor(out, p)
+        return out
+
+    forms = {
+        "ag torch": lambda: torch.matmul(dist.all_gather_into_tensor(gathered, shard) or gathered, b_cols),
+        "ag sequential": lambda: gd.all_gather_matmul(shard, b_cols, transport="sequential"),
+        "ag copy": lambda: gd.all_gather_matmul(shard, b_cols, transport="copy"),
+        "rs torch": torch_rs,
+        "rs sequential": lambda: gd.matmul_reduce_scatter(a_slice, b_slice, transport="sequential"),
+        "rs copy": lambda: gd.matmul_reduce_scatter(a_slice, b_slice, transport="copy"),
+        "gemm gemmlab": lambda: gd.ops._matmul(a_slice, b_slice),
+        "gemm torch": lambda: torch.matmul(a_slice, b_slice),
+    }
+    out = {}
+    for name, fn in forms.items():
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize(dev)
+        dist.barrier()
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+        host = (time.perf_counter() - t0) / calls
+        torch.cuda.synchronize(dev)
+        wall = (time.perf_counter() - t0) / calls
+        # the same calls unprofiled, one at a time between barriers (what the bench times)
+        each = []
+        for _ in range(20):
+            dist.barrier()
+            torch.cuda.synchronize(dev)
+            t1 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize(dev)
+            each.append(time.perf_counter() - t1)
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(12)
+        out[name] = (host, wall, sorted(each)[len(each) // 2], s.getvalue())
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="2048x1024x1024")
+    ap.add_argument("--calls", type=int, default=200)
+    args = ap.parse_args()
+    from gemmlab.bench.distributed import spawn_ranks
+
+    shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    got = spawn_ranks(2, "nccl", body, shape, args.calls)
+    for name, (host, wall, each, text) in got.items():
+        print(f"== {name}: host {host * 1e6:.1f} us a call (profiled), back to back {wall * 1e6:.1f} us, one call "
+              f"between barriers {each * 1e6:.1f} us")
+        print("\n".join(text.splitlines()[:30]))
+    print("\nSUMMARY (rank 0, us a call: host under cProfile / back to back / one call between barriers)")
+    for name, (host, wall, each, _) in got.items():
+        print(f"{name:>16}: {host * 1e6:8.1f} {wall * 1e6:8.1f} {each * 1e6:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
