@@ -1,0 +1,10 @@
+#!/bin/bash
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONPATH=$PWD/src:$PWD/scripts GEMMLAB_CACHE_DIR=/tmp/gemmlab_cache
+S=8192x28672x8192,16384x8192x8192,4096x10240x8192,8192x8192x8192,2048x8192x8192
+mkdir -p $OUT/bench $OUT/rest
+OUT=$OUT/bench timeout 300 python3 scripts/device_distributed_check.py --gpus 2,4 --chunks 1 --budget-ms 300 --no-link --no-tests --shapes $S --timeouts 100,100,140 > $OUT/bench.txt 2>&1
+tail -22 $OUT/bench.txt
+OUT=$OUT/rest timeout 200 python3 scripts/device_distributed_check.py --gpus 9 --no-link --no-tests --spread 4 --timeouts 150,100,100 > $OUT/rest.txt 2>&1
+tail -3 $OUT/rest.txt
+rm -rf $OUT/rest/suite-*/results.csv
