@@ -3,6 +3,8 @@ in pieces, against the single-GPU gemmlab product of the gathered operands and a
 epilogue on the full sum; the harness end to end (the Linear pair is checked on gloo, tests/test_distributed.py).
 Every process has NVLink multicast off (bench.distributed.ENV). Results are rank 0's."""
 
+import contextlib
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -79,6 +81,12 @@ def _repeats(torch, dist, rank, world, dev):
         ks = k // world  # (the reduce-scatter's slices, taken before the shard, a view of A, is overwritten)
         a_slice, b_slice = a[:, rank * ks:(rank + 1) * ks].contiguous(), b[rank * ks:(rank + 1) * ks].contiguous()
         ring = gd.all_gather_matmul(shard, b, transport="ring")
+        # the sequential form keeps its buffers: every other call on a stream of its own
+        side = torch.cuda.Stream(device=dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side) if i % 2 else contextlib.nullcontext():
+            y_seq = gd.all_gather_matmul(shard, b, transport="sequential")
+        torch.cuda.current_stream(dev).wait_stream(side)
         y, gathered = gd.all_gather_matmul(shard, b, transport="copy", return_gathered=True)
         same = torch.equal(gathered, a)
         shard.fill_(float("nan"))  # (the caller may write its shard once the call returns: the pushes are done)
@@ -87,12 +95,18 @@ def _repeats(torch, dist, rank, world, dev):
         bias = torch.randn(n, generator=g, device=dev)
         z = gd.matmul_reduce_scatter(a_slice, b_slice, bias=bias, activation="silu")  # (auto: the copy engines)
         z_ring = gd.matmul_reduce_scatter(a_slice, b_slice, transport="ring", bias=bias, activation="silu")
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side) if i % 2 == 0 else contextlib.nullcontext():
+            z_seq = gd.matmul_reduce_scatter(a_slice, b_slice, transport="sequential", bias=bias, activation="silu")
+        torch.cuda.current_stream(dev).wait_stream(side)
         want_z = torch.nn.functional.silu(full + bias.double())[rank * rows:(rank + 1) * rows]
         a_slice.fill_(float("nan"))  # (likewise: the partials have left before the call returns)
         out.append(dict(call=i, gathered=bool(same), vs_ring=float((y.float() - ring.float()).abs().max()),
                         err=float((y.double() - full).norm() / full.norm()),
                         rs_vs_ring=float((z.double() - z_ring.double()).norm() / z_ring.double().norm()),
-                        rs_err=float((z.double() - want_z).norm() / want_z.norm())))
+                        rs_err=float((z.double() - want_z).norm() / want_z.norm()),
+                        seq_vs_ring=float((y_seq.float() - ring.float()).abs().max()),
+                        rs_seq_vs_ring=float((z_seq.double() - z_ring.double()).norm() / z_ring.double().norm())))
     return out
 
 
@@ -102,6 +116,7 @@ def test_the_copy_paths_reuse_their_buffers_call_after_call():
     for r in spawn_ranks(WORLD, "nccl", _repeats):
         assert r["gathered"] and r["err"] <= 1e-2 and r["vs_ring"] <= 2e-2, r
         assert r["rs_err"] <= 1e-2 and r["rs_vs_ring"] <= 1e-2, r
+        assert r["seq_vs_ring"] <= 2e-2 and r["rs_seq_vs_ring"] <= 1e-2, r  # (the sequential form's kept buffers)
 
 
 def test_the_harness_runs_on_nccl():

@@ -127,7 +127,12 @@ def _gather_then_multiply(torch, dist, group, world, a_shard, b, rows, k, n, bia
                           return_gathered, params):
     """all_gather_matmul without overlap: the collective into one M x K tensor, then one GEMM over it with the
     fused epilogue."""
-    gathered = torch.empty((world * rows, k), dtype=a_shard.dtype, device=a_shard.device)
+    kept = None
+    if world > 1 and a_shard.is_cuda and not return_gathered:  # (kept: the same addresses, plan and maps each call)
+        kept = _Kept(torch, group, "gathered", (world * rows, k), a_shard.dtype, a_shard.device)
+        gathered = kept.tensor
+    else:
+        gathered = torch.empty((world * rows, k), dtype=a_shard.dtype, device=a_shard.device)
     if world == 1:
         gathered.copy_(a_shard)
     elif a_shard.is_cuda:
@@ -137,7 +142,35 @@ def _gather_then_multiply(torch, dist, group, world, a_shard, b, rows, k, n, bia
     out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
     if out.numel():
         _matmul(gathered, b, out, bias=bias, activation=activation, out_dtype=out_dtype, **params)
+    if kept is not None:
+        kept.done(torch)
     return (out, gathered) if return_gathered else out
+
+
+_kept_buffers: dict[tuple, list] = {}
+
+
+class _Kept:
+    """A buffer the sequential form keeps per group, use, shape, dtype and device (freed by forget_exchanges): a
+    new one each call would give the GEMM new addresses, and with them new tensor maps to encode. Its last use
+    is marked by an event on the stream that used it, which the next call's stream waits for (so a call on
+    another stream never writes it while the last one still reads it)."""
+
+    def __init__(self, torch, group, what: str, shape: tuple[int, int], dtype, device):
+        pg = group if group is not None else _torch()[1].group.WORLD
+        key = (id(pg), what, shape, dtype, device)
+        hit = _kept_buffers.get(key)
+        if hit is None or hit[0] is not pg:
+            hit = _kept_buffers[key] = [pg, torch.empty(shape, dtype=dtype, device=device), None]
+        self.slot, self.tensor, self.stream = hit, hit[1], torch.cuda.current_stream(device)
+        if hit[2] is not None:
+            self.stream.wait_event(hit[2])
+
+    def done(self, torch) -> None:
+        """Mark the last use (after the collective: the caller's stream has waited for it)."""
+        if self.slot[2] is None:
+            self.slot[2] = torch.cuda.Event()
+        self.slot[2].record(self.stream)
 
 
 def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
@@ -221,7 +254,12 @@ def _multiply_then_reduce_scatter(torch, dist, group, rank, world, a, b_shard, r
                                   out_dtype, params):
     """matmul_reduce_scatter without overlap: the partial product of all rows, the collective's sum of this rank's
     rows (in the output type, as NCCL sums), then bias and activation on it."""
-    partial = torch.empty((world * rows, n), dtype=dtype, device=a.device)
+    kept = None
+    if world > 1 and a.is_cuda:  # (kept: the same addresses, plan and maps each call)
+        kept = _Kept(torch, group, "partial", (world * rows, n), dtype, a.device)
+        partial = kept.tensor
+    else:
+        partial = torch.empty((world * rows, n), dtype=dtype, device=a.device)
     if world == 1:  # (nothing to sum: the epilogue fused)
         if partial.numel():
             _matmul(a, b_shard, partial, bias=bias, activation=activation, out_dtype=out_dtype, **params)
@@ -231,6 +269,7 @@ def _multiply_then_reduce_scatter(torch, dist, group, rank, world, a, b_shard, r
     if a.is_cuda:
         out = torch.empty((rows, n), dtype=dtype, device=a.device)
         dist.reduce_scatter_tensor(out, partial, group=group)
+        kept.done(torch)
     else:  # (gloo has no reduce-scatter: the sum of all rows, then this rank's)
         dist.all_reduce(partial, group=group)
         out = partial[rank * rows:(rank + 1) * rows].clone()
@@ -334,10 +373,11 @@ def epilogue_in_place(torch, out, bias, activation):
 
 
 def forget_exchanges() -> None:
-    """Free the copy engines' buffers kept for reuse (one per group, kind and block shape: exchange.forget). Call it
-    on every rank at the same point of the program."""
+    """Free the buffers kept for reuse: the copy engines' (one per group, kind and block shape: exchange.forget)
+    and the sequential form's. Call it on every rank at the same point of the program."""
     torch, dist = _torch()
     exchange.forget(torch, dist)
+    _kept_buffers.clear()
 
 
 def _pieces(rows: int, chunks) -> list[tuple[int, int]]:
