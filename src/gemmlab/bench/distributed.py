@@ -176,7 +176,8 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         calls[f"gemmlab_{c}"] = ours(c)
     if kind == "reduce_scatter" and backend == "nccl" and chunks[0] == 1:  # the copy path's tail: the slots' sum
         slots = torch.zeros(world, mr, n, dtype=dt, device=dev)
-        calls["slots_sum"] = lambda: torch.sum(slots, dim=0)
+        calls["slots_sum"] = ((lambda: torch.add(slots[0], slots[1])) if world == 2 else  # (as the copy path sums)
+                              (lambda: torch.sum(slots, dim=0)))
     way = None
     if backend == "nccl":  # (the default is the copy engines or the sequential form: every form timed beside it)
         way = model.choose(kind, m, n, k, world, dtype)[0] if chunks[0] == 1 else "ring"
