@@ -170,6 +170,9 @@ def _on_gloo(rank, world, path, body, results):
         results[rank] = body(rank, world)
     finally:
         dist.destroy_process_group()
+    from gemmlab.bench.distributed import leave_now
+
+    leave_now()  # (the interpreter's teardown could abort the process after its result was in)
 
 
 def _spawn(body, world, tmp_path) -> dict:
