@@ -475,6 +475,12 @@ def test_split_heuristic_and_rules():
     for m, n, k in ((1024, 1024, 1024), (4096, 4096, 4096), (2048, 2048, 2048), (1000, 1000, 1000), (64, 64, 4000),
                     (8192, 8192, 8192), (128, 11008, 4096), (512, 512, 512), (128, 8192, 8192)):
         assert wgmma.split_for(m, n, k, 132) == 1, (m, n, k)
+    # 8-bit inputs split only where the tiles keep a quarter of the SMs or fewer (half of 16-bit's share)
+    for m, n, k, split16, split8 in ((64, 8192, 8192, 2, 1), (128, 4096, 8192, 2, 1), (64, 8192, 4096, 2, 1),
+                                     (64, 4096, 8192, 4, 4), (64, 2048, 8192, 4, 4)):
+        assert wgmma.split_for(m, n, k, 132) == split16 and wgmma.split_for(m, n, k, 132, 1) == split8, (m, n, k)
+        assert SPEC.heuristic(m, n, k, 132, "float8_e4m3fn", True).get("SPLIT_K", 1) == split8, (m, n, k)
+        assert SPEC.heuristic(m, n, k, 132, "bfloat16", True).get("SPLIT_K", 1) == split16, (m, n, k)
     # every pick is valid, and a batch never splits
     for m, n, k in ((64, 64, 131072), (256, 256, 65536), (129, 264, 4104), (1, 8, 1 << 20)):
         for a_type, layout in ((3, 2), (3, 3), (1, 2)):  # every element type and layout takes the pick

@@ -307,10 +307,15 @@ def split_tiles(m: int, n: int) -> dict[str, int]:
     return {"BN": 128, "CLUSTER": 1}
 
 
-def split_for(m: int, n: int, k: int, sms: int) -> int:
+def split_for(m: int, n: int, k: int, sms: int, elem: int = 2) -> int:
     """The slices of K per tile (of split_tiles), or 1 for none: the largest power of two (a compiled kernel
     per value) that keeps the units to one wave and the slices to SPLIT_MIN_STEPS k steps or more, for a C
-    whose tiles would keep at most SPLIT_MAX_SHARE of the SMs busy unsplit. Measured, BF16 x cuBLAS, L2
+    whose tiles would keep at most SPLIT_MAX_SHARE of the SMs busy unsplit; for 8-bit inputs (`elem` 1) half
+    that share. A tile of 8-bit inputs streams half the bytes of a 16-bit one in half the time, and the split's
+    fixed cost (the second launch, the fp32 slabs) stays: e4m3 x torch._scaled_mm, per tensor, H100 (docs/
+    journal.md, "small M in 8 bits"), split / unsplit: 64 tiles (48 % of the SMs) 64 x 8192 x 8192 0.90 / 0.97,
+    64 x 8192 x 4096 0.81 / 0.93, 128 x 4096 x 8192 0.82 / 0.87; 32 tiles (64 x 4096 x 8192) 0.83-0.85 / 0.81;
+    16 (64 x 2048 x 8192) 0.90 with 4 slices / 0.67. Measured, BF16 x cuBLAS, L2
     flushed (docs/journal.md, "2026-11-27: long K on a small C" and "decoding, third round"): 64 x 64 x 131072
     0.22 (rung 16) -> 0.98 with 64 slices; 256 x 256 x 65536 0.86 with 32 slices of 128 x 128 tiles, 0.92
     with 16 of 64 x 128; 512 x 512 x 16384 0.85 / 0.87 the same way (8 / 4); and, once the second launch
@@ -321,7 +326,7 @@ def split_for(m: int, n: int, k: int, sms: int) -> int:
         return 1
     t = split_tiles(m, n)
     tiles = cdiv(m, t.get("BM", 128)) * cdiv(n, t["BN"])
-    if tiles > SPLIT_MAX_SHARE * sms:
+    if tiles > SPLIT_MAX_SHARE * min(max(elem, 1), 2) / 2 * sms:
         return 1
     most = min(sms // tiles, cdiv(k, BK) // SPLIT_MIN_STEPS, SPLIT_CHOICES[-1])
     return max(s for s in SPLIT_CHOICES if s <= max(most, 1))
@@ -383,7 +388,7 @@ def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
     it the tile order's group height (best_group), and stream-K where the last round's tiles pay to be cut
     into parts (stream_k_parts). (For tf32 on a row-major B the kernel's tile rows are
     columns of C, so the cap at M's tile rows is then N's; it matters only below 16 tile rows.)"""
-    split = split_for(m, n, k, sms)
+    split = split_for(m, n, k, sms, 1 if element in FP8_TYPES else 2)
     if split > 1:
         p = split_tiles(m, n)
         p["SPLIT_K"] = split
