@@ -310,8 +310,8 @@ def split_tiles(m: int, n: int) -> dict[str, int]:
 def split_for(m: int, n: int, k: int, sms: int, elem: int = 2) -> int:
     """The slices of K per tile (of split_tiles), or 1 for none: the largest power of two (a compiled kernel
     per value) that keeps the units to one wave and the slices to SPLIT_MIN_STEPS k steps or more, for a C
-    whose tiles would keep at most SPLIT_MAX_SHARE of the SMs busy unsplit; for 8-bit inputs (`elem` 1) half
-    that share. A tile of 8-bit inputs streams half the bytes of a 16-bit one in half the time, and the split's
+    whose tiles would keep at most SPLIT_MAX_SHARE of the SMs busy unsplit; for 8-bit inputs (`elem` 1) from 64
+    rows, half that share (below 64 rows the unsplit tiling is 128 rows high, mostly empty). A tile of 8-bit inputs streams half the bytes of a 16-bit one in half the time, and the split's
     fixed cost (the second launch, the fp32 slabs) stays: e4m3 x torch._scaled_mm, per tensor, H100 (docs/
     journal.md, "small M in 8 bits"), split / unsplit: 64 tiles (48 % of the SMs) 64 x 8192 x 8192 0.90 / 0.97,
     64 x 8192 x 4096 0.81 / 0.93, 128 x 4096 x 8192 0.82 / 0.87; 32 tiles (64 x 4096 x 8192) 0.83-0.85 / 0.81;
@@ -326,7 +326,7 @@ def split_for(m: int, n: int, k: int, sms: int, elem: int = 2) -> int:
         return 1
     t = split_tiles(m, n)
     tiles = cdiv(m, t.get("BM", 128)) * cdiv(n, t["BN"])
-    if tiles > SPLIT_MAX_SHARE * min(max(elem, 1), 2) / 2 * sms:
+    if tiles > SPLIT_MAX_SHARE * (min(max(elem, 1), 2) / 2 if m >= 64 else 1) * sms:
         return 1
     most = min(sms // tiles, cdiv(k, BK) // SPLIT_MIN_STEPS, SPLIT_CHOICES[-1])
     return max(s for s in SPLIT_CHOICES if s <= max(most, 1))
