@@ -451,8 +451,8 @@ def test_auto_overlaps_where_the_saving_pays_for_the_hosts_steps():
         assert way == "sequential" and p.sequential_s - p.overlapped_s < host
         assert model.choose(kind, 16384, 8192, 8192, 1)[0] == "sequential"  # (nothing to overlap)
     # the decision is the model's: no host cost and any saving takes the overlap; a slower host, neither shape
-    assert model.choose("all_gather", 1024, 4096, 4096, 4, host_per_peer_s=0.0)[0] == "copy"
-    assert model.choose("all_gather", 16384, 8192, 8192, 4, host_per_peer_s=1.0)[0] == "sequential"
+    assert model.choose("all_gather", 1024, 4096, 4096, 4, per_peer_s=0.0)[0] == "copy"
+    assert model.choose("all_gather", 16384, 8192, 8192, 4, per_peer_s=1.0)[0] == "sequential"
     # more GPUs, more per-peer steps for the same saving
     saves = {w: model.choose("reduce_scatter", 8192, 8192, 8192, w) for w in (2, 4, 8)}
     assert saves[2][2] < saves[4][2] < saves[8][2]

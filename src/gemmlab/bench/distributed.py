@@ -379,12 +379,13 @@ def table(rows: Sequence[Row]) -> list[list[str]]:
         ours, seq, fused, ideal = s.get("gemmlab"), s.get("sequential"), s.get("torch_fused"), r.ideal
         p = r.predicted
         out.append([
-            r.kind, f"{r.m}x{r.n}x{r.k}", str(r.world), r.transport or "-", ms("comm"), ms("gemm_gemmlab"), ms("sequential"),
-            ms("gemmlab"), ms("host_gemmlab"), ms("torch_fused") if fused else r.notes.get("torch_fused", "-")[:40],
+            r.kind, f"{r.m}x{r.n}x{r.k}", str(r.world), r.transport or "-", ms("comm"), ms("gemm_gemmlab"),
+            ms("sequential"), ms("gemmlab"), ms("host_gemmlab"), ms("torch_fused") if fused else r.notes.get("torch_fused", "-")[:40],
             f"{seq / ours:.2f}x" if seq and ours else "-",
             f"{ideal / ours:.0%}" if ideal and ours else "-",
             f"{fused / ours:.2f}x" if fused and ours else "-",
-            f"{p.get('gemmlab', p['overlapped']) / ours:.2f} / {p['sequential'] / seq:.2f}" if p and ours and seq else "-",
+            (f"{p.get('gemmlab', p['overlapped']) / ours:.2f} / {p['sequential'] / seq:.2f}" if p and ours and seq
+             else "-"),
             ("link" if p.get("limiter_link") else "math") if p else "-",
         ])
     return out

@@ -30,8 +30,9 @@ GEMM + reduce-scatter, call e (each rank holds a K-slice; the output is r's rows
    product of j's rows into a local staging slot, and an event after it; the exchange stream waits for that
    event and for flags[W + j] >= e - 1, copies the slot into j's buffer[r] and writes j's flags[r] = e;
 2. on the caller's stream, the partial of r's own rows into its own slot (under the pushes still travelling);
-   then it waits for flags[p] >= e of every peer p, sums the W slots into a new tensor (two: one elementwise add) (the epilogue, bias and
-   activation, applied to that sum by torch), and writes every peer's flags[W + r] = e;
+   then it waits for flags[p] >= e of every peer p, sums the W slots into a new tensor (two slots: one
+   elementwise add; the epilogue, bias and activation, applied to that sum by torch), and writes every peer's
+   flags[W + r] = e;
 3. the caller's stream waits for the exchange stream (the staging slots are not rewritten before they left).
 No GEMM of it waits inside its launch: each is an ordinary one of M / W rows, whole products of all N columns.
 (A first form summed the peers' partials and made the own rows' product last, with that sum as its C and the

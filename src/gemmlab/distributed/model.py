@@ -27,16 +27,18 @@ fill the GPU, NCCL's kernels taking SMs) it does not have; what it adds is the h
 
 Whether the overlap pays (`choose`): the copy engines' form queues a GEMM, a push and their flags per peer,
 where the sequential form queues one collective and one GEMM. Where the time the overlap saves (sequential -
-overlapped) is less than what those per-peer steps cost beyond the model (HOST_PER_PEER_S, fitted to both forms
+overlapped) is less than what those per-peer steps cost beyond the model (PER_PEER_COST_S, fitted to both forms
 measured), the GPU waits for the host or for the last push and the call is slower than doing the two one after
-the other (2048 x 8192 x 8192 on 4 GPUs: 0.52-0.61 x sequential); `choose` then names the sequential form. It
-predicts from the reference host's rates (REFERENCE_BUSBW, REFERENCE_RATE, HOST_PER_PEER_S), not from a
+the other (2048 x 8192 x 8192 on 4 GPUs: 0.52-0.66 x sequential); `choose` then names the sequential form. It
+predicts from the reference host's rates (REFERENCE_BUSBW, REFERENCE_RATE, PER_PEER_COST_S), not from a
 measurement of the caller's machine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..formats import ITEMSIZE, number_format
 
 KINDS = ("all_gather", "reduce_scatter")
 
@@ -53,7 +55,7 @@ REFERENCE_RATE = {"float16": 700e12, "bfloat16": 700e12, "float8_e4m3fn": 1300e1
 # the model does not see), fitted to both forms timed side by side (4 H200s, NVLink, 2 and 4 GPUs, five shapes
 # of 2048-16384 rows: docs/journal.md, "the sequential form"): each value the middle of the range that orders
 # every measured pair of forms as measured.
-HOST_PER_PEER_S = {"all_gather": 0.09e-3, "reduce_scatter": 0.03e-3}
+PER_PEER_COST_S = {"all_gather": 0.09e-3, "reduce_scatter": 0.03e-3}
 # The reduce-scatter's sum of the W slots reads W blocks and writes one (torch's sum: 2.3 TB/s measured on 4).
 SUM_BPS = 2.3e12
 
@@ -157,16 +159,14 @@ def slots_sum_seconds(m: int, n: int, world: int, elem: int, bps: float = SUM_BP
 
 
 def choose(kind: str, m: int, n: int, k: int, world: int, dtype: str = "bfloat16", *, busbw: float | None = None,
-           rate: float | None = None, host_per_peer_s: float | None = None) -> tuple[str, Prediction, float]:
-    """("copy" or "sequential", the copy form's prediction, the host's extra time): the copy engines' overlap
-    where the time it saves exceeds the host's time to queue its per-peer steps, else the collective and the
-    GEMM one after the other. The rates default to the reference host's."""
+           rate: float | None = None, per_peer_s: float | None = None) -> tuple[str, Prediction, float]:
+    """("copy" or "sequential", the copy form's prediction, its per-peer cost over all peers): the copy engines'
+    overlap where the time it saves exceeds that cost (PER_PEER_COST_S a peer unless `per_peer_s` is given),
+    else the collective and the GEMM one after the other. The rates default to the reference host's."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if dtype not in REFERENCE_RATE:
         raise ValueError(f"no reference GEMM rate for {dtype!r} (known: {', '.join(REFERENCE_RATE)})")
-    from ..formats import ITEMSIZE, number_format
-
     fmt = number_format(dtype)
     elem = ITEMSIZE[dtype] if kind == "all_gather" else ITEMSIZE[fmt.out_dtype]
     bw = busbw if busbw is not None else reference_busbw(world)
@@ -174,6 +174,6 @@ def choose(kind: str, m: int, n: int, k: int, world: int, dtype: str = "bfloat16
     gemm = 2.0 * m * cols * depth / (rate if rate is not None else REFERENCE_RATE[dtype])
     tail = slots_sum_seconds(m, n, world, elem) if kind == "reduce_scatter" else 0.0
     p = predict(kind, m, n, k, world, gemm, Link(bw, bw), elem, tail_s=tail)
-    host = (world - 1) * (host_per_peer_s if host_per_peer_s is not None else HOST_PER_PEER_S[kind])
+    host = (world - 1) * (per_peer_s if per_peer_s is not None else PER_PEER_COST_S[kind])
     pays = world > 1 and p.sequential_s - p.overlapped_s > host
     return ("copy" if pays else "sequential"), p, host

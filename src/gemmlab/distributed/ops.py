@@ -17,8 +17,8 @@ of A waits inside its launch for each row block's flag before it reads the block
 order they arrive. The ring below cut the GEMM into W products of 1 / W each, too small to fill the GPU at W = 4,
 while NCCL's kernels took SMs from them (docs/journal.md, "the first run on NCCL").
 
-Where the copy engines' overlap saves less than the host spends queueing its per-peer steps (small products,
-many GPUs: model.choose), "auto" runs the sequential form instead (transport "sequential"): NCCL's collective,
+Where the copy engines' overlap saves less than its per-peer steps cost (the host's queueing of them, pushes
+landing one after another; small products, many GPUs: model.choose), "auto" runs the sequential form instead (transport "sequential"): NCCL's collective,
 then one GEMM (the all-gather's with the fused epilogue; the reduce-scatter's epilogue on the scattered sum).
 
 The ring's transfers are torch.distributed point-to-point operations (`batch_isend_irecv`): on NCCL they run on
@@ -86,7 +86,7 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
     arrives. With `return_gathered`, also the gathered A (M x K). `transport`: "copy" (the copy engines and one
     GEMM that waits for each block, exchange.py; NCCL groups of CUDA tensors), "ring" (NCCL or gloo
     point-to-point, a GEMM per ring step), "sequential" (the collective, then one GEMM), or "auto": "copy" where
-    it runs, `chunks` is 1 and the overlap pays for its host time (model.choose), "sequential" where it runs and
+    it runs, `chunks` is 1 and the overlap pays for its per-peer steps (model.choose), "sequential" where it runs and
     does not pay, else "ring".
     `chunks` (the ring): each shard travels and is multiplied in that many row pieces (schedule.pieces), a
     finer pipeline: the ring then loses one piece of the shorter side instead of one shard
@@ -135,7 +135,7 @@ def _gather_then_multiply(torch, dist, group, world, a_shard, b, rows, k, n, bia
         gathered = torch.empty((world * rows, k), dtype=a_shard.dtype, device=a_shard.device)
     if world == 1:
         gathered.copy_(a_shard)
-    elif a_shard.is_cuda:
+    elif _on_nccl(dist, group):
         dist.all_gather_into_tensor(gathered, a_shard.contiguous(), group=group)
     else:  # (gloo has no gather into one tensor: into its row views)
         dist.all_gather(list(gathered.chunk(world)), a_shard.contiguous(), group=group)
@@ -148,6 +148,16 @@ def _gather_then_multiply(torch, dist, group, world, a_shard, b, rows, k, n, bia
 
 
 _kept_buffers: dict[tuple, list] = {}
+_backends: dict[int, tuple] = {}  # id(group) -> (group, whether its backend is NCCL): asked once per group
+
+
+def _on_nccl(dist, group) -> bool:
+    """Whether `group` runs on NCCL (its collectives into one tensor), asked once per group."""
+    pg = group if group is not None else dist.group.WORLD
+    hit = _backends.get(id(pg))
+    if hit is None or hit[0] is not pg:
+        hit = _backends[id(pg)] = (pg, str(dist.get_backend(group)).lower() == "nccl")
+    return hit[1]
 
 
 class _Kept:
@@ -212,7 +222,7 @@ def matmul_reduce_scatter(a, b_shard, group=None, *, bias=None, activation=None,
     "copy" (the copy engines push each rank's partial of every other rank's rows as it is made, the sum and the
     epilogue after the last has landed; NCCL groups of CUDA tensors; exchange.py), "sequential" (one GEMM, then
     the collective, then the epilogue on the sum), or "auto" (the default: "copy" where it runs, `chunks` is 1
-    and the overlap pays for its host time (model.choose), "sequential" where it runs and does not pay, else
+    and the overlap pays for its per-peer steps (model.choose), "sequential" where it runs and does not pay, else
     the ring). `chunks` (the ring): each row block's partial sum is made
     and passed on in that many row pieces (a finer pipeline, as for all_gather_matmul). Other keywords go to
     gemmlab.matmul."""
@@ -266,13 +276,16 @@ def _multiply_then_reduce_scatter(torch, dist, group, rank, world, a, b_shard, r
         return partial
     if partial.numel():
         _matmul(a, b_shard, partial, out_dtype=out_dtype, **params)
-    if a.is_cuda:
+    if _on_nccl(dist, group):
         out = torch.empty((rows, n), dtype=dtype, device=a.device)
         dist.reduce_scatter_tensor(out, partial, group=group)
-        kept.done(torch)
+        if kept is not None:
+            kept.done(torch)
     else:  # (gloo has no reduce-scatter: the sum of all rows, then this rank's)
         dist.all_reduce(partial, group=group)
         out = partial[rank * rows:(rank + 1) * rows].clone()
+        if kept is not None:
+            kept.done(torch)
     return epilogue_in_place(torch, out, bias, activation)
 
 
@@ -313,7 +326,7 @@ def _transport(torch, dist, tensor, group, transport: str, chunks, kind: str, m:
                world: int) -> str:
     """The way a product runs: "copy" (the copy engines, exchange.py; refused by name where it cannot run),
     "sequential", or "ring"; "auto" takes "copy" where it runs, `chunks` is 1 and model.choose says the overlap
-    pays for its host time, "sequential" where the copy engines could run but it does not pay, else "ring".
+    pays for its per-peer steps, "sequential" where the copy engines could run but it does not pay, else "ring".
     ValueError for another transport."""
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
@@ -334,7 +347,7 @@ def _transport(torch, dist, tensor, group, transport: str, chunks, kind: str, m:
 
 @functools.lru_cache(maxsize=256)
 def _choice(kind: str, m: int, n: int, k: int, world: int, dtype: str) -> str:
-    """model.choose's form for a product (asked once per shape: a call's host time is what it weighs)."""
+    """model.choose's form for a product (asked once per shape)."""
     return model.choose(kind, m, n, k, world, dtype)[0]
 
 
@@ -378,6 +391,7 @@ def forget_exchanges() -> None:
     torch, dist = _torch()
     exchange.forget(torch, dist)
     _kept_buffers.clear()
+    _backends.clear()
 
 
 def _pieces(rows: int, chunks) -> list[tuple[int, int]]:
