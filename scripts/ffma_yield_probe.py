@@ -77,7 +77,9 @@ def block_plan(qa, qw, sa, sb):
     from gemmlab.api import call
 
     gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sb)
-    plans = [p for p in call._plans.values() if p.params.get("PROMOTE") == 1 and p.spec.name == "wgmma"]
+    m, n = qa.shape[0], qw.shape[0]
+    plans = [p for p in call._plans.values() if p.params.get("PROMOTE") == 1 and p.spec.name == "wgmma"
+             and (p.request.m, p.request.n) == (m, n)]
     if len(plans) != 1:
         raise SystemExit(f"expected one block-scale plan, found {len(plans)}")
     return plans[0]
