@@ -211,6 +211,21 @@ def test_bench_suite_without_a_gpu_says_why(tmp_path):
 
 
 @no_gpu
+def test_bench_suite_spread_without_a_gpu_says_why(tmp_path):
+    """The spread run checks the GPU in its parent without importing torch (each GPU's process imports it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom gemmlab.cli import app\n"
+            f"r = CliRunner().invoke(app, ['bench', '--suite', '--gpus', '2', '--out', {str(tmp_path / 'r')!r}])\n"
+            "print('EXIT', r.exit_code, 'TORCH', 'torch' in sys.modules)\nprint(r.output)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert "EXIT 1 TORCH False" in out, out
+    assert "gemmlab bench --suite times GPU calls beside torch's" in out, out
+    assert not (tmp_path / "r").exists()
+
+
+@no_gpu
 def test_measure_without_a_gpu_raises_the_reason():
     pytest.importorskip("torch")
     from gemmlab.runtime.errors import GPUUnavailableError
