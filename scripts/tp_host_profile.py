@@ -1,5 +1,6 @@
 """Where the host's time of one tensor-parallel call goes: each form of both products (gemmlab.distributed's
-transports "sequential" and "copy", and torch's NCCL collective + torch.matmul beside them) called back to back
+transports "sequential" and "copy", torch's NCCL collective + torch.matmul beside them, and gemmlab.matmul then
+NCCL's reduce-scatter with nothing around them) called back to back
 under cProfile on rank 0 of a 2-GPU group, with the wall time per call; the functions that took the most time of
 their own, per form. NVLink multicast off in every process.
 
@@ -31,6 +32,12 @@ def body(torch, dist, rank, world, dev, shape, calls):
         dist.reduce_scatter_tensor(out, p)
         return out
 
+    def bare_rs():  # gemmlab's GEMM, then NCCL, with none of the product's own steps around them
+        p = gd.ops._matmul(a_slice, b_slice)
+        out = torch.empty(rows, n, dtype=p.dtype, device=dev)
+        dist.reduce_scatter_tensor(out, p)
+        return out
+
     forms = {
         "ag torch": lambda: torch.matmul(dist.all_gather_into_tensor(gathered, shard) or gathered, b_cols),
         "ag sequential": lambda: gd.all_gather_matmul(shard, b_cols, transport="sequential"),
@@ -38,6 +45,7 @@ def body(torch, dist, rank, world, dev, shape, calls):
         "rs torch": torch_rs,
         "rs sequential": lambda: gd.matmul_reduce_scatter(a_slice, b_slice, transport="sequential"),
         "rs copy": lambda: gd.matmul_reduce_scatter(a_slice, b_slice, transport="copy"),
+        "rs gemmlab.matmul + NCCL": bare_rs,
         "gemm gemmlab": lambda: gd.ops._matmul(a_slice, b_slice),
         "gemm torch": lambda: torch.matmul(a_slice, b_slice),
     }
