@@ -426,7 +426,9 @@ def _sequential(rank, world):
     z = gd.matmul_reduce_scatter(a_slice, b_slice, bias=bias, activation="relu", transport="sequential")
     z_ring = gd.matmul_reduce_scatter(a_slice, b_slice, bias=bias, activation="relu", transport="ring")
     full = a @ b + bias
-    return dict(gathered=bool(torch.equal(gathered, a)),
+    taken = (gd.ops.transport_taken("all_gather", shard, m, n, k), gd.ops.transport_taken(
+        "reduce_scatter", a_slice, m, n, k, transport="sequential"))
+    return dict(taken=taken, gathered=bool(torch.equal(gathered, a)),
                 ag=float((y - torch.nn.functional.gelu(full, approximate="tanh")).abs().max()),
                 rs=float((z - torch.relu(full)[rank * rows:(rank + 1) * rows]).abs().max()),
                 rs_ring=float((z - z_ring).abs().max()), shapes=(tuple(y.shape), tuple(z.shape)))
@@ -437,6 +439,8 @@ def test_the_sequential_form_on_gloo(world, tmp_path):
     for rank, r in _spawn(_sequential, world, tmp_path).items():
         assert r["gathered"] and r["ag"] < 1e-4 and r["rs"] < 1e-4 and r["rs_ring"] < 1e-4, (rank, r)
         assert r["shapes"] == ((5 * world, 7), (5, 7))
+        # the form a call takes: on gloo the ring by default (one rank: sequential), the sequential form by name
+        assert r["taken"] == ("sequential" if world == 1 else "ring", "sequential"), r["taken"]
 
 
 def test_auto_overlaps_where_the_saving_pays_for_the_hosts_steps():

@@ -150,6 +150,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
 
     from .. import formats
     from ..distributed import model
+    from ..distributed.ops import transport_taken
 
     dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     dt = getattr(torch, dtype)
@@ -192,7 +193,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
                               (lambda: torch.sum(slots, dim=0)))
     way = None
     if backend == "nccl":  # (the default is the copy engines or the sequential form: every form timed beside it)
-        way = model.choose(kind, m, n, k, world, dtype)[0] if chunks[0] == 1 else "ring"
+        way = transport_taken(kind, shard if kind == "all_gather" else a_local, m, n, k, chunks=chunks[0])
         row.transport = way
 
         def forced(t):
@@ -380,7 +381,8 @@ def table(rows: Sequence[Row]) -> list[list[str]]:
         p = r.predicted
         out.append([
             r.kind, f"{r.m}x{r.n}x{r.k}", str(r.world), r.transport or "-", ms("comm"), ms("gemm_gemmlab"),
-            ms("sequential"), ms("gemmlab"), ms("host_gemmlab"), ms("torch_fused") if fused else r.notes.get("torch_fused", "-")[:40],
+            ms("sequential"), ms("gemmlab"), ms("host_gemmlab"),
+            ms("torch_fused") if fused else r.notes.get("torch_fused", "-")[:40],
             f"{seq / ours:.2f}x" if seq and ours else "-",
             f"{ideal / ours:.0%}" if ideal and ours else "-",
             f"{fused / ours:.2f}x" if fused and ours else "-",

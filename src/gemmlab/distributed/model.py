@@ -174,6 +174,6 @@ def choose(kind: str, m: int, n: int, k: int, world: int, dtype: str = "bfloat16
     gemm = 2.0 * m * cols * depth / (rate if rate is not None else REFERENCE_RATE[dtype])
     tail = slots_sum_seconds(m, n, world, elem) if kind == "reduce_scatter" else 0.0
     p = predict(kind, m, n, k, world, gemm, Link(bw, bw), elem, tail_s=tail)
-    host = (world - 1) * (per_peer_s if per_peer_s is not None else PER_PEER_COST_S[kind])
-    pays = world > 1 and p.sequential_s - p.overlapped_s > host
-    return ("copy" if pays else "sequential"), p, host
+    cost = (world - 1) * (per_peer_s if per_peer_s is not None else PER_PEER_COST_S[kind])
+    pays = world > 1 and p.sequential_s - p.overlapped_s > cost
+    return ("copy" if pays else "sequential"), p, cost

@@ -18,8 +18,9 @@ order they arrive. The ring below cut the GEMM into W products of 1 / W each, to
 while NCCL's kernels took SMs from them (docs/journal.md, "the first run on NCCL").
 
 Where the copy engines' overlap saves less than its per-peer steps cost (the host's queueing of them, pushes
-landing one after another; small products, many GPUs: model.choose), "auto" runs the sequential form instead (transport "sequential"): NCCL's collective,
-then one GEMM (the all-gather's with the fused epilogue; the reduce-scatter's epilogue on the scattered sum).
+landing one after another; small products, many GPUs: model.choose), "auto" runs the sequential form instead
+(transport "sequential"): NCCL's collective, then one GEMM (the all-gather's with the fused epilogue; the
+reduce-scatter's epilogue on the scattered sum).
 
 The ring's transfers are torch.distributed point-to-point operations (`batch_isend_irecv`): on NCCL they run on
 NCCL's stream, ordered after what the current stream had queued when they were posted, and `wait()` makes the
@@ -52,26 +53,37 @@ def _torch():
     return torch, dist
 
 
-_rings: dict[int, tuple] = {}  # id(group) -> (group, its ring): asked once per group (each query costs host time)
+# id(group) -> (group, its ring, whether its backend is NCCL): asked once per group (each query costs host time)
+_groups: dict[int, tuple] = {}
 
 
-def _ring(group, dist):
-    """(rank, world, global rank of rank - 1, of rank + 1) in `group`."""
+def _group_facts(group, dist) -> tuple:
+    """(group, its ring, whether it runs on NCCL), asked of torch.distributed once per group."""
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("gemmlab.distributed: torch.distributed is not initialised (call "
                            "torch.distributed.init_process_group first, e.g. under torchrun)")
     pg = group if group is not None else dist.group.WORLD  # (a new default group after a re-initialisation)
-    hit = _rings.get(id(pg))
+    hit = _groups.get(id(pg))
     if hit is not None and hit[0] is pg:
-        return hit[1]
+        return hit
     rank, world = dist.get_rank(group), dist.get_world_size(group)
 
     def glob(r):
         return dist.get_global_rank(group, r) if group is not None else r
 
     ring = (rank, world, glob((rank - 1) % world), glob((rank + 1) % world))
-    _rings[id(pg)] = (pg, ring)
-    return ring
+    hit = _groups[id(pg)] = (pg, ring, str(dist.get_backend(group)).lower() == "nccl")
+    return hit
+
+
+def _ring(group, dist):
+    """(rank, world, global rank of rank - 1, of rank + 1) in `group`."""
+    return _group_facts(group, dist)[1]
+
+
+def _on_nccl(dist, group) -> bool:
+    """Whether `group` runs on NCCL (its collectives into one tensor)."""
+    return _group_facts(group, dist)[2]
 
 
 def _exchange(dist, send, dst, recv, src, group):
@@ -148,16 +160,6 @@ def _gather_then_multiply(torch, dist, group, world, a_shard, b, rows, k, n, bia
 
 
 _kept_buffers: dict[tuple, list] = {}
-_backends: dict[int, tuple] = {}  # id(group) -> (group, whether its backend is NCCL): asked once per group
-
-
-def _on_nccl(dist, group) -> bool:
-    """Whether `group` runs on NCCL (its collectives into one tensor), asked once per group."""
-    pg = group if group is not None else dist.group.WORLD
-    hit = _backends.get(id(pg))
-    if hit is None or hit[0] is not pg:
-        hit = _backends[id(pg)] = (pg, str(dist.get_backend(group)).lower() == "nccl")
-    return hit[1]
 
 
 class _Kept:
@@ -279,13 +281,11 @@ def _multiply_then_reduce_scatter(torch, dist, group, rank, world, a, b_shard, r
     if _on_nccl(dist, group):
         out = torch.empty((rows, n), dtype=dtype, device=a.device)
         dist.reduce_scatter_tensor(out, partial, group=group)
-        if kept is not None:
-            kept.done(torch)
     else:  # (gloo has no reduce-scatter: the sum of all rows, then this rank's)
         dist.all_reduce(partial, group=group)
         out = partial[rank * rows:(rank + 1) * rows].clone()
-        if kept is not None:
-            kept.done(torch)
+    if kept is not None:
+        kept.done(torch)
     return epilogue_in_place(torch, out, bias, activation)
 
 
@@ -345,6 +345,18 @@ def _transport(torch, dist, tensor, group, transport: str, chunks, kind: str, m:
     return _choice(kind, m, n, k, world, label)
 
 
+def transport_taken(kind: str, tensor, m: int, n: int, k: int, group=None, *, transport: str = "auto",
+                    chunks: int = 1) -> str:
+    """The form ("copy", "sequential" or "ring") a product of full shape M x N x K over `group` takes with these
+    arguments, `tensor` being the rank's A (its shard or K-slice): what the harness reports beside its times."""
+    torch, dist = _torch()
+    if kind not in model.KINDS:
+        raise ValueError(f"kind must be one of {model.KINDS}, got {kind!r}")
+    world = _ring(group, dist)[1]
+    way = _transport(torch, dist, tensor, group, transport, chunks, kind, m, n, k, world)
+    return "sequential" if world == 1 else way  # (one rank: nothing to overlap)
+
+
 @functools.lru_cache(maxsize=256)
 def _choice(kind: str, m: int, n: int, k: int, world: int, dtype: str) -> str:
     """model.choose's form for a product (asked once per shape)."""
@@ -391,7 +403,7 @@ def forget_exchanges() -> None:
     torch, dist = _torch()
     exchange.forget(torch, dist)
     _kept_buffers.clear()
-    _backends.clear()
+    _groups.clear()
 
 
 def _pieces(rows: int, chunks) -> list[tuple[int, int]]:
