@@ -20,10 +20,20 @@ from .api.quantize import dequantize, quantize
 from .runtime.errors import CompileError, GemmlabError, GPUUnavailableError
 
 _router: list = [None]
+# Device array types seen in a plain product (torch tensors, CuPy arrays) -> their 8-bit dtypes: a repeat call
+# on two 2-D arrays of such a type, not 8-bit, that the router does not want, goes straight to the product.
+_plain: dict = {}
 
 
 def matmul(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,
            residual=None, out_dtype=None, precision=None, scale_a=None, scale_b=None, **params):
+    eight = _plain.get(type(a))
+    if eight is not None and scale_a is None and scale_b is None and a.ndim == 2 and getattr(b, "ndim", 0) == 2 \
+            and a.dtype not in eight:
+        router = _router[0]
+        if router is None or not router.wants(a, b, c, bias, residual):
+            return _call.product(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision,
+                                 params)
     kw = dict(alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias, activation=activation,
               residual=residual, out_dtype=out_dtype, precision=precision, **params)
     if scale_a is not None or scale_b is not None or _formats.is_fp8(_formats.dtype_label(getattr(a, "dtype", ""))):
@@ -119,6 +129,18 @@ def _batched_rows(a, b, c, *, residual, **kw):
     return c if c is not None else out.reshape(want)
 
 
+def _learn_plain(a) -> None:
+    """Remember a's type for matmul's direct route where it is a device array type: torch.Tensor (and its
+    subclasses, each by itself) with its float8 dtypes, which take the checks of 8-bit inputs; CuPy arrays."""
+    kind = _arrays.kind_of(a) if hasattr(a, "ndim") else None
+    if kind == _arrays.TORCH_CUDA and _router[0] is not None:
+        import torch
+
+        _plain[type(a)] = frozenset(getattr(torch, n) for n in dir(torch) if n.startswith("float8_"))
+    elif kind == _arrays.CUPY and type(a).__module__.startswith("cupy"):
+        _plain[type(a)] = frozenset()
+
+
 def _product(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, bias=None, activation=None,
               residual=None, out_dtype=None, precision=None, **params):
     router = _router[0]
@@ -130,6 +152,8 @@ def _product(a, b, c=None, *, alpha=1.0, beta=0.0, kernel="auto", stream=None, b
         return router.call(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias,
                            activation=activation, residual=residual, out_dtype=out_dtype, precision=precision,
                            **params)
+    if type(a) not in _plain:
+        _learn_plain(a)
     return _call.matmul(a, b, c, alpha=alpha, beta=beta, kernel=kernel, stream=stream, bias=bias,
                         activation=activation, residual=residual, out_dtype=out_dtype, precision=precision, **params)
 

@@ -66,7 +66,8 @@ def _key(sig, a, b, c, bias, residual, kernel, params, activation, out_dtype, pr
     try:
         return (kernel, sig(a), sig(b), None if c is None else sig(c), None if bias is None else sig(bias),
                 None if residual is None else sig(residual), activation, out_dtype, precision,
-                tuple(params.items()) if params else (), _scale_key(sig, scale_a), _scale_key(sig, scale_b))
+                tuple(params.items()) if params else (), None if scale_a is None else _scale_key(sig, scale_a),
+                None if scale_b is None else _scale_key(sig, scale_b))
     except (AttributeError, TypeError):  # mixed array types, or unhashable options: no repeat-call key
         return None
 
@@ -129,6 +130,13 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str =
                    scale_b, params)
 
 
+def product(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision, params):
+    """`matmul` without 8-bit scales, every argument positional: gemmlab.matmul's direct route for two 2-D
+    device arrays (the same call, without the keyword packing)."""
+    return _matmul(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, out_dtype, precision, None, None,
+                   params)
+
+
 def matmul_after(a, b, c=None, *, arrivals, stream: Any = None, bias=None, activation: str | None = None,
                  out_dtype=None, kernel: str = AUTO, **params):
     """`matmul` of an A whose row blocks other GPUs are still writing (gemmlab.distributed's all-gather): the
@@ -168,6 +176,9 @@ def _matmul(a, b, c, alpha, beta, kernel, stream, bias, activation, residual, ou
 def _run_cached(p: plan.Plan, home: arrays.Home, a, b, c, bias, residual, alpha, beta, stream, scale_a=None,
                 scale_b=None, arrivals=None):
     dev = p.device
+    if stream is None and (_device_count[0] == 1 or _get_device[0][0]() == dev):  # (no switch: the common case)
+        return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev), scale_a, scale_b,
+                          arrivals=arrivals)
     with _on_device(dev):
         if stream is None:
             return launch.run(p, home, a, b, c, bias, residual, alpha, beta, home.stream(dev), scale_a, scale_b,
@@ -179,6 +190,7 @@ def _run_cached(p: plan.Plan, home: arrays.Home, a, b, c, bias, residual, alpha,
 
 _NO_SCOPE = contextlib.nullcontext()  # reusable: entering it does nothing
 _get_device: list = []
+_device_count = [0]  # the GPUs this process sees (1: the device is always current), known after the first call
 
 
 def _on_device(dev: int):
@@ -186,6 +198,7 @@ def _on_device(dev: int):
     if not _get_device:
         cp = device.require_cupy()
         _get_device.append((cp.cuda.runtime.getDevice, cp.cuda.Device))
+        _device_count[0] = cp.cuda.runtime.getDeviceCount()
     get, dev_cls = _get_device[0]
     return _NO_SCOPE if get() == dev else dev_cls(dev)
 

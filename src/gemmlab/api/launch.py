@@ -234,25 +234,96 @@ def _scale_vector(home: arrays.Home, s, dev: int, block: bool = False):
 
 def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int,
          scale_a=None, scale_b=None, groups=None, arrivals=None):
+    # (a repeat call runs every line below: the common case, operands in place and a new output, takes the
+    # fewest; each line costs the host about as much as a small GEMM's microsecond on the GPU)
     req = plan.request
     dev = plan.device
-    ka, pa = _operand(home, a, plan.a, dev, stream)
-    kb, pb = _operand(home, b, plan.b, dev, stream)
+    ptr = home.ptr
+    la, lb = plan.a, plan.b
+    ka, pa = _operand(home, a, la, dev, stream) if la.copy or la.stage else (a, ptr(a))
+    kb, pb = _operand(home, b, lb, dev, stream) if lb.copy or lb.stage else (b, ptr(b))
     if c is None:
-        out = target = home.empty((req.batch, req.m, req.n) if req.batched else (req.m, req.n), req.out, dev)
-        pc = home.ptr(out)
+        out = target = home.empty(plan.out_shape, req.out, dev)
+        pc = ptr(out)
     else:
         out = c
         target = home.contiguous(c) if plan.c.copy else c
-        pc = home.ptr(target)
+        pc = ptr(target)
         span = _span(pc, OperandLayout(req.m, req.n, plan.c.read_ld, plan.c.item, batch=plan.c.batch,
                                        bstride=plan.c.read_bstride))
-        for p, lay in ((pa, plan.a), (pb, plan.b)):
+        for p, lay in ((pa, la), (pb, lb)):
             read = OperandLayout(lay.rows, lay.cols, lay.read_ld, lay.item, batch=lay.batch, bstride=lay.read_bstride)
             if arrays.overlaps(span, _span(p, read)):
                 raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
-    if req.m == 0 or req.n == 0 or req.batch == 0:
+    if plan.empty_product:
         return out
+    pbias = pr = 0
+    vec = kr = None
+    if bias is not None:
+        vec = bias if plan.bias_direct else _fp32_vector(home, bias, dev)
+        pbias = ptr(vec)
+    if residual is not None:
+        kr = home.contiguous(residual) if plan.r.copy else residual
+        pr = ptr(kr)
+    pf, pi, keep_ws = _scratch_for(plan, home, stream) if plan.scratch else (0, 0, None)
+    ks = strides = None
+    if scale_a is not None or scale_b is not None:
+        ks = [None if x is None else _scale_vector(home, x, dev, kind == "block")
+              for x, kind in ((scale_a, req.scale_a), (scale_b, req.scale_b))]
+        # block scales' strides (elements): A's M x ceil(K / 128) per row and per k block, B's ceil(K / 128) x
+        # ceil(N / 128) per k block and per column block
+        strides = [*(ks[0].stride() if req.scale_a == "block" else (0, 0)),
+                   *(ks[1].stride() if req.scale_b == "block" else (0, 0))]
+        if req.grouped and ks[1] is not None:  # B's scale of group g at g x (1: one per group; N: one per column)
+            strides[2] = req.n if req.scale_b == "col" else 1 if ks[1].numel() > 1 else 0
+    maps = _maps(plan, pa, pb, pc) if plan.maps else ()
+
+    s = plan.slots
+    pack = plan.pack
+    slots = pack.slots
+    drv = _driver[0] if _driver else driver()
+    with plan.lock:
+        slots[3].value, slots[8].value = alpha, beta
+        slots[4].value, slots[6].value, slots[9].value = pa, pb, pc
+        if plan.optional_slots:
+            if "bias" in s:
+                slots[s["bias"]].value, slots[s["r"]].value = pbias, pr
+            if "ws_floats" in s:
+                slots[s["ws_floats"]].value, slots[s["ws_ints"]].value = pf, pi
+            if "groups" in s:
+                slots[s["groups"]].value = ptr(groups) if groups is not None else 0
+            if "arrive" in s:  # (flags pointer, rows per flag, the value to reach, the walk's rotation); 0: none
+                first = s["arrive"]
+                if arrivals is None:
+                    slots[first].value = 0
+                else:
+                    for i, v in enumerate(arrivals.kernel_args(plan.params)):
+                        slots[first + i].value = v
+            if "scale_a" in s:
+                slots[s["scale_a"]].value = ptr(ks[0]) if ks and ks[0] is not None else 0
+                slots[s["scale_b"]].value = ptr(ks[1]) if ks and ks[1] is not None else 0
+                for i, v in enumerate(strides or (0, 0, 0, 0)):
+                    slots[s["scale_strides"] + i].value = v
+        if maps and maps is not plan.loaded_maps:
+            first = s["maps"]
+            for i, raw in enumerate(maps):
+                pack.set_bytes(first + i, raw)
+            plan.loaded_maps = maps
+        g, bl = plan.grid, plan.block
+        drv.launch(plan.function, g[0], g[1], g[2], bl[0], bl[1], bl[2], plan.smem, stream, pack.address, 0)
+        if plan.second is not None:  # (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, the epilogue arguments)
+            after, two = plan.second, plan.second_pack.slots
+            two[3].value, two[4].value, two[5].value = alpha, beta, pc
+            two[7].value, two[8].value, two[9].value = pf, pbias, pr
+            if plan.second_launch is not None:
+                plan.second_launch(stream, plan.second_pack.address)
+            else:
+                drv.launch(plan.second_function, *after.grid, *after.block, after.smem, stream,
+                           plan.second_pack.address, 0)
+    if target is not out:
+        home.copy_into(c, target)  # C's layout was not row-major: the result goes back into it
+    del ka, kb, vec, kr, keep_ws, ks  # (alive until the launches are queued; the allocators order their reuse)
+    return out
     pbias = pr = 0
     vec = kr = None
     if bias is not None:

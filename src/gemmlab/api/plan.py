@@ -231,6 +231,17 @@ class Plan:
     waits: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
+    # Read by every launch, so worked out once: the new output's shape, whether the product is empty (nothing to
+    # launch), and whether the pack has slots beyond the five every kernel has (alpha, A, B, beta, C).
+    out_shape: tuple[int, ...] = field(init=False)
+    empty_product: bool = field(init=False)
+    optional_slots: bool = field(init=False)
+
+    def __post_init__(self):
+        req = self.request
+        self.out_shape = (req.batch, req.m, req.n) if req.batched else (req.m, req.n)
+        self.empty_product = req.m == 0 or req.n == 0 or req.batch == 0
+        self.optional_slots = bool(set(self.slots) - {"alpha", "a", "b", "beta", "c"})
 
     @property
     def stage(self) -> str:
