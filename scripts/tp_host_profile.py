@@ -14,7 +14,7 @@ import pstats
 import time
 
 
-def body(torch, dist, rank, world, dev, shape, calls):
+def body(torch, dist, rank, world, dev, shape, calls, phases=False):
     import gemmlab.distributed as gd
 
     m, n, k = shape
@@ -50,6 +50,8 @@ def body(torch, dist, rank, world, dev, shape, calls):
         "gemm torch": lambda: torch.matmul(a_slice, b_slice),
     }
     out = {}
+    if phases:
+        return _phases(torch, dist, dev, gd, torch_rs, bare_rs, a_slice, b_slice, rows, n)
     for name, fn in forms.items():
         for _ in range(5):
             fn()
@@ -79,14 +81,68 @@ def body(torch, dist, rank, world, dev, shape, calls):
     return out
 
 
+def _phases(torch, dist, dev, gd, torch_rs, bare_rs, a_slice, b_slice, rows, n):
+    """The reduce-scatter's two steps timed apart, one call between barriers: the host's time in the GEMM's call
+    and in NCCL's, and on the GPU from before the GEMM to after its call was queued, and on to the collective's
+    end; with a trivial torch kernel between the two, and with the GEMM's plan named."""
+    from gemmlab.api import call
+
+    def bare_then_torch_op():
+        p = gd.ops._matmul(a_slice, b_slice)
+        p.view(-1)[:1].add_(0.0)  # one torch kernel on the stream between gemmlab's launch and NCCL's call
+        out = torch.empty(rows, n, dtype=p.dtype, device=dev)
+        dist.reduce_scatter_tensor(out, p)
+        return out
+
+    gemms = {"torch": lambda: torch.matmul(a_slice, b_slice), "gemmlab": lambda: gd.ops._matmul(a_slice, b_slice),
+             "gemmlab + torch op": None}
+    res = {}
+    for name, gemm in gemms.items():
+        for _ in range(5):
+            (bare_then_torch_op if gemm is None else (torch_rs if name == "torch" else bare_rs))()
+        rows_ = []
+        for _ in range(40):
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            dist.barrier()
+            torch.cuda.synchronize(dev)
+            e[0].record()
+            t0 = time.perf_counter()
+            p = (gemms["gemmlab"] if gemm is None else gemm)()
+            if gemm is None:
+                p.view(-1)[:1].add_(0.0)
+            t1 = time.perf_counter()
+            e[1].record()
+            o = torch.empty(rows, n, dtype=p.dtype, device=dev)
+            dist.reduce_scatter_tensor(o, p)
+            t2 = time.perf_counter()
+            e[2].record()
+            torch.cuda.synchronize(dev)
+            t3 = time.perf_counter()
+            rows_.append(((t1 - t0) * 1e6, (t2 - t1) * 1e6, e[0].elapsed_time(e[1]) * 1e3,
+                          e[1].elapsed_time(e[2]) * 1e3, (t3 - t0) * 1e6))
+        med = [sorted(col)[len(col) // 2] for col in zip(*rows_)]
+        res[name] = med
+    plan = next(reversed(call._plans.values()))
+    res["plan"] = f"{plan.spec.name} {plan.params} second launch: {plan.second is not None}"
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="2048x1024x1024")
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--phases", action="store_true", help="the reduce-scatter's GEMM and NCCL call timed apart")
     args = ap.parse_args()
     from gemmlab.bench.distributed import spawn_ranks
 
     shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    if args.phases:
+        got = spawn_ranks(2, "nccl", body, shape, args.calls, True)
+        print(got.pop("plan"))
+        print(f"{'GEMM':>20} {'host GEMM us':>13} {'host NCCL us':>13} {'GPU to GEMM end':>16} {'GPU NCCL':>9} {'wall':>7}")
+        for name, med in got.items():
+            print(f"{name:>20} " + " ".join(f"{v:13.1f}" for v in med))
+        return
     got = spawn_ranks(2, "nccl", body, shape, args.calls)
     for name, (host, wall, each, text) in got.items():
         print(f"== {name}: host {host * 1e6:.1f} us a call (profiled), back to back {wall * 1e6:.1f} us, one call "

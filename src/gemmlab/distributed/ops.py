@@ -44,12 +44,18 @@ from .schedule import all_gather_plan, pieces, reduce_scatter_plan, row_blocks
 TRANSPORTS = ("auto", "copy", "ring", "sequential")
 
 
+_modules: list = []  # (torch, torch.distributed), imported by the first call
+
+
 def _torch():
+    if _modules:
+        return _modules[0]
     try:
         import torch
         import torch.distributed as dist
     except ImportError as exc:  # pragma: no cover - the functions take torch tensors
         raise ImportError("gemmlab.distributed needs torch (torch.distributed)") from exc
+    _modules.append((torch, dist))
     return torch, dist
 
 
@@ -172,17 +178,30 @@ class _Kept:
         pg = group if group is not None else _torch()[1].group.WORLD
         key = (id(pg), what, shape, dtype, device)
         hit = _kept_buffers.get(key)
-        if hit is None or hit[0] is not pg:
-            hit = _kept_buffers[key] = [pg, torch.empty(shape, dtype=dtype, device=device), None]
-        self.slot, self.tensor, self.stream = hit, hit[1], torch.cuda.current_stream(device)
-        if hit[2] is not None:
-            self.stream.wait_event(hit[2])
+        if hit is None or hit[0] is not pg:  # [group, buffer, event of the last use, the stream it was on (raw)]
+            hit = _kept_buffers[key] = [pg, torch.empty(shape, dtype=dtype, device=device), None, 0]
+        self.slot, self.tensor = hit, hit[1]
+        self.raw = torch._C._cuda_getCurrentRawStream(device.index)
+        if hit[2] is not None and hit[3] != self.raw:  # (on the same stream the order is the stream's)
+            _stream_object(torch, self.raw, device).wait_event(hit[2])
 
     def done(self, torch) -> None:
         """Mark the last use (after the collective: the caller's stream has waited for it)."""
         if self.slot[2] is None:
             self.slot[2] = torch.cuda.Event()
-        self.slot[2].record(self.stream)
+        self.slot[2].record(_stream_object(torch, self.raw, self.tensor.device))
+        self.slot[3] = self.raw
+
+
+_stream_objects: dict[int, object] = {}  # raw handle -> torch's stream object (creating one costs host time)
+
+
+def _stream_object(torch, raw: int, device):
+    """The current torch stream object of handle `raw` on `device`, made once per handle."""
+    s = _stream_objects.get(raw)
+    if s is None or s.device != device:
+        s = _stream_objects[raw] = torch.cuda.current_stream(device)
+    return s
 
 
 def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
@@ -403,6 +422,7 @@ def forget_exchanges() -> None:
     torch, dist = _torch()
     exchange.forget(torch, dist)
     _kept_buffers.clear()
+    _stream_objects.clear()
     _groups.clear()
 
 
@@ -432,8 +452,23 @@ def _operands(fn: str, a, b, params: dict) -> tuple[int, int, int]:
     return ta.shape[0], ta.shape[1], tb.shape[1]
 
 
+_out_dtypes: dict[tuple, object] = {}
+
+
 def _out_dtype(torch, a, out_dtype):
-    """The output's torch dtype: out_dtype, else the format's (the inputs', or bfloat16 for 8-bit ones)."""
+    """The output's torch dtype: out_dtype, else the format's (the inputs', or bfloat16 for 8-bit ones); worked
+    out once per pair."""
+    key = (a.dtype, out_dtype)
+    try:
+        hit = _out_dtypes.get(key)
+    except TypeError:  # (an unhashable out_dtype: the lookup's own error names it)
+        return _find_out_dtype(torch, a, out_dtype)
+    if hit is None:
+        hit = _out_dtypes[key] = _find_out_dtype(torch, a, out_dtype)
+    return hit
+
+
+def _find_out_dtype(torch, a, out_dtype):
     if out_dtype is not None:
         return getattr(torch, dtype_label(out_dtype))
     try:
