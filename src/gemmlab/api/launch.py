@@ -249,12 +249,15 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
         out = c
         target = home.contiguous(c) if plan.c.copy else c
         pc = ptr(target)
-        span = _span(pc, OperandLayout(req.m, req.n, plan.c.read_ld, plan.c.item, batch=plan.c.batch,
-                                       bstride=plan.c.read_bstride))
-        for p, lay in ((pa, la), (pb, lb)):
-            read = OperandLayout(lay.rows, lay.cols, lay.read_ld, lay.item, batch=lay.batch, bstride=lay.read_bstride)
-            if arrays.overlaps(span, _span(p, read)):
-                raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
+        if plan.disjoint != (pa, pb, pc):  # (the layouts are the plan's: the same addresses, the same answer)
+            span = _span(pc, OperandLayout(req.m, req.n, plan.c.read_ld, plan.c.item, batch=plan.c.batch,
+                                           bstride=plan.c.read_bstride))
+            for p, lay in ((pa, la), (pb, lb)):
+                read = OperandLayout(lay.rows, lay.cols, lay.read_ld, lay.item, batch=lay.batch,
+                                     bstride=lay.read_bstride)
+                if arrays.overlaps(span, _span(p, read)):
+                    raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
+            plan.disjoint = (pa, pb, pc)
     if plan.empty_product:
         return out
     pbias = pr = 0

@@ -231,6 +231,7 @@ class Plan:
     waits: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
+    disjoint: tuple | None = None     # the last (A, B, C) addresses found not to overlap (a given C only)
     # Read by every launch, so worked out once: the new output's shape, whether the product is empty (nothing to
     # launch), and whether the pack has slots beyond the five every kernel has (alpha, A, B, beta, C).
     out_shape: tuple[int, ...] = field(init=False)
