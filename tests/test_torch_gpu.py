@@ -279,6 +279,18 @@ def test_output_comes_from_torchs_allocator(gen):
     assert torch.cuda.memory_allocated() <= with_out - n * n * 4, "deleting the output freed nothing in torch"
 
 
+def test_a_repeat_call_still_refuses_a_c_that_overlaps_a(gen):
+    a, b = _randn(gen, 256, 256, dtype=torch.bfloat16), _randn(gen, 256, 256, dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+    for _ in range(3):  # the first call, then the repeat path with the same plan and addresses
+        assert gemmlab.matmul(a, b, c) is c
+    want = a.double() @ b.double()
+    assert _rel(c, want) <= TOL["bfloat16"]
+    with pytest.raises(ValueError, match="shares memory"):  # the same plan (shape, strides, alignment), C = A
+        gemmlab.matmul(a, b, a)
+    assert _rel(gemmlab.matmul(a, b, c), want) <= TOL["bfloat16"]
+
+
 # -------------------------------------------------------------------------------------------- Linear
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
