@@ -155,3 +155,52 @@ def test_import_needs_no_cupy():
             "except gemmlab.GPUUnavailableError as e:\n    print('refused:', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "refused: GPU unavailable: CuPy is not importable" in out
+
+
+class _DeviceArray:
+    """A stand-in for a device array type gemmlab.matmul has seen: shape, ndim and dtype only."""
+
+    def __init__(self, *shape, dtype="bfloat16"):
+        self.shape, self.ndim, self.dtype = shape, len(shape), dtype
+
+
+class _Router:
+    def __init__(self, wants):
+        self.wanted = wants
+        self.calls = 0
+
+    def wants(self, a, b, c, bias, residual):
+        return self.wanted
+
+    def call(self, a, b, c=None, **kw):
+        self.calls += 1
+        return "router"
+
+
+def test_the_direct_route_takes_only_what_the_keyword_route_would_give_the_same_product(monkeypatch):
+    # gemmlab.matmul hands two 2-D arrays of a device type it has seen straight to the product (positional
+    # arguments); 8-bit dtypes, scales, batches and calls the operator wants (autograd, torch.compile) keep their
+    # own routes, and the direct route passes every argument through unchanged
+    from gemmlab.api import call
+
+    seen = []
+    monkeypatch.setattr(call, "product", lambda *args: seen.append(("direct", args)) or "direct")
+    monkeypatch.setattr(call, "matmul", lambda a, b, c=None, **kw: seen.append(("keywords", kw)) or "keywords")
+    monkeypatch.setitem(gemmlab._plain, _DeviceArray, frozenset({"float8_e4m3fn"}))
+    router = _Router(wants=False)
+    monkeypatch.setattr(gemmlab, "_router", [router])
+    a, b, c = _DeviceArray(8, 4), _DeviceArray(4, 6), _DeviceArray(8, 6)
+
+    assert gemmlab.matmul(a, b, c, alpha=2.0, beta=0.5, kernel="wgmma", bias="v", activation="silu",
+                          out_dtype="float32", BM=64) == "direct"
+    assert seen[-1] == ("direct", (a, b, c, 2.0, 0.5, "wgmma", None, "v", "silu", None, "float32", None,
+                                   {"BM": 64}))
+    assert gemmlab.matmul(_DeviceArray(8, 4, dtype="float8_e4m3fn"), b) == "keywords"  # 8-bit inputs
+    assert gemmlab.matmul(a, b, scale_a=1.0) == "keywords"                              # scales
+    assert seen[-1][1]["scale_a"] == 1.0
+    router.wanted = True
+    assert gemmlab.matmul(a, b) == "router" and router.calls == 1                      # autograd / compile
+    router.wanted = False
+    before = len(seen)
+    gemmlab.matmul(np.ones((8, 4), F32), np.ones((4, 6), F32))                          # a type not seen: keywords
+    assert seen[before][0] == "keywords"
