@@ -3,8 +3,9 @@ so they share the compiled kernels), on a machine with more cores than one proce
 
     PYTHONPATH=src python3 scripts/parallel_tests.py tests/test_fp8_gpu.py tests/test_torch_gpu.py [--workers 12]
 
-Each function's log goes to $OUT/tests/<file>__<function>.log (or ./out); the last lines printed are one line
-per function (passed, failed, skipped counts and seconds) and the total. Exit status 1 when any failed.
+One line per function (passed, failed, skipped counts and seconds) is printed and appended to
+$OUT/tests_summary.txt (or ./out) as each finishes, so a run cut short still leaves what finished; every
+function's log goes into one file, $OUT/tests_logs.txt, failures first. Exit status 1 when any failed.
 """
 
 from __future__ import annotations
@@ -34,15 +35,14 @@ def functions(files: list[str]) -> list[str]:
     return list(seen)
 
 
-def run_one(node: str, logs: Path) -> tuple[str, dict[str, int], float, int]:
+def run_one(node: str) -> tuple[str, dict[str, int], float, int, str]:
     t0 = time.time()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
                           capture_output=True, text=True)
     text = proc.stdout + proc.stderr
-    (logs / (node.replace("/", "_").replace("::", "__") + ".log")).write_text(text)
     last = text.strip().splitlines()[-1] if text.strip() else ""
     counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in COUNTS.findall(last)}
-    return node, counts, time.time() - t0, proc.returncode
+    return node, counts, time.time() - t0, proc.returncode, text
 
 
 def main() -> int:
@@ -50,22 +50,31 @@ def main() -> int:
     ap.add_argument("files", nargs="+")
     ap.add_argument("--workers", type=int, default=12)
     args = ap.parse_args()
-    logs = Path(os.environ.get("OUT", "out")) / "tests"
-    logs.mkdir(parents=True, exist_ok=True)
+    out = Path(os.environ.get("OUT", "out"))
+    out.mkdir(parents=True, exist_ok=True)
+    summary = out / "tests_summary.txt"
+    summary.write_text("")
     nodes = functions(args.files)
     t0 = time.time()
     total: dict[str, int] = {}
-    bad = 0
+    failed, passed = [], []
     with cf.ThreadPoolExecutor(args.workers) as ex:
-        for node, counts, secs, rc in ex.map(lambda n: run_one(n, logs), nodes):
+        for fut in cf.as_completed([ex.submit(run_one, n) for n in nodes]):
+            node, counts, secs, rc, text = fut.result()
             for kind, n in counts.items():
                 total[kind] = total.get(kind, 0) + n
-            bad += rc not in (0, 5)  # 5: every test deselected or skipped at collection
-            print(f"{node:90s} {' '.join(f'{n} {k}' for k, n in counts.items()) or f'exit {rc}'} {secs:5.0f} s",
-                  flush=True)
-    print(f"total: {' '.join(f'{n} {k}' for k, n in total.items())} in {time.time() - t0:.0f} s; "
-          f"{bad} function(s) not passed", flush=True)
-    return 1 if bad else 0
+            (failed if rc not in (0, 5) else passed).append((node, text))  # 5: every test skipped or deselected
+            line = f"{node:90s} {' '.join(f'{n} {k}' for k, n in counts.items()) or f'exit {rc}'} {secs:5.0f} s"
+            print(line, flush=True)
+            with summary.open("a") as f:
+                f.write(line + "\n")
+    last = (f"total: {' '.join(f'{n} {k}' for k, n in total.items())} in {time.time() - t0:.0f} s; "
+            f"{len(failed)} function(s) not passed")
+    print(last, flush=True)
+    with summary.open("a") as f:
+        f.write(last + "\n")
+    (out / "tests_logs.txt").write_text("".join(f"===== {node}\n{text}\n" for node, text in failed + passed))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
