@@ -284,7 +284,7 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
     s = plan.slots
     pack = plan.pack
     slots = pack.slots
-    drv = _driver[0] if _driver else driver()
+    drv = driver()
     with plan.lock:
         slots[3].value, slots[8].value = alpha, beta
         slots[4].value, slots[6].value, slots[9].value = pa, pb, pc
