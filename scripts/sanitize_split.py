@@ -1,6 +1,7 @@
 """Rung 15's split over K under compute-sanitizer, bf16 and fp16: a tile's edges in M, N and K, empty slices,
-both schedules, clusters, B given transposed, the full epilogue (beta, bias, SiLU, residual) in the second
-launch, and fp32 / 16-bit outputs.
+both schedules, clusters, B given transposed, the full epilogue (beta, bias, SiLU, residual) in the sum, and
+fp32 / 16-bit outputs; the slabs summed by the units meeting in the kernel (SPLIT_SUM 1, where the units fit
+the grid) and by the second launch (SPLIT_SUM 2).
 
     for t in memcheck racecheck synccheck; do compute-sanitizer --tool $t python3 scripts/sanitize_split.py; done
 """
@@ -18,9 +19,10 @@ for dt in (torch.bfloat16, torch.float16):
         for b in (torch.randn(k, n, device="cuda").to(dt), torch.randn(n, k, device="cuda").to(dt).t()):
             for p in TILINGS:
                 for split in (2, 16, 64):
-                    c = torch.randn(m, n, device="cuda").to(dt)
-                    gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="silu", residual=r,
-                                   kernel="wgmma", SPLIT_K=split, **p)
-                    gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", SPLIT_K=split, **p)
+                    for how in (1, 2):
+                        c = torch.randn(m, n, device="cuda").to(dt)
+                        gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="silu", residual=r,
+                                       kernel="wgmma", SPLIT_K=split, SPLIT_SUM=how, **p)
+                        gemmlab.matmul(a, b, kernel="wgmma", out_dtype="float32", SPLIT_K=split, SPLIT_SUM=how, **p)
 torch.cuda.synchronize()
 print("split sanitize run done")

@@ -489,14 +489,26 @@ def test_split_heuristic_and_rules():
         assert p["SPLIT_K"] in wgmma.SPLIT_CHOICES
         geo = SPEC.launch(m, n, k, p)
         assert geo.grid[0] == wgmma.cluster_tiles(m, n, p) * p["CLUSTER"] * p["SPLIT_K"]
-        ws = SPEC.workspace(m, n, k, p, 132)
-        assert ws.floats == p["SPLIT_K"] * m * ((n + 3) // 4 * 4) and ws.ints == 0
-        after = SPEC.second_kernel.geometry(m, n, k, p)
-        lanes = wgmma.SPLIT_LANES if p["SPLIT_K"] >= wgmma.SPLIT_MANY else 1
-        assert after.blocks * after.threads_per_block >= m * ((n + 3) // 4) * lanes
+        # the heuristic's units fit one block each on 132 SMs: they meet in the kernel, launched cooperatively,
+        # a counter per consumer part of each tile, and no second launch
+        units = geo.grid[0]
+        slabs = p["SPLIT_K"] * m * ((n + 3) // 4 * 4)
+        assert wgmma.split_meets(m, n, p, 132) and units <= 132
+        ws = SPEC.workspace(m, n, k, p, units)
+        assert (ws.floats, ws.ints, ws.scalars, ws.cooperative) == (slabs, units // p["SPLIT_K"] * 2, (0, 1), True)
+        assert SPEC.second_kernel.geometry(m, n, k, p, units) is None
+        # one block fewer than units (a unit would wait behind another on its block), or SPLIT_SUM 2: the second
+        # launch sums, the kernel told so by the scalar 0, and the grid launched as usual
+        for q, blocks in ((p, units - 1), ({**p, "SPLIT_SUM": wgmma.SPLIT_SECOND}, units)):
+            ws = SPEC.workspace(m, n, k, q, blocks)
+            assert (ws.floats, ws.ints, ws.scalars, ws.cooperative) == (slabs, 0, (0, 0), False)
+            after = SPEC.second_kernel.geometry(m, n, k, q, blocks)
+            lanes = wgmma.SPLIT_LANES if p["SPLIT_K"] >= wgmma.SPLIT_MANY else 1
+            assert after.blocks * after.threads_per_block >= m * ((n + 3) // 4) * lanes
         assert SPEC.second_kernel.name_for(p) == f"wgmma_split_reduce<3, {lanes}>"
     assert SPEC.batch_params["SPLIT_K"] == 1
-    assert SPEC.second_kernel.geometry(4096, 4096, 4096, SPEC.defaults) is None
+    assert SPEC.second_kernel.geometry(4096, 4096, 4096, SPEC.defaults, 132) is None
+    assert not wgmma.split_meets(4096, 4096, SPEC.defaults, 132)
     assert SPEC.workspace(4096, 4096, 4096, SPEC.defaults, 132).floats == 0
     for bad in (dict(SPLIT_K=4, STREAM_K=1), dict(SPLIT_K=4, BATCHED=1)):
         with pytest.raises(ValueError, match="SPLIT_K = 4 goes without"):

@@ -74,8 +74,9 @@
 //   its own cluster (where that round leaves half the clusters idle or more), or the last rounds cut into
 //   equal runs of k steps, one per cluster (no gain measured on the H100); partial sums handed over through
 //   global memory (work_unit).
-// - Split-K (SPLIT_K > 1, for long K on a C of few tiles): (slice, tile) units, fp32 slabs, and a second
-//   launch (wgmma_split_reduce) that sums them in slice order and applies the epilogue (split_unit).
+// - Split-K (SPLIT_K > 1, for long K on a C of few tiles): (slice, tile) units, fp32 slabs, summed in slice
+//   order with the epilogue by the tile's units where they all fit at once (split_meet), else by a second
+//   launch (wgmma_split_reduce) (split_unit).
 // Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
 // consumer warpgroups, persistent grouped tile order, clusters.
 // Traffic: per tile BM x K of A and K x BN of B, B read from L2 once per cluster.
@@ -481,8 +482,9 @@ __device__ __forceinline__ bool work_unit(int i, int c, int clusters, int tiles,
 // (w.tile = u, so the product index of the walk is the slice), cluster c taking c, c + P, ... as whole
 // tiles are taken. The clusters at work at one time are on the same slice, so they read the same k range
 // of A and B, which L2 then serves to the tiles that share it. Each unit stores its fp32 sums to its
-// slice's slab of the workspace, and a second launch (wgmma_split_reduce) adds the slabs in slice order
-// and applies the epilogue.
+// slice's slab of the workspace; the slabs are added in slice order and the epilogue applied by the tile's
+// units themselves where every unit has a block of its own (split_meet: no launch after the kernel, about
+// 5 us of host time and the wait for the grid's end), else by a second launch (wgmma_split_reduce).
 template <int SPLIT_K>
 __device__ __forceinline__ int split_begin(int slice, int k_tiles) {
     return slice * (k_tiles / SPLIT_K) + min(slice, k_tiles % SPLIT_K);
@@ -656,6 +658,41 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
     if (tid_wg == 0) *reinterpret_cast<volatile int*>(flag) = 0;
 }
 
+// Split-K's units meeting in the kernel (SPLIT_K > 1 where the host passes meet: every unit has a block of its
+// own and the grid was launched cooperatively, so all of them are resident at once and none waits for a unit
+// queued behind it). A consumer's unit has stored its sums to its slice's slab; it arrives at the counter of its
+// part of the tile (release) and waits until all `slices` units of that part have (acquire). Then each sums the
+// slabs over its own share of the part (pieces [slice P / slices, (slice + 1) P / slices) of the part's P
+// 4-column pieces) and applies the epilogue: the same reading and the same sums as the second launch, spread
+// over the tile's units, and no launch after the kernel. The counter counts a second arrival of each unit once
+// its wait is over; the last one clears it for the next launch. Region: rows [r0, r0 + rows) and columns
+// [c0, c0 + cols) of C (cut to C), c0 a multiple of 4.
+template <int C_TYPE, int LANES>
+__device__ __forceinline__ void split_meet(int* counter, int slices, int slice, int r0, int rows, int c0, int cols,
+                                           int M, int N, float alpha, float beta, typename Out<C_TYPE>::T* __restrict__ C,
+                                           int ldc, const float* __restrict__ ws, const float* __restrict__ bias,
+                                           const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
+                                           int tid_wg, int barrier) {
+    __threadfence();
+    warpgroup_barrier(barrier);  // every thread's sums are out
+    if (tid_wg == 0) {
+        atomicAdd(counter, 1);
+        while (ld_acquire_gpu(counter) < slices) __nanosleep(32);
+        if (atomicAdd(counter, 1) == 2 * slices - 1) atomicExch(counter, 0);  // all units are past their wait
+    }
+    warpgroup_barrier(barrier);
+    rows = max(min(rows, M - r0), 0);
+    cols = max(min(cols, N - c0), 0);
+    const int per_row = (cols + 3) / 4, pieces = rows * per_row;
+    const int q0 = (int)((long long)pieces * slice / slices), q1 = (int)((long long)pieces * (slice + 1) / slices);
+    for (int base = q0; base < q1; base += 128 / LANES) {  // the same trip count in every lane of a warp
+        const int q = base + tid_wg / LANES;
+        const bool live = q < q1;
+        split_sum_quad<C_TYPE, LANES>(live, live ? r0 + q / per_row : 0, live ? c0 + (q % per_row) * 4 : 0,
+                                      tid_wg % LANES, M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
+    }
+}
+
 // 8-bit inputs: a consumer's accumulators times their scales, alpha left to the epilogue. `scales`: A's mode in
 // bits 0-1, B's in 2-3 (EPI_SCALE_ONE: scale_a[0] / scale_b[0] for the whole matrix; EPI_SCALE_VECTOR: one per
 // row of A, scale_a[row], or per column of B, scale_b[col]). Accumulator (mt, 4 j + 2 h + q) of a thread holds
@@ -787,6 +824,11 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // is the third coordinate; an operand every product shares, stride 0, is always matrix 0), C and R are
     // offset by their strides. No stream-K (the host passes no stream-K tiles with a batch).
     const int sk_tiles = SK && !BATCHED ? sk_tiles_arg : 0;
+    // SPLIT_K > 1: the second scalar says where the slices are summed: 1 here, the tile's units meeting
+    // (split_meet; the host launched the grid cooperatively, a block per unit), 0 by the second launch. Both sum
+    // with the same lanes (the host's reduce_lanes), so C's bits do not depend on which.
+    const bool meet = SPLIT_K > 1 && sk_parts == 1;
+    constexpr int MEET_LANES = SPLIT_K >= 16 ? 8 : 1;
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
     constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
@@ -859,7 +901,9 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // A split's second launch (its programmatic dependent) may be scheduled from now on: its blocks take SMs
     // this grid leaves free and wait in grid_dependency_wait for this grid's sums, so its launch is not
     // paid after this grid's last block.
-    if constexpr (SPLIT_K > 1) grid_dependents_launch();
+    if constexpr (SPLIT_K > 1) {
+        if (!meet) grid_dependents_launch();
+    }
 
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -1290,7 +1334,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             }
 
             // Split-K: the unit's sums, as they are, to its slice's slab of C (M rows of N rounded up to 4 floats;
-            // a pair of columns at an odd N's edge lands in the padding). The second launch does the rest.
+            // a pair of columns at an odd N's edge lands in the padding). Then the tile's units meet here
+            // (split_meet), or the second launch does the rest.
             if constexpr (SPLIT_K > 1) {
                 const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M), col0 = tile_col * BN;
                 const int ldw = (N + 3) & ~3;
@@ -1301,6 +1346,16 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 else
                     store_direct<1, MT, ACC>(slab, ldw, row_first, col0, M - row_first, N - col0, acc, 1.0f, 0.0f, warp,
                                              g, t);
+                if (meet) {
+                    // the part's counter: one per consumer half of each block's tile (ping-pong: one per tile)
+                    int* const counter = sk_flags + ((tile % tiles_one) * CLUSTER + rank) * CONSUMERS + (PINGPONG ? 0 : cw);
+                    if constexpr (SWAP)
+                        split_meet<C_TYPE, MEET_LANES>(counter, SPLIT_K, bz, col0, BN, row_first, WG_M, M, N, alpha, beta, C,
+                                                       ldc, sk_ws, bias, R, ldr, epilogue, tid_wg, 1 + cw);
+                    else
+                        split_meet<C_TYPE, MEET_LANES>(counter, SPLIT_K, bz, row_first, WG_M, col0, BN, M, N, alpha, beta, C,
+                                                       ldc, sk_ws, bias, R, ldr, epilogue, tid_wg, 1 + cw);
+                }
                 continue;
             }
 
