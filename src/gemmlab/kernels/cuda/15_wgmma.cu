@@ -685,11 +685,46 @@ __device__ __forceinline__ void split_meet(int* counter, int slices, int slice, 
     cols = max(min(cols, N - c0), 0);
     const int per_row = (cols + 3) / 4, pieces = rows * per_row;
     const int q0 = (int)((long long)pieces * slice / slices), q1 = (int)((long long)pieces * (slice + 1) / slices);
-    for (int base = q0; base < q1; base += 128 / LANES) {  // the same trip count in every lane of a warp
-        const int q = base + tid_wg / LANES;
-        const bool live = q < q1;
-        split_sum_quad<C_TYPE, LANES>(live, live ? r0 + q / per_row : 0, live ? c0 + (q % per_row) * 4 : 0,
-                                      tid_wg % LANES, M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
+    if constexpr (LANES == 1) {
+        // A few slices of a large part: each thread takes up to PIECES pieces at a time and issues a slice's loads
+        // for all of them before it adds (one L2 latency per slice, not per piece and slice); each piece's sum is
+        // still slice 0, 1, ... in order, split_sum_quad's with one lane.
+        constexpr int PIECES = 8;
+        const size_t slab = (size_t)M * ((N + 3) & ~3);
+        for (int base = q0 + tid_wg; base < q1; base += PIECES * 128) {
+            float4 sum[PIECES];
+            const float* p[PIECES];
+#pragma unroll
+            for (int j = 0; j < PIECES; ++j) {
+                const int q = min(base + j * 128, q1 - 1);  // (past the share: a valid address, never stored)
+                p[j] = ws + (size_t)(r0 + q / per_row) * ((N + 3) & ~3) + c0 + (q % per_row) * 4;
+                sum[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+            for (int s = 0; s < slices; ++s) {
+#pragma unroll
+                for (int j = 0; j < PIECES; ++j) {
+                    const float4 v = __ldcg(reinterpret_cast<const float4*>(p[j] + s * slab));
+                    sum[j].x += v.x;
+                    sum[j].y += v.y;
+                    sum[j].z += v.z;
+                    sum[j].w += v.w;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < PIECES; ++j) {
+                const int q = base + j * 128;
+                if (q < q1)
+                    split_store_quad<C_TYPE>(r0 + q / per_row, c0 + (q % per_row) * 4, sum[j], N, alpha, beta, C, ldc,
+                                             bias, R, ldr, epilogue);
+            }
+        }
+    } else {
+        for (int base = q0; base < q1; base += 128 / LANES) {  // the same trip count in every lane of a warp
+            const int q = base + tid_wg / LANES;
+            const bool live = q < q1;
+            split_sum_quad<C_TYPE, LANES>(live, live ? r0 + q / per_row : 0, live ? c0 + (q % per_row) * 4 : 0,
+                                          tid_wg % LANES, M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
+        }
     }
 }
 

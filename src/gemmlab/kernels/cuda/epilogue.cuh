@@ -242,6 +242,19 @@ __device__ __forceinline__ void epilogue_fp32_tile(float* __restrict__ C, int ld
 // 64 x 64 C are 2 MB), launched with SPLIT_REDUCE_THREADS threads per block over M x (ldw / 4) x LANES
 // threads (the spec's geometry says the same).
 #define SPLIT_REDUCE_THREADS 256
+// The epilogue of one summed 4-column piece (row, col) of C: the columns up to N.
+template <int C_TYPE>
+__device__ __forceinline__ void split_store_quad(int row, int col, float4 sum, int N, float alpha, float beta,
+                                                 typename Out<C_TYPE>::T* __restrict__ C, int ldc,
+                                                 const float* __restrict__ bias,
+                                                 const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
+    const bool vec_c = pairs_aligned(C, ldc), vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
+    epilogue_pair<C_TYPE>(C, ldc, row, col, col + 1 < N, sum.x, sum.y, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r);
+    if (col + 2 < N)
+        epilogue_pair<C_TYPE>(C, ldc, row, col + 2, col + 3 < N, sum.z, sum.w, alpha, beta, bias, R, ldr, epilogue, vec_c,
+                              vec_r);
+}
+
 template <int C_TYPE, int LANES>
 __device__ __forceinline__ void split_sum_quad(bool live, int row, int col, int lane, int M, int N, int slices,
                                                float alpha, float beta, typename Out<C_TYPE>::T* __restrict__ C,
@@ -269,12 +282,7 @@ __device__ __forceinline__ void split_sum_quad(bool live, int row, int col, int 
         sum.z += __shfl_down_sync(0xffffffffu, sum.z, off, LANES);
         sum.w += __shfl_down_sync(0xffffffffu, sum.w, off, LANES);
     }
-    if (!live || lane != 0) return;
-    const bool vec_c = pairs_aligned(C, ldc), vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
-    epilogue_pair<C_TYPE>(C, ldc, row, col, col + 1 < N, sum.x, sum.y, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r);
-    if (col + 2 < N)
-        epilogue_pair<C_TYPE>(C, ldc, row, col + 2, col + 3 < N, sum.z, sum.w, alpha, beta, bias, R, ldr, epilogue, vec_c,
-                              vec_r);
+    if (live && lane == 0) split_store_quad<C_TYPE>(row, col, sum, N, alpha, beta, C, ldc, bias, R, ldr, epilogue);
 }
 
 // The second launch's thread: piece q of all of C (M rows of ldw / 4 pieces), LANES threads each.
