@@ -2,8 +2,8 @@
 checked against a float64 product first, then timed interleaved with the L2 flushed; one line of ratios to torch
 per shape (x > 1: faster than torch). Groups: "split" (long K on a small C: rung 15's split over K, rung 16),
 "tiles" (rung 15's tiles on odd, square and wide shapes), "fp32" (rung 10's tile classes in strict fp32, TF32
-off on both sides), "meet" (rung 15's split as the heuristic sets it, its slabs summed by the second launch,
-SPLIT_SUM 2, and by the units meeting in the kernel, SPLIT_SUM 1).
+off on both sides), "sum" (rung 15's split as the heuristic sets it, its slices summed by the second launch,
+SPLIT_SUM 2, and by each tile's last unit, SPLIT_SUM 1, which takes up to four).
 
     PYTHONPATH=src python3 scripts/split_probe.py [--groups split,tiles] [--budget-ms 40]
 """
@@ -68,7 +68,7 @@ CASES = {"split": [
         (64, 13824, 5120, True, 16): [(T64x64, 5, 1), (T64x64, 5, 2), (T64x128, 3, 1), (T64x128, 3, 2),
                                       (T64x128_2W, 4, 1)],
     }.items()
-], "meet": [(m, n, k, wt, "heuristic") for m, n, k, wt in (
+], "sum": [(m, n, k, wt, "heuristic") for m, n, k, wt in (
     (64, 4096, 4096, False), (128, 4096, 11008, True), (64, 5120, 13824, True), (128, 4096, 16384, False),
     (64, 64, 131072, False), (256, 256, 65536, False), (512, 512, 16384, False), (100, 4000, 11008, True))]}
 

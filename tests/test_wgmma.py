@@ -482,34 +482,38 @@ def test_split_heuristic_and_rules():
         assert SPEC.heuristic(m, n, k, 132, "float8_e4m3fn", True).get("SPLIT_K", 1) == split8, (m, n, k)
         assert SPEC.heuristic(m, n, k, 132, "bfloat16", True).get("SPLIT_K", 1) == split16, (m, n, k)
     # every pick is valid, and a batch never splits
-    for m, n, k in ((64, 64, 131072), (256, 256, 65536), (129, 264, 4104), (1, 8, 1 << 20)):
+    for m, n, k in ((64, 64, 131072), (256, 256, 65536), (129, 264, 4104), (1, 8, 1 << 20), (128, 4096, 11008)):
         for a_type, layout in ((3, 2), (3, 3), (1, 2)):  # every element type and layout takes the pick
             SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": a_type, "B_LAYOUT": layout})
         p = SPEC.validate({**SPEC.heuristic(m, n, k, 132), "C_TYPE": 3})
         assert p["SPLIT_K"] in wgmma.SPLIT_CHOICES
         geo = SPEC.launch(m, n, k, p)
         assert geo.grid[0] == wgmma.cluster_tiles(m, n, p) * p["CLUSTER"] * p["SPLIT_K"]
-        # the heuristic's units fit one block each on 132 SMs: they meet in the kernel, launched cooperatively,
-        # a counter per consumer part of each tile, and no second launch
-        units = geo.grid[0]
         slabs = p["SPLIT_K"] * m * ((n + 3) // 4 * 4)
-        assert wgmma.split_meets(m, n, p, 132) and units <= 132
-        ws = SPEC.workspace(m, n, k, p, units)
-        assert (ws.floats, ws.ints, ws.scalars, ws.cooperative) == (slabs, units // p["SPLIT_K"] * 2, (0, 1), True)
-        assert SPEC.second_kernel.geometry(m, n, k, p, units) is None
-        # one block fewer than units (a unit would wait behind another on its block), or SPLIT_SUM 2: the second
-        # launch sums, the kernel told so by the scalar 0, and the grid launched as usual
-        for q, blocks in ((p, units - 1), ({**p, "SPLIT_SUM": wgmma.SPLIT_SECOND}, units)):
-            ws = SPEC.workspace(m, n, k, q, blocks)
-            assert (ws.floats, ws.ints, ws.scalars, ws.cooperative) == (slabs, 0, (0, 0), False)
-            after = SPEC.second_kernel.geometry(m, n, k, q, blocks)
-            lanes = wgmma.SPLIT_LANES if p["SPLIT_K"] >= wgmma.SPLIT_MANY else 1
-            assert after.blocks * after.threads_per_block >= m * ((n + 3) // 4) * lanes
+        lanes = wgmma.SPLIT_LANES if p["SPLIT_K"] >= wgmma.SPLIT_MANY else 1
+        for q in (p, {**p, "SPLIT_SUM": wgmma.SPLIT_SECOND}):
+            ws = SPEC.workspace(m, n, k, q, 132)
+            after = SPEC.second_kernel.geometry(m, n, k, q)
+            if wgmma.split_last_sums(q):
+                # a few slices: the last unit of each tile part sums (a slot per slice and part, a counter per part,
+                # the scalar 1), no second launch
+                parts = wgmma.split_parts(m, n, q)
+                assert q["SPLIT_K"] <= wgmma.SPLIT_LAST_MAX and after is None
+                assert (ws.floats, ws.ints, ws.scalars) == (parts * q["SPLIT_K"] * wgmma.consumer_rows(q) * q["BN"],
+                                                            parts, (0, 1))
+            else:
+                assert (ws.floats, ws.ints, ws.scalars) == (slabs, 0, (0, 0))
+                assert after.blocks * after.threads_per_block >= m * ((n + 3) // 4) * lanes
         assert SPEC.second_kernel.name_for(p) == f"wgmma_split_reduce<3, {lanes}>"
     assert SPEC.batch_params["SPLIT_K"] == 1
-    assert SPEC.second_kernel.geometry(4096, 4096, 4096, SPEC.defaults, 132) is None
-    assert not wgmma.split_meets(4096, 4096, SPEC.defaults, 132)
+    assert SPEC.second_kernel.geometry(4096, 4096, 4096, SPEC.defaults) is None
     assert SPEC.workspace(4096, 4096, 4096, SPEC.defaults, 132).floats == 0
+    # who sums: the last unit for 2-4 slices unless SPLIT_SUM 2 says the second launch; the second from 8
+    for split, how, last in ((2, 1, True), (4, 1, True), (8, 1, False), (2, 2, False), (1, 1, False)):
+        assert wgmma.split_last_sums(SPEC.validate(dict(SPLIT_K=split, SPLIT_SUM=how))) == last, (split, how)
+    # the ping-pong tiles' parts are whole tiles, the cooperative ones' halves
+    pp = SPEC.validate(dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, SPLIT_K=2))
+    assert wgmma.split_parts(64, 4096, pp) == 32 and wgmma.split_parts(200, 520, SPEC.validate(dict(SPLIT_K=2))) == 2 * 3 * 2
     for bad in (dict(SPLIT_K=4, STREAM_K=1), dict(SPLIT_K=4, BATCHED=1)):
         with pytest.raises(ValueError, match="SPLIT_K = 4 goes without"):
             SPEC.validate(bad)
@@ -523,6 +527,9 @@ def test_split_reduce_launch_constants_match_the_header():
     for name in ("SPLIT_REDUCE_THREADS",):
         m = re.search(rf"#define {name} (\d+)", text)
         assert m and int(m.group(1)) == getattr(wgmma, name), name
+    kernel = (Path(compiler.__file__).parents[1] / "kernels" / "cuda" / "15_wgmma.cu").read_text()
+    m = re.search(r"#define SPLIT_LAST_MAX (\d+)", kernel)
+    assert m and int(m.group(1)) == wgmma.SPLIT_LAST_MAX
 
 
 @needs_nvrtc
@@ -530,7 +537,10 @@ def test_split_reduce_launch_constants_match_the_header():
                                     dict(SPLIT_K=128, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, C_TYPE=2),
                                     dict(SPLIT_K=2, C_TYPE=1), dict(SPLIT_K=32, BN=128, CLUSTER=1, B_LAYOUT=2, C_TYPE=3),
                                     dict(SPLIT_K=8, A_TYPE=3, B_LAYOUT=3, BN=128, CLUSTER=1),
-                                    dict(SPLIT_K=8, A_TYPE=3, B_LAYOUT=2, C_TYPE=3)],
+                                    dict(SPLIT_K=8, A_TYPE=3, B_LAYOUT=2, C_TYPE=3),
+                                    dict(SPLIT_K=4, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, C_TYPE=3,
+                                         B_LAYOUT=2),
+                                    dict(SPLIT_K=4, A_TYPE=3, B_LAYOUT=3, BN=128, CLUSTER=1)],
                          ids=str)
 def test_split_builds_without_local_memory(params):
     p = SPEC.validate(params)

@@ -312,11 +312,8 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
             for i, raw in enumerate(maps):
                 pack.set_bytes(first + i, raw)
             plan.loaded_maps = maps
-        if plan.first_launch is not None:  # a grid whose blocks wait for each other (split-K's units meeting)
-            plan.first_launch(stream, pack.address)
-        else:
-            g, bl = plan.grid, plan.block
-            drv.launch(plan.function, g[0], g[1], g[2], bl[0], bl[1], bl[2], plan.smem, stream, pack.address, 0)
+        g, bl = plan.grid, plan.block
+        drv.launch(plan.function, g[0], g[1], g[2], bl[0], bl[1], bl[2], plan.smem, stream, pack.address, 0)
         if plan.second is not None:  # (M, N, SPLIT_K, alpha, beta, C, ldc, workspace, the epilogue arguments)
             after, two = plan.second, plan.second_pack.slots
             two[3].value, two[4].value, two[5].value = alpha, beta, pc

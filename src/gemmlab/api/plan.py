@@ -220,8 +220,7 @@ class Plan:
     second_function: int
     slots: dict[str, int]             # argument name -> its index in the pack
     second_pack: launch.ArgPack | None = None
-    second_launch: launch.AttributedLaunch | None = None  # the second kernel as a programmatic dependent
-    first_launch: launch.AttributedLaunch | None = None   # the kernel itself, cooperatively (Workspace.cooperative)
+    second_launch: launch.DependentLaunch | None = None  # the second kernel as a programmatic dependent
     scratch: bool = False             # the workspace asks for memory
     # The call runs as C^T = B^T A^T (dispatch.computes_transposed): this plan is the swapped product's (its
     # request has M and N exchanged), and launch.run passes it B^T, A^T, C^T and R^T.
@@ -357,9 +356,8 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     if errs:
         raise ValueError(f"{spec.name} {p} at {req.m} x {req.n} x {req.k} needs a grid of {grid}: {'; '.join(errs)}")
     prepared.kernel.ensure_dynamic_smem(geo.smem)
-    blocks = grid[0] * grid[1] * grid[2]
-    second = spec.second_kernel.geometry(req.m, req.n, req.k, p, blocks) if spec.second_kernel else None
-    workspace = spec.workspace(req.m, req.n, req.k, p, blocks) if spec.workspace else None
+    second = spec.second_kernel.geometry(req.m, req.n, req.k, p) if spec.second_kernel else None
+    workspace = spec.workspace(req.m, req.n, req.k, p, grid[0] * grid[1] * grid[2]) if spec.workspace else None
     if p.get("BATCHED") and (second is not None or (workspace is not None and (workspace.floats or workspace.ints))):
         raise ValueError(f"{spec.name} {p}: a split over K (scratch per product) has no batched form; a batch "
                          f"of {req.batch} runs without one (leave its split parameters to the rung)")
@@ -379,17 +377,13 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     after = launch.function_handle(prepared.after) if prepared.after is not None else 0
     second_launch = None
     if second is not None and spec.second_kernel.dependent:
-        second_launch = launch.AttributedLaunch(after, second.grid, second.block, second.smem, dependent=True)
-    function = launch.function_handle(prepared.kernel)
-    first_launch = None
-    if workspace is not None and workspace.cooperative:
-        first_launch = launch.AttributedLaunch(function, grid, geo.block, geo.smem, cooperative=True)
+        second_launch = launch.DependentLaunch(after, second.grid, second.block, second.smem)
     waits = (spec.waits_for_rows and spec.walks(p) and not p.get("BATCHED") and second is None
-             and spec.slices_of_k(p) == 1 and not la.copy and not la.stage)
+             and not la.copy and not la.stage)
     return Plan(req, dev, spec, p, source, detail, prepared, grid, geo.block, geo.smem, second, la, lb, lc, lr,
                 _bias_direct(home, bias), workspace, maps, launch.ArgPack(values),
-                function, after, slots, second_pack=second_pack, second_launch=second_launch,
-                first_launch=first_launch,
+                launch.function_handle(prepared.kernel), after, slots, second_pack=second_pack,
+                second_launch=second_launch,
                 scratch=workspace is not None and (workspace.floats or workspace.ints) > 0, waits=waits)
 
 

@@ -149,14 +149,14 @@ def rows_16_byte_aligned(a_ptr: int, lda: int, b_ptr: int, ldb: int, elem_bytes:
 class SecondKernel:
     """A kernel of the same module launched after the rung's own, on the same stream (split-K's reduction):
     its name (or C++ name expression; a function of the parameters where it is a template, e.g. of the
-    output type) and its geometry for (M, N, K, params, blocks of the rung's grid), None where this
-    instantiation needs no second launch. It takes (M, N, SPLIT_K, alpha, beta, C, ldc, the float workspace, the epilogue arguments).
+    output type) and its geometry for (M, N, K, params), None where this instantiation needs no second
+    launch. It takes (M, N, SPLIT_K, alpha, beta, C, ldc, the float workspace, the epilogue arguments).
     dependent: launched as the rung's programmatic dependent (scheduled while the rung's last blocks run);
     the kernel then waits (griddepcontrol.wait) before it reads the workspace, and the rung's kernel lets it
     start (griddepcontrol.launch_dependents)."""
 
     name: str | Callable[[dict[str, int]], str]
-    geometry: Callable[[int, int, int, dict[str, int], int], Launch | None]
+    geometry: Callable[[int, int, int, dict[str, int]], Launch | None]
     dependent: bool = False
 
     def name_for(self, params: Mapping[str, int]) -> str:
@@ -167,14 +167,11 @@ class SecondKernel:
 @dataclass(frozen=True)
 class Workspace:
     """Scratch a launch needs: `floats` fp32 values, `ints` int32 values that are zero at launch and that the
-    kernel leaves zero, and int32 scalars passed after the two pointers (e.g. a tile count). `cooperative`:
-    the kernel's blocks wait for each other, so the grid is launched cooperatively (all of it resident at
-    once)."""
+    kernel leaves zero, and int32 scalars passed after the two pointers (e.g. a tile count)."""
 
     floats: int = 0
     ints: int = 0
     scalars: tuple[int, ...] = ()
-    cooperative: bool = False
 
 
 @dataclass(frozen=True)

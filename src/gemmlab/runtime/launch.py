@@ -142,7 +142,6 @@ class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: its id, padding,
     _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_ubyte * 4), ("value", ctypes.c_int * 16)]
 
 
-_COOPERATIVE = 2                        # CU_LAUNCH_ATTRIBUTE_COOPERATIVE
 _PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
 
@@ -155,37 +154,21 @@ def _launch_ex_fn():
     return fn
 
 
-def launch_ex_available() -> bool:
-    """Whether the driver has cuLaunchKernelEx (launch attributes: cooperative, programmatic dependence)."""
-    return _launch_ex_fn() is not None
+class DependentLaunch:
+    """A kernel launched as the programmatic dependent of the kernel before it on the stream (cuLaunchKernelEx
+    with programmatic stream serialisation): it may be scheduled while that kernel's last blocks run, and
+    waits (griddepcontrol.wait) before reading what they write. The configuration is built once; a launch
+    sets the stream and the packed arguments. Where the driver has no cuLaunchKernelEx, an ordinary launch
+    (the kernel's wait is then a no-op)."""
 
-
-class AttributedLaunch:
-    """A kernel launched with cuLaunchKernelEx and one launch attribute; the configuration is built once, a
-    launch sets the stream and the packed arguments.
-
-    dependent: the programmatic dependent of the kernel before it on the stream (programmatic stream
-    serialisation): it may be scheduled while that kernel's last blocks run, and waits (griddepcontrol.wait)
-    before reading what they write. Where the driver has no cuLaunchKernelEx, an ordinary launch (the wait is
-    then a no-op).
-    cooperative: every block of the grid is resident at once (the driver places the grid only where it all
-    fits), for kernels whose blocks wait for each other; the grid must fit the GPU. It needs cuLaunchKernelEx
-    (callers check launch_ex_available)."""
-
-    def __init__(self, function: int, grid: Sequence[int], block: Sequence[int], smem: int, *,
-                 dependent: bool = False, cooperative: bool = False):
-        if dependent == cooperative:
-            raise ValueError("AttributedLaunch: exactly one of dependent and cooperative")
+    def __init__(self, function: int, grid: Sequence[int], block: Sequence[int], smem: int):
         self.function = function
-        self._attr = _LaunchAttribute(_PROGRAMMATIC_STREAM_SERIALIZATION if dependent else _COOPERATIVE)
+        self._attr = _LaunchAttribute(_PROGRAMMATIC_STREAM_SERIALIZATION)
         self._attr.value[0] = 1
         self._config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), smem, None,
                                      ctypes.addressof(self._attr), 1)
         self._grid, self._block, self._smem = tuple(grid), tuple(block), smem
-        self._what = "a dependent" if dependent else "a cooperative"
         self._fn = _launch_ex_fn()
-        if self._fn is None and cooperative:
-            raise GemmlabError("this CUDA driver has no cuLaunchKernelEx, which a cooperative launch needs")
 
     def __call__(self, stream: int, params_address: int) -> None:
         fn = self._fn
@@ -195,7 +178,7 @@ class AttributedLaunch:
         self._config.stream = stream or None
         rc = fn(ctypes.byref(self._config), self.function, params_address, None)
         if rc != 0:
-            raise GemmlabError(f"cuLaunchKernelEx failed ({rc}) for {self._what} launch of grid {self._grid}, "
+            raise GemmlabError(f"cuLaunchKernelEx failed ({rc}) for a dependent launch of grid {self._grid}, "
                                f"block {self._block}")
 
 

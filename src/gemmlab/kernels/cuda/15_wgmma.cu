@@ -74,9 +74,10 @@
 //   its own cluster (where that round leaves half the clusters idle or more), or the last rounds cut into
 //   equal runs of k steps, one per cluster (no gain measured on the H100); partial sums handed over through
 //   global memory (work_unit).
-// - Split-K (SPLIT_K > 1, for long K on a C of few tiles): (slice, tile) units, fp32 slabs, summed in slice
-//   order with the epilogue by the tile's units where they all fit at once (split_meet), else by a second
-//   launch (wgmma_split_reduce) (split_unit).
+// - Split-K (SPLIT_K > 1, for long K on a C of few tiles): (slice, tile) units whose partial sums are added in
+//   slice order by the tile's last unit to finish, which then stores the tile as an unsplit one does
+//   (split_last, a few slices), or go to fp32 slabs that a second launch (wgmma_split_reduce) sums and
+//   applies the epilogue to (split_unit).
 // Changed from rung 11: wgmma instead of mma.sync + ldmatrix, TMA instead of cp.async, producer /
 // consumer warpgroups, persistent grouped tile order, clusters.
 // Traffic: per tile BM x K of A and K x BN of B, B read from L2 once per cluster.
@@ -482,9 +483,9 @@ __device__ __forceinline__ bool work_unit(int i, int c, int clusters, int tiles,
 // (w.tile = u, so the product index of the walk is the slice), cluster c taking c, c + P, ... as whole
 // tiles are taken. The clusters at work at one time are on the same slice, so they read the same k range
 // of A and B, which L2 then serves to the tiles that share it. Each unit stores its fp32 sums to its
-// slice's slab of the workspace; the slabs are added in slice order and the epilogue applied by the tile's
-// units themselves where every unit has a block of its own (split_meet: no launch after the kernel, about
-// 5 us of host time and the wait for the grid's end), else by a second launch (wgmma_split_reduce).
+// slice's slab of the workspace, and a second launch (wgmma_split_reduce) adds the slabs in slice order
+// and applies the epilogue; or, for a few slices (the host says which), the tile's last unit adds them
+// (split_last, below) and stores the tile itself.
 template <int SPLIT_K>
 __device__ __forceinline__ int split_begin(int slice, int k_tiles) {
     return slice * (k_tiles / SPLIT_K) + min(slice, k_tiles % SPLIT_K);
@@ -658,74 +659,59 @@ __device__ __forceinline__ void sk_add_partial(const float* __restrict__ ws, int
     if (tid_wg == 0) *reinterpret_cast<volatile int*>(flag) = 0;
 }
 
-// Split-K's units meeting in the kernel (SPLIT_K > 1 where the host passes meet: every unit has a block of its
-// own and the grid was launched cooperatively, so all of them are resident at once and none waits for a unit
-// queued behind it). A consumer's unit has stored its sums to its slice's slab; it arrives at the counter of its
-// part of the tile (release) and waits until all `slices` units of that part have (acquire). Then each sums the
-// slabs over its own share of the part (pieces [slice P / slices, (slice + 1) P / slices) of the part's P
-// 4-column pieces) and applies the epilogue: the same reading and the same sums as the second launch, spread
-// over the tile's units, and no launch after the kernel. The counter counts a second arrival of each unit once
-// its wait is over; the last one clears it for the next launch. Region: rows [r0, r0 + rows) and columns
-// [c0, c0 + cols) of C (cut to C), c0 a multiple of 4.
-template <int C_TYPE, int LANES>
-__device__ __forceinline__ void split_meet(int* counter, int slices, int slice, int r0, int rows, int c0, int cols,
-                                           int M, int N, float alpha, float beta, typename Out<C_TYPE>::T* __restrict__ C,
-                                           int ldc, const float* __restrict__ ws, const float* __restrict__ bias,
-                                           const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue,
-                                           int tid_wg, int barrier) {
+// Split-K summed by the last unit (SPLIT_K > 1, a few slices, where the host passes 1 as the second scalar):
+// each consumer's unit stores its partial sums, as stream-K's parts are (each thread its accumulators as
+// float4s, 128 threads apart: coalesced, and read back by the same thread of another block), to its slice's
+// slot of the tile part's SPLIT_K slots, and counts itself on the part's counter. The unit that arrives last
+// (the count says so; it clears the counter for the next launch) adds the slots in slice order, its own
+// sums standing in for its slot, and returns true: its accumulators then hold the tile's sums, which the
+// usual epilogue stores (TMA stores, bias, activation, residual). The others return false and are done with
+// the tile. No unit waits for another, so any number of units per block and any scheduling is safe; the
+// sum's order is fixed, so the bits do not depend on which unit came last (and equal the second launch's).
+#define SPLIT_LAST_MAX 4  // the most slices split_last adds (the host's SPLIT_LAST_MAX; larger splits build none of it)
+template <int MT, int ACC, int SPLIT_K>
+__device__ __forceinline__ bool split_last(float* __restrict__ slots, int* counter, int slice, float (&acc)[MT][ACC],
+                                           int tid_wg, int barrier, volatile int* last_flag) {
+    constexpr int SLOT4 = MT * (ACC / 4) * 128;  // float4s per slot (WG_M x BN floats)
+    float4* const mine = reinterpret_cast<float4*>(slots) + (size_t)slice * SLOT4;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int q = 0; q < ACC / 4; ++q)
+            __stcg(mine + (mt * (ACC / 4) + q) * 128 + tid_wg,
+                   make_float4(acc[mt][4 * q], acc[mt][4 * q + 1], acc[mt][4 * q + 2], acc[mt][4 * q + 3]));
     __threadfence();
     warpgroup_barrier(barrier);  // every thread's sums are out
     if (tid_wg == 0) {
-        atomicAdd(counter, 1);
-        while (ld_acquire_gpu(counter) < slices) __nanosleep(32);
-        if (atomicAdd(counter, 1) == 2 * slices - 1) atomicExch(counter, 0);  // all units are past their wait
+        const bool last = atomicAdd(counter, 1) == SPLIT_K - 1;
+        if (last) atomicExch(counter, 0);
+        *last_flag = last;
     }
     warpgroup_barrier(barrier);
-    rows = max(min(rows, M - r0), 0);
-    cols = max(min(cols, N - c0), 0);
-    const int per_row = (cols + 3) / 4, pieces = rows * per_row;
-    const int q0 = (int)((long long)pieces * slice / slices), q1 = (int)((long long)pieces * (slice + 1) / slices);
-    if constexpr (LANES == 1) {
-        // A few slices of a large part: each thread takes up to PIECES pieces at a time and issues a slice's loads
-        // for all of them before it adds (one L2 latency per slice, not per piece and slice); each piece's sum is
-        // still slice 0, 1, ... in order, split_sum_quad's with one lane.
-        constexpr int PIECES = 8;
-        const size_t slab = (size_t)M * ((N + 3) & ~3);
-        for (int base = q0 + tid_wg; base < q1; base += PIECES * 128) {
-            float4 sum[PIECES];
-            const float* p[PIECES];
+    if (!*last_flag) return false;  // (read by all before the next unit's first barrier, which precedes its write)
+    __threadfence();
+    const float4* const all = reinterpret_cast<const float4*>(slots);
 #pragma unroll
-            for (int j = 0; j < PIECES; ++j) {
-                const int q = min(base + j * 128, q1 - 1);  // (past the share: a valid address, never stored)
-                p[j] = ws + (size_t)(r0 + q / per_row) * ((N + 3) & ~3) + c0 + (q % per_row) * 4;
-                sum[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-            for (int s = 0; s < slices; ++s) {
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int j = 0; j < PIECES; ++j) {
-                    const float4 v = __ldcg(reinterpret_cast<const float4*>(p[j] + s * slab));
-                    sum[j].x += v.x;
-                    sum[j].y += v.y;
-                    sum[j].z += v.z;
-                    sum[j].w += v.w;
-                }
-            }
+        for (int q = 0; q < ACC / 4; ++q) {
+            const int i = (mt * (ACC / 4) + q) * 128 + tid_wg;
+            const float4 own = make_float4(acc[mt][4 * q], acc[mt][4 * q + 1], acc[mt][4 * q + 2], acc[mt][4 * q + 3]);
+            float4 sum = slice == 0 ? own : __ldcg(all + i);
 #pragma unroll
-            for (int j = 0; j < PIECES; ++j) {
-                const int q = base + j * 128;
-                if (q < q1)
-                    split_store_quad<C_TYPE>(r0 + q / per_row, c0 + (q % per_row) * 4, sum[j], N, alpha, beta, C, ldc,
-                                             bias, R, ldr, epilogue);
+            for (int s = 1; s < SPLIT_K; ++s) {
+                const float4 v = slice == s ? own : __ldcg(all + s * SLOT4 + i);
+                sum.x += v.x;
+                sum.y += v.y;
+                sum.z += v.z;
+                sum.w += v.w;
             }
+            acc[mt][4 * q] = sum.x;
+            acc[mt][4 * q + 1] = sum.y;
+            acc[mt][4 * q + 2] = sum.z;
+            acc[mt][4 * q + 3] = sum.w;
         }
-    } else {
-        for (int base = q0; base < q1; base += 128 / LANES) {  // the same trip count in every lane of a warp
-            const int q = base + tid_wg / LANES;
-            const bool live = q < q1;
-            split_sum_quad<C_TYPE, LANES>(live, live ? r0 + q / per_row : 0, live ? c0 + (q % per_row) * 4 : 0,
-                                          tid_wg % LANES, M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
-        }
-    }
+    return true;
 }
 
 // 8-bit inputs: a consumer's accumulators times their scales, alpha left to the epilogue. `scales`: A's mode in
@@ -859,11 +845,9 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // is the third coordinate; an operand every product shares, stride 0, is always matrix 0), C and R are
     // offset by their strides. No stream-K (the host passes no stream-K tiles with a batch).
     const int sk_tiles = SK && !BATCHED ? sk_tiles_arg : 0;
-    // SPLIT_K > 1: the second scalar says where the slices are summed: 1 here, the tile's units meeting
-    // (split_meet; the host launched the grid cooperatively, a block per unit), 0 by the second launch. Both sum
-    // with the same lanes (the host's reduce_lanes), so C's bits do not depend on which.
-    const bool meet = SPLIT_K > 1 && sk_parts == 1;
-    constexpr int MEET_LANES = SPLIT_K >= 16 ? 8 : 1;
+    // SPLIT_K > 1: the second scalar says who sums the slices: 1, the tile's last unit (split_last); 0, the
+    // second launch.
+    const bool last_sums = SPLIT_K > 1 && SPLIT_K <= SPLIT_LAST_MAX && sk_parts == 1;
     constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  // rows per consumer warpgroup (all of a tile in ping-pong)
     constexpr int MT = WG_M / 64;                // m64 wgmma tiles per consumer
     constexpr int ACC = BN / 2;                  // fp32 accumulators per thread per m64 tile
@@ -904,6 +888,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // Ping-pong: consumer c may start a tile's main loop once the other one has taken every slot of the
     // tile before (an mbarrier wait by parity is only right when the waiter is at most one phase ahead).
     __shared__ __align__(8) unsigned long long order_bar[2];
+    __shared__ int split_last_flag[2];  // split_last: whether a consumer's unit came last
     // The 128-byte swizzle repeats every 1024 bytes; the tiles start on such a boundary.
     const unsigned base = (smem_u32(smem_raw) + 1023u) & ~1023u;
 
@@ -937,7 +922,7 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     // this grid leaves free and wait in grid_dependency_wait for this grid's sums, so its launch is not
     // paid after this grid's last block.
     if constexpr (SPLIT_K > 1) {
-        if (!meet) grid_dependents_launch();
+        if (!last_sums) grid_dependents_launch();
     }
 
     if (threadIdx.x == 0) {
@@ -1368,30 +1353,28 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 }
             }
 
-            // Split-K: the unit's sums, as they are, to its slice's slab of C (M rows of N rounded up to 4 floats;
-            // a pair of columns at an odd N's edge lands in the padding). Then the tile's units meet here
-            // (split_meet), or the second launch does the rest.
+            // Split-K, a few slices: the tile part's last unit adds the others' sums and goes on to the epilogue;
+            // the others are done. Else the unit's sums, as they are, to its slice's slab of C (M rows of N rounded
+            // up to 4 floats; a pair of columns at an odd N's edge lands in the padding), and the second launch
+            // does the rest.
             if constexpr (SPLIT_K > 1) {
-                const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M), col0 = tile_col * BN;
-                const int ldw = (N + 3) & ~3;
-                float* const slab = sk_ws + (size_t)bz * M * ldw;
-                if constexpr (SWAP)  // a tile of C^T: its rows are columns of C
-                    store_transposed<1, MT, ACC>(slab, ldw, row_first, col0, N - row_first, M - col0, acc, 1.0f, 0.0f,
-                                                 nullptr, nullptr, 0, 0, warp, g, t);
-                else
-                    store_direct<1, MT, ACC>(slab, ldw, row_first, col0, M - row_first, N - col0, acc, 1.0f, 0.0f, warp,
-                                             g, t);
-                if (meet) {
-                    // the part's counter: one per consumer half of each block's tile (ping-pong: one per tile)
-                    int* const counter = sk_flags + ((tile % tiles_one) * CLUSTER + rank) * CONSUMERS + (PINGPONG ? 0 : cw);
-                    if constexpr (SWAP)
-                        split_meet<C_TYPE, MEET_LANES>(counter, SPLIT_K, bz, col0, BN, row_first, WG_M, M, N, alpha, beta, C,
-                                                       ldc, sk_ws, bias, R, ldr, epilogue, tid_wg, 1 + cw);
+                if (SPLIT_K <= SPLIT_LAST_MAX && last_sums) {
+                    const int part = ((tile % tiles_one) * CLUSTER + rank) * (PINGPONG ? 1 : CONSUMERS) + (PINGPONG ? 0 : cw);
+                    if (!split_last<MT, ACC, (SPLIT_K <= SPLIT_LAST_MAX ? SPLIT_K : 1)>(sk_ws + (size_t)part * SPLIT_K * WG_M * BN, sk_flags + part, bz,
+                                                      acc, tid_wg, 1 + cw, &split_last_flag[cw]))
+                        continue;
+                } else {
+                    const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M), col0 = tile_col * BN;
+                    const int ldw = (N + 3) & ~3;
+                    float* const slab = sk_ws + (size_t)bz * M * ldw;
+                    if constexpr (SWAP)  // a tile of C^T: its rows are columns of C
+                        store_transposed<1, MT, ACC>(slab, ldw, row_first, col0, N - row_first, M - col0, acc, 1.0f,
+                                                     0.0f, nullptr, nullptr, 0, 0, warp, g, t);
                     else
-                        split_meet<C_TYPE, MEET_LANES>(counter, SPLIT_K, bz, row_first, WG_M, col0, BN, M, N, alpha, beta, C,
-                                                       ldc, sk_ws, bias, R, ldr, epilogue, tid_wg, 1 + cw);
+                        store_direct<1, MT, ACC>(slab, ldw, row_first, col0, M - row_first, N - col0, acc, 1.0f, 0.0f,
+                                                 warp, g, t);
+                    continue;
                 }
-                continue;
             }
 
             // Epilogue (the producer is already filling slots for the next tile). Plain, or a linear layer's:

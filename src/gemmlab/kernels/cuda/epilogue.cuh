@@ -231,37 +231,26 @@ __device__ __forceinline__ void epilogue_fp32_tile(float* __restrict__ C, int ld
 // ------------------------------------------------------------------------------------------ split-K's sum
 
 // A split over K leaves `slices` slabs of fp32 partial sums in `ws`, each M rows of ldw = N rounded up to a
-// multiple of 4 floats. split_sum_quad sums one 4-column piece of a row of them and applies the epilogue.
-// LANES lanes take a piece: lane l adds slices l, l + LANES, ... (several loads in flight each), then the
-// lanes' sums meet in a fixed tree of shuffles, so the bits of C depend only on the slice count (which
-// chooses LANES), never on timing or on who sums. LANES 1 for a few slices of a large C (eight lanes left
-// most of them idle and the launch issue-bound: 26 us for two slabs of 128 x 11008), 8 for many slices of a
-// small C. Every lane of the warp calls it (the shuffles); `live` says whether its piece exists.
-// Two callers: the split's own units where they meet in the kernel (rung 15's split_meet), else a second
-// launch over all of C (split_sum_epilogue), so that the whole GPU shares the reading (132 slabs of a
-// 64 x 64 C are 2 MB), launched with SPLIT_REDUCE_THREADS threads per block over M x (ldw / 4) x LANES
+// multiple of 4 floats. This sums them and applies the epilogue, as a second launch over all of C, so that
+// the whole GPU shares the reading (a long split of a small C is mostly this reading: 132 slabs of a 64 x 64
+// C are 2 MB). LANES lanes take one 4-column piece of a row: lane l adds slices l, l + LANES, ... (several
+// loads in flight each), then the lanes' sums meet in a fixed tree of shuffles, so the bits of C depend only
+// on the slice count (which chooses LANES), never on timing. LANES 1 for a few slices of a large C (eight
+// lanes left most of them idle and the launch issue-bound: 26 us for two slabs of 128 x 11008), 8 for many
+// slices of a small C. Launched with SPLIT_REDUCE_THREADS threads per block over M x (ldw / 4) x LANES
 // threads (the spec's geometry says the same).
 #define SPLIT_REDUCE_THREADS 256
-// The epilogue of one summed 4-column piece (row, col) of C: the columns up to N.
-template <int C_TYPE>
-__device__ __forceinline__ void split_store_quad(int row, int col, float4 sum, int N, float alpha, float beta,
-                                                 typename Out<C_TYPE>::T* __restrict__ C, int ldc,
-                                                 const float* __restrict__ bias,
-                                                 const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
-    const bool vec_c = pairs_aligned(C, ldc), vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
-    epilogue_pair<C_TYPE>(C, ldc, row, col, col + 1 < N, sum.x, sum.y, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r);
-    if (col + 2 < N)
-        epilogue_pair<C_TYPE>(C, ldc, row, col + 2, col + 3 < N, sum.z, sum.w, alpha, beta, bias, R, ldr, epilogue, vec_c,
-                              vec_r);
-}
-
 template <int C_TYPE, int LANES>
-__device__ __forceinline__ void split_sum_quad(bool live, int row, int col, int lane, int M, int N, int slices,
-                                               float alpha, float beta, typename Out<C_TYPE>::T* __restrict__ C,
-                                               int ldc, const float* __restrict__ ws, const float* __restrict__ bias,
-                                               const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
+__device__ __forceinline__ void split_sum_epilogue(int M, int N, int slices, float alpha, float beta,
+                                                   typename Out<C_TYPE>::T* __restrict__ C, int ldc,
+                                                   const float* __restrict__ ws, const float* __restrict__ bias,
+                                                   const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
     static_assert(LANES == 1 || LANES == 2 || LANES == 4 || LANES == 8, "LANES: 1, 2, 4 or 8 lanes per 4 columns");
-    const int ldw = (N + 3) & ~3;
+    const int ldw = (N + 3) & ~3, quads = ldw / 4;
+    const long long q = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+    const int lane = threadIdx.x % LANES;
+    const bool live = q < (long long)M * quads;  // every lane reaches the shuffles below
+    const int row = live ? (int)(q / quads) : 0, col = live ? (int)(q % quads) * 4 : 0;
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (live) {
         const size_t slab = (size_t)M * ldw;
@@ -282,18 +271,10 @@ __device__ __forceinline__ void split_sum_quad(bool live, int row, int col, int 
         sum.z += __shfl_down_sync(0xffffffffu, sum.z, off, LANES);
         sum.w += __shfl_down_sync(0xffffffffu, sum.w, off, LANES);
     }
-    if (live && lane == 0) split_store_quad<C_TYPE>(row, col, sum, N, alpha, beta, C, ldc, bias, R, ldr, epilogue);
-}
-
-// The second launch's thread: piece q of all of C (M rows of ldw / 4 pieces), LANES threads each.
-template <int C_TYPE, int LANES>
-__device__ __forceinline__ void split_sum_epilogue(int M, int N, int slices, float alpha, float beta,
-                                                   typename Out<C_TYPE>::T* __restrict__ C, int ldc,
-                                                   const float* __restrict__ ws, const float* __restrict__ bias,
-                                                   const typename Out<C_TYPE>::T* __restrict__ R, int ldr, int epilogue) {
-    const int quads = ((N + 3) & ~3) / 4;
-    const long long q = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
-    const bool live = q < (long long)M * quads;  // every lane reaches the shuffles
-    split_sum_quad<C_TYPE, LANES>(live, live ? (int)(q / quads) : 0, live ? (int)(q % quads) * 4 : 0,
-                                  threadIdx.x % LANES, M, N, slices, alpha, beta, C, ldc, ws, bias, R, ldr, epilogue);
+    if (!live || lane != 0) return;
+    const bool vec_c = pairs_aligned(C, ldc), vec_r = !(epilogue & EPI_RESIDUAL) || pairs_aligned(R, ldr);
+    epilogue_pair<C_TYPE>(C, ldc, row, col, col + 1 < N, sum.x, sum.y, alpha, beta, bias, R, ldr, epilogue, vec_c, vec_r);
+    if (col + 2 < N)
+        epilogue_pair<C_TYPE>(C, ldc, row, col + 2, col + 3 < N, sum.z, sum.w, alpha, beta, bias, R, ldr, epilogue, vec_c,
+                              vec_r);
 }

@@ -74,7 +74,7 @@ SPLIT_GROUP = 8  # slices per reduction group (G in 10_sgemm.cu)
 REDUCE_THREADS = 256  # sgemm_split_reduce's block (its __launch_bounds__)
 
 
-def _after_geometry(m: int, n: int, k: int, p: dict[str, int], blocks: int = 0) -> Launch | None:
+def _after_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch | None:
     """The second launch, sgemm_split_reduce, where REDUCE = 2 asks for it: a thread per 4 columns of a row."""
     if p["SPLIT_K"] == 1 or p["REDUCE"] != 2:
         return None

@@ -8,8 +8,8 @@ the persistent grid (as many blocks as can be resident at once, in whole cluster
 and stream-K's workspace for the last round of tiles (`workspace`, once the grid is known). A batch of
 products (BATCHED 1) is one launch: the grid walks the tiles of every product, the maps are 3-D; so are grouped
 products (BATCHED 2, a mixture-of-experts layer), whose groups' rows the kernel reads on the GPU. A long K on
-a C of few tiles is split (SPLIT_K, `split_for`): fp32 slabs per slice, summed by the tile's units in the
-kernel where each has a block of its own (`split_meets`: a cooperative launch), else by a second launch.
+a C of few tiles is split (SPLIT_K, `split_for`): each tile's last unit adds the slices' fp32 sums where they
+are few (`split_last_sums`), else fp32 slabs per slice that a second launch sums.
 """
 
 from __future__ import annotations
@@ -146,9 +146,11 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     second = k * cols * cdiv(cdiv(rows, bm), p["CLUSTER"])        # its B operand
     a_loads, b_loads = (second, first) if swapped else (first, second)
     per_tile = bm + (2 * bn if p["SCHEDULE"] == COOPERATIVE else bn)
-    if p["SPLIT_K"] > 1:  # a slab of fp32 sums per slice (of whole k steps), written and read back by the sum
+    if p["SPLIT_K"] > 1:  # fp32 sums per slice (of whole k steps), written and read back by whoever sums them
+        scratch = split_parts(m, n, p) * p["SPLIT_K"] * consumer_rows(p) * bn if split_last_sums(p) \
+            else slab_floats(m, n, p)
         return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile,
-                       scratch=slab_floats(m, n, p))
+                       scratch=scratch)
     return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile)
 
 
@@ -256,12 +258,13 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     launch; each flag a block sets is cleared by the block that reads it, so every launch leaves them
     zero), and the count of stream-K tiles and their parts (stream_k) as the kernel's scalars. Nothing when
     stream-K is off.
-    Split-K's instead: a slab of fp32 sums per slice, M rows of N rounded up to 4 floats; where the units
-    meet in the kernel (split_meets), a counter per consumer part of each block's tile, the scalar 1 that
-    tells the kernel so, and a cooperative launch."""
+    Split-K's instead: where the last unit sums (split_last_sums), a slot of fp32 sums per slice of each tile
+    part (split_parts: a consumer's rows of a block's tile) and a counter per part, and the scalar 1 that tells
+    the kernel so; else a slab of fp32 sums per slice, M rows of N rounded up to 4 floats (slab_floats)."""
     if p["SPLIT_K"] > 1:
-        if split_meets(m, n, p, blocks):
-            return Workspace(slab_floats(m, n, p), cluster_tiles(m, n, p) * p["CLUSTER"] * 2, (0, 1), cooperative=True)
+        if split_last_sums(p):
+            parts = split_parts(m, n, p)
+            return Workspace(parts * p["SPLIT_K"] * consumer_rows(p) * p["BN"], parts, (0, 1))
         return Workspace(slab_floats(m, n, p), 0, (0, 0))
     sk, parts = stream_k(m, n, k, p, blocks)
     if not sk:
@@ -279,8 +282,7 @@ SPLIT_REDUCE_THREADS = 256
 
 def reduce_lanes(p: dict[str, int]) -> int:
     """Lanes of the slabs' sum per 4 columns of C: one for a few slices (each thread adds its column's slabs in
-    order), SPLIT_LANES from SPLIT_MANY slices on (their sums meet in a tree of shuffles). The kernel's
-    split_meet takes the same (MEET_LANES), so the two ways of summing give the same bits."""
+    order), SPLIT_LANES from SPLIT_MANY slices on (their sums meet in a tree of shuffles)."""
     return SPLIT_LANES if p["SPLIT_K"] >= SPLIT_MANY else 1
 
 
@@ -289,21 +291,25 @@ def slab_floats(m: int, n: int, p: dict[str, int]) -> int:
     return p["SPLIT_K"] * m * cdiv(n, 4) * 4
 
 
-SPLIT_MEET, SPLIT_SECOND = 1, 2  # SPLIT_SUM: the units meet in the kernel where they can, or always a second launch
+SPLIT_LAST, SPLIT_SECOND = 1, 2  # SPLIT_SUM: the tile's last unit sums (a few slices), or a second launch
+SPLIT_LAST_MAX = 4               # slices the last unit adds (it reads SPLIT_K - 1 slots of its tile part alone)
 
 
-def split_meets(m: int, n: int, p: dict[str, int], blocks: int) -> bool:
-    """Whether a split's units sum the slabs themselves (15_wgmma.cu's split_meet): SPLIT_SUM 1, every unit a
-    block of its own on a grid of `blocks` (one round: none waits for a unit queued behind it on its block).
-    The grid is then launched cooperatively (the workspace says so): all of it resident at once, also beside
-    other streams' kernels, or it does not start. Else the second launch sums them."""
-    if p["SPLIT_K"] == 1 or p.get("SPLIT_SUM", SPLIT_MEET) != SPLIT_MEET or m == 0 or n == 0:
-        return False
-    return cluster_tiles(m, n, p) * p["SPLIT_K"] <= blocks // p["CLUSTER"]
+def split_last_sums(p: dict[str, int]) -> bool:
+    """Whether a split's slices are summed by each tile's last unit to finish (15_wgmma.cu's split_last: no
+    second launch; the unit reads the other slices' sums of its tile part, SPLIT_K - 1 slots of up to 128 KB,
+    alone): SPLIT_SUM 1 and at most SPLIT_LAST_MAX slices. Else the second launch sums them over the whole GPU."""
+    return 1 < p["SPLIT_K"] <= SPLIT_LAST_MAX and p.get("SPLIT_SUM", SPLIT_LAST) == SPLIT_LAST
 
 
-def _split_reduce_geometry(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Launch | None:
-    if p["SPLIT_K"] == 1 or split_meets(m, n, p, blocks):
+def split_parts(m: int, n: int, p: dict[str, int]) -> int:
+    """Tile parts whose units count on one counter and share slots: a consumer's rows of each block's tile
+    (cooperative schedule: two per tile; ping-pong: the whole tile)."""
+    return cluster_tiles(m, n, p) * p["CLUSTER"] * (1 if p["SCHEDULE"] == PINGPONG else 2)
+
+
+def _split_reduce_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch | None:
+    if p["SPLIT_K"] == 1 or split_last_sums(p):
         return None
     threads = m * cdiv(n, 4) * reduce_lanes(p)
     return Launch((max(1, cdiv(threads, SPLIT_REDUCE_THREADS)), 1, 1), (SPLIT_REDUCE_THREADS, 1, 1))
@@ -623,9 +629,10 @@ SPEC = KernelSpec(
         Param("SPLIT_K", 1, SPLIT_CHOICES, "slices of K per tile (1: none): each (slice, tile) unit stores fp32 sums "
                                            "to a slab; the slabs are added and the epilogue applied as SPLIT_SUM "
                                            "says (the heuristic: split_for)", searched=False),
-        Param("SPLIT_SUM", SPLIT_MEET, (SPLIT_MEET, SPLIT_SECOND),
-              "with SPLIT_K > 1: 1, the tile's units meet and sum in the kernel where every unit has a block of "
-              "its own (split_meets; else as 2); 2, a second launch sums", template=False, searched=False),
+        Param("SPLIT_SUM", SPLIT_LAST, (SPLIT_LAST, SPLIT_SECOND),
+              "with SPLIT_K > 1: 1, each tile's last unit adds the slices' sums and stores the tile where there "
+              f"are at most {SPLIT_LAST_MAX} (split_last_sums; else as 2); 2, a second launch sums the slabs",
+              template=False, searched=False),
         Param("PROMOTE", 0, (0, 1), "1: 8-bit inputs with block scales: each k step (128 of K) into a fresh "
                                     "accumulator, added into the fp32 sums times its scales once its wgmmas "
                                     "complete; set from the call's scales", searched=False),
