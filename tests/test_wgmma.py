@@ -508,9 +508,14 @@ def test_split_heuristic_and_rules():
     assert SPEC.batch_params["SPLIT_K"] == 1
     assert SPEC.second_kernel.geometry(4096, 4096, 4096, SPEC.defaults) is None
     assert SPEC.workspace(4096, 4096, 4096, SPEC.defaults, 132).floats == 0
-    # who sums: the last unit for 2-4 slices unless SPLIT_SUM 2 says the second launch; the second from 8
-    for split, how, last in ((2, 1, True), (4, 1, True), (8, 1, False), (2, 2, False), (1, 1, False)):
-        assert wgmma.split_last_sums(SPEC.validate(dict(SPLIT_K=split, SPLIT_SUM=how))) == last, (split, how)
+    # who sums: the last unit for 2-4 slices whose other sums are at most 96 KB a block, unless SPLIT_SUM 2 says
+    # the second launch; the second from 8 slices
+    pp = dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)
+    for tiles, split, how, last in ((pp, 2, 1, True), (pp, 4, 1, True), (pp, 8, 1, False), (pp, 2, 2, False),
+                                    ({}, 1, 1, False), (dict(BN=128), 2, 1, True), (dict(BN=128), 4, 1, False),
+                                    ({}, 2, 1, False)):
+        p = SPEC.validate(dict(tiles, SPLIT_K=split, SPLIT_SUM=how))
+        assert wgmma.split_last_sums(p) == last, (tiles, split, how)
     # the ping-pong tiles' parts are whole tiles, the cooperative ones' halves
     pp = SPEC.validate(dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, SPLIT_K=2))
     assert wgmma.split_parts(64, 4096, pp) == 32 and wgmma.split_parts(200, 520, SPEC.validate(dict(SPLIT_K=2))) == 2 * 3 * 2

@@ -163,15 +163,17 @@ def _plan_of(call):
     return plan, out
 
 
-# (M, N, K, params): 64 x 128 ping-pong tiles (the heuristic's), 128 x 128 and 128 x 256 in clusters of two,
-# edges off the tile, tf32 computed swapped, B given transposed, and more units than the grid has blocks
-LAST_CASES = [((64, 4096, 16384), "bfloat16", dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, SPLIT_K=4)),
+# (M, N, K, params): 64 x 128 ping-pong tiles (the heuristic's), 128 x 128 alone and in clusters of two,
+# edges off the tile, tf32 computed swapped, B given transposed, and more units than the grid has blocks;
+# each within split_last_sums's bounds
+PP = dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)
+LAST_CASES = [((64, 4096, 16384), "bfloat16", dict(PP, SPLIT_K=4)),
               ((129, 264, 4104), "bfloat16", dict(BN=128, CLUSTER=1, SPLIT_K=2)),
-              ((200, 520, 20008), "float16", dict(BN=256, SPLIT_K=4)),
-              ((1, 8, 65536), "bfloat16", dict(BN=128, CLUSTER=1, SPLIT_K=4)),
-              ((300, 8, 4104), "tf32", dict(BN=128, CLUSTER=1, SPLIT_K=4)),  # row-major B: computed swapped
+              ((200, 520, 20008), "float16", dict(BN=128, SPLIT_K=2)),  # clusters of two
+              ((1, 8, 65536), "bfloat16", dict(PP, SPLIT_K=4)),
+              ((300, 8, 4104), "tf32", dict(BN=128, CLUSTER=1, SPLIT_K=2)),  # row-major B: computed swapped
               ((96, 200, 12296), "bf16_bt", dict(BN=128, CLUSTER=1, SPLIT_K=2)),
-              ((1024, 1000, 8192), "bfloat16", dict(BN=128, CLUSTER=1, SPLIT_K=4))]  # 256 units on 132 blocks
+              ((1024, 1000, 8192), "bfloat16", dict(PP, SPLIT_K=4))]  # 512 units on 132 blocks
 
 
 @pytest.mark.parametrize("case", range(len(LAST_CASES)), ids=lambda i: "x".join(map(str, LAST_CASES[i][0])))

@@ -292,14 +292,21 @@ def slab_floats(m: int, n: int, p: dict[str, int]) -> int:
 
 
 SPLIT_LAST, SPLIT_SECOND = 1, 2  # SPLIT_SUM: the tile's last unit sums (a few slices), or a second launch
-SPLIT_LAST_MAX = 4               # slices the last unit adds (it reads SPLIT_K - 1 slots of its tile part alone)
+SPLIT_LAST_MAX = 4               # slices the last unit adds at most (15_wgmma.cu's #define of the same name)
+SPLIT_LAST_BYTES = 96 * 1024     # and the other slices' sums one block reads, at most
 
 
 def split_last_sums(p: dict[str, int]) -> bool:
-    """Whether a split's slices are summed by each tile's last unit to finish (15_wgmma.cu's split_last: no
-    second launch; the unit reads the other slices' sums of its tile part, SPLIT_K - 1 slots of up to 128 KB,
-    alone): SPLIT_SUM 1 and at most SPLIT_LAST_MAX slices. Else the second launch sums them over the whole GPU."""
-    return 1 < p["SPLIT_K"] <= SPLIT_LAST_MAX and p.get("SPLIT_SUM", SPLIT_LAST) == SPLIT_LAST
+    """Whether a split's slices are summed by each tile's last unit to finish (15_wgmma.cu's split_last): no
+    second launch, but the last block reads the other slices' fp32 sums of its tile, (SPLIT_K - 1) BM x BN x 4
+    bytes, alone. SPLIT_SUM 1, at most SPLIT_LAST_MAX slices and SPLIT_LAST_BYTES read; else the second launch
+    sums them over the whole GPU. Measured, BF16, x cuBLAS, second launch / last unit (docs/journal.md, "a
+    split's sum without a second launch"): 2 slices of 64 x 128 (32 KB) 128 x 4096 x 11008 W.t() 1.020 / 1.048,
+    64 x 5120 x 13824 W.t() 0.988 / 1.003, 128 x 4096 x 16384 1.073 / 1.106; 4 of 64 x 128 (96 KB) 512 x 512 x
+    16384 0.862 / 0.869; 4 of 128 x 128 (192 KB) 100 x 4000 x 11008 W.t() 0.977 / 0.955."""
+    if not 1 < p["SPLIT_K"] <= SPLIT_LAST_MAX or p.get("SPLIT_SUM", SPLIT_LAST) != SPLIT_LAST:
+        return False
+    return (p["SPLIT_K"] - 1) * p["BM"] * p["BN"] * 4 <= SPLIT_LAST_BYTES
 
 
 def split_parts(m: int, n: int, p: dict[str, int]) -> int:
@@ -630,8 +637,8 @@ SPEC = KernelSpec(
                                            "to a slab; the slabs are added and the epilogue applied as SPLIT_SUM "
                                            "says (the heuristic: split_for)", searched=False),
         Param("SPLIT_SUM", SPLIT_LAST, (SPLIT_LAST, SPLIT_SECOND),
-              "with SPLIT_K > 1: 1, each tile's last unit adds the slices' sums and stores the tile where there "
-              f"are at most {SPLIT_LAST_MAX} (split_last_sums; else as 2); 2, a second launch sums the slabs",
+              "with SPLIT_K > 1: 1, each tile's last unit adds the slices' sums and stores the tile where they "
+              "are few and small (split_last_sums; else as 2); 2, a second launch sums the slabs",
               template=False, searched=False),
         Param("PROMOTE", 0, (0, 1), "1: 8-bit inputs with block scales: each k step (128 of K) into a fresh "
                                     "accumulator, added into the fp32 sums times its scales once its wgmmas "
