@@ -227,7 +227,7 @@ class Plan:
     transposed: bool = False
     loaded_maps: tuple | None = None  # the tensor maps now in the pack
     # The kernel can wait for row blocks of A inside the launch (launch.Arrivals): a walking rung with the
-    # "arrivals" group, one product, no second launch, not computed transposed.
+    # "arrivals" group, one product, K not split, not computed transposed.
     waits: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
@@ -378,7 +378,7 @@ def make_plan(req: Request, home: arrays.Home, dev: int, a, b, c, bias, residual
     second_launch = None
     if second is not None and spec.second_kernel.dependent:
         second_launch = launch.DependentLaunch(after, second.grid, second.block, second.smem)
-    waits = (spec.waits_for_rows and spec.walks(p) and not p.get("BATCHED") and second is None
+    waits = (spec.waits_for_rows and spec.walks(p) and not p.get("BATCHED") and spec.slices_of_k(p) == 1
              and not la.copy and not la.stage)
     return Plan(req, dev, spec, p, source, detail, prepared, grid, geo.block, geo.smem, second, la, lb, lc, lr,
                 _bias_direct(home, bias), workspace, maps, launch.ArgPack(values),
