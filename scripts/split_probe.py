@@ -3,7 +3,7 @@ checked against a float64 product first, then timed interleaved with the L2 flus
 per shape (x > 1: faster than torch). Groups: "split" (long K on a small C: rung 15's split over K, rung 16),
 "tiles" (rung 15's tiles on odd, square and wide shapes), "fp32" (rung 10's tile classes in strict fp32, TF32
 off on both sides), "sum" (rung 15's split as the heuristic sets it, its slices summed by the second launch,
-SPLIT_SUM 2, and by each tile's last unit, SPLIT_SUM 1, which takes up to four).
+SPLIT_SUM 2, and by each tile's last unit, SPLIT_SUM 1, which takes up to four; and twice the slices).
 
     PYTHONPATH=src python3 scripts/split_probe.py [--groups split,tiles] [--budget-ms 40]
 """
@@ -99,6 +99,7 @@ def main() -> None:
 
             p = get("wgmma").heuristic(m, n, k, device.device_info().sm_count, "bfloat16", wt)
             configs = [("wgmma", {**p, "SPLIT_SUM": how}) for how in (2, 1)]
+            configs.append(("wgmma", {**p, "SPLIT_K": 2 * p.get("SPLIT_K", 1)}))  # twice the slices, as `auto` sums them
         for i, (kernel, cfg) in enumerate(configs):
             try:
                 got = gemmlab.matmul(a, b, kernel=kernel, **cfg).float()
