@@ -1359,9 +1359,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
             // does the rest.
             if constexpr (SPLIT_K > 1) {
                 if (SPLIT_K <= SPLIT_LAST_MAX && last_sums) {
-                    const int part = ((tile % tiles_one) * CLUSTER + rank) * (PINGPONG ? 1 : CONSUMERS) + (PINGPONG ? 0 : cw);
-                    if (!split_last<MT, ACC, (SPLIT_K <= SPLIT_LAST_MAX ? SPLIT_K : 1)>(sk_ws + (size_t)part * SPLIT_K * WG_M * BN, sk_flags + part, bz,
-                                                      acc, tid_wg, 1 + cw, &split_last_flag[cw]))
+                    // (larger splits instantiate split_last with one slice: never called, nothing unrolled)
+                    constexpr int LAST_SLICES = SPLIT_K <= SPLIT_LAST_MAX ? SPLIT_K : 1;
+                    const int part =
+                        ((tile % tiles_one) * CLUSTER + rank) * (PINGPONG ? 1 : CONSUMERS) + (PINGPONG ? 0 : cw);
+                    if (!split_last<MT, ACC, LAST_SLICES>(sk_ws + (size_t)part * SPLIT_K * WG_M * BN, sk_flags + part,
+                                                          bz, acc, tid_wg, 1 + cw, &split_last_flag[cw]))
                         continue;
                 } else {
                     const int row_first = tile_row * BM + (PINGPONG ? 0 : cw * WG_M), col0 = tile_col * BN;

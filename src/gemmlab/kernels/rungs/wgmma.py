@@ -633,9 +633,9 @@ SPEC = KernelSpec(
                                                 "persistent grid walking every product's tiles); 2: grouped "
                                                 "products (each group's rows of A times its own B, group_tile); "
                                                 "set from the call", searched=False),
-        Param("SPLIT_K", 1, SPLIT_CHOICES, "slices of K per tile (1: none): each (slice, tile) unit stores fp32 sums "
-                                           "to a slab; the slabs are added and the epilogue applied as SPLIT_SUM "
-                                           "says (the heuristic: split_for)", searched=False),
+        Param("SPLIT_K", 1, SPLIT_CHOICES, "slices of K per tile (1: none): the (slice, tile) units' fp32 sums are "
+                                           "added in slice order and the epilogue applied as SPLIT_SUM says (the "
+                                           "heuristic: split_for)", searched=False),
         Param("SPLIT_SUM", SPLIT_LAST, (SPLIT_LAST, SPLIT_SECOND),
               "with SPLIT_K > 1: 1, each tile's last unit adds the slices' sums and stores the tile where they "
               "are few and small (split_last_sums; else as 2); 2, a second launch sums the slabs",
