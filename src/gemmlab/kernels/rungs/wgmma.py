@@ -147,8 +147,7 @@ def _traffic(m: int, n: int, k: int, p: dict[str, int]) -> Traffic:
     a_loads, b_loads = (second, first) if swapped else (first, second)
     per_tile = bm + (2 * bn if p["SCHEDULE"] == COOPERATIVE else bn)
     if p["SPLIT_K"] > 1:  # fp32 sums per slice (of whole k steps), written and read back by whoever sums them
-        scratch = split_parts(m, n, p) * p["SPLIT_K"] * consumer_rows(p) * bn if split_last_sums(p) \
-            else slab_floats(m, n, p)
+        scratch = split_slot_floats(m, n, p) if split_last_sums(p) else slab_floats(m, n, p)
         return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile,
                        scratch=scratch)
     return Traffic(a_loads=a_loads, b_loads=b_loads, c_loads=0, c_stores=m * n, smem_loads=tiles * kp * per_tile)
@@ -263,8 +262,7 @@ def workspace(m: int, n: int, k: int, p: dict[str, int], blocks: int) -> Workspa
     the kernel so; else a slab of fp32 sums per slice, M rows of N rounded up to 4 floats (slab_floats)."""
     if p["SPLIT_K"] > 1:
         if split_last_sums(p):
-            parts = split_parts(m, n, p)
-            return Workspace(parts * p["SPLIT_K"] * consumer_rows(p) * p["BN"], parts, (0, 1))
+            return Workspace(split_slot_floats(m, n, p), split_parts(m, n, p), (0, 1))
         return Workspace(slab_floats(m, n, p), 0, (0, 0))
     sk, parts = stream_k(m, n, k, p, blocks)
     if not sk:
@@ -313,6 +311,11 @@ def split_parts(m: int, n: int, p: dict[str, int]) -> int:
     """Tile parts whose units count on one counter and share slots: a consumer's rows of each block's tile
     (cooperative schedule: two per tile; ping-pong: the whole tile)."""
     return cluster_tiles(m, n, p) * p["CLUSTER"] * (1 if p["SCHEDULE"] == PINGPONG else 2)
+
+
+def split_slot_floats(m: int, n: int, p: dict[str, int]) -> int:
+    """The last unit's slots: one per slice of each tile part, a consumer's rows x BN fp32 sums each."""
+    return split_parts(m, n, p) * p["SPLIT_K"] * consumer_rows(p) * p["BN"]
 
 
 def _split_reduce_geometry(m: int, n: int, k: int, p: dict[str, int]) -> Launch | None:
