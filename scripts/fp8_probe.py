@@ -26,10 +26,12 @@ def main() -> None:
     ap.add_argument("--shapes", default=SHAPES)
     ap.add_argument("--budget-ms", type=float, default=60.0)
     ap.add_argument("--layouts", default="tensor,row")
-    ap.add_argument("--block-variants", default="", help="rung 15 parameter sets 'K=V,K=V;K=V' also timed with block "
-                                                         "scales (over the rung's choice for them)")
-    ap.add_argument("--variants", default="", help="rung 15 parameter sets 'K=V,K=V;K=V' also timed with per-tensor "
-                                                   "and per-row scales (over the rung's choice), × torch")
+    ap.add_argument("--block-variants", default="",
+                    help="rung 15 parameter sets 'K=V,K=V;K=V' also timed with block scales (named parameters "
+                         "complete the rung's defaults, not its choice)")
+    ap.add_argument("--variants", default="",
+                    help="rung 15 parameter sets 'K=V,K=V;K=V' also timed with per-tensor and per-row scales (named "
+                         "parameters complete the rung's defaults, not its choice), × torch")
     args = ap.parse_args()
     print("| M × N × K | scales | torch ms | gemmlab ms | torch TFLOP/s | gemmlab TFLOP/s | gemmlab × torch | "
           "error torch / gemmlab |")

@@ -1,9 +1,14 @@
 """Parameter sets of the GPU rungs against kernel="auto" and torch.matmul (cuBLAS) on chosen BF16 shapes, each
 checked against a float64 product first, then timed interleaved with the L2 flushed; one line of ratios to torch
-per shape (x > 1: faster than torch). Groups: "split" (long K on a small C: rung 15's split over K, rung 16),
-"tiles" (rung 15's tiles on odd, square and wide shapes), "fp32" (rung 10's tile classes in strict fp32, TF32
-off on both sides), "sum" (rung 15's split as the heuristic sets it, its slices summed by the second launch,
-SPLIT_SUM 2, and by each tile's last unit, SPLIT_SUM 1, which takes up to four; and twice the slices).
+per shape (x > 1: faster than torch). Groups:
+- "split": long K on a small C (rung 15's split over K, rung 16);
+- "tiles": rung 15's tiles on odd, square and wide shapes;
+- "small": tiles, splits and ring depths of M <= 128 products that stream B;
+- "m128": the shape suite's rows with M <= 128 and N, K >= 4096, kernel="auto" alone;
+- "fp32": rung 10's tile classes in strict fp32, TF32 off on both sides;
+- "sum": rung 15's split as the heuristic sets it, its slices summed by the second launch (SPLIT_SUM 2) and by
+  each tile's last unit (SPLIT_SUM 1, up to four slices), and twice the slices.
+Named parameter sets complete the rung's defaults, not the heuristic's choice.
 
     PYTHONPATH=src python3 scripts/split_probe.py [--groups split,tiles] [--budget-ms 40]
 """
@@ -11,6 +16,8 @@ SPLIT_SUM 2, and by each tile's last unit, SPLIT_SUM 1, which takes up to four; 
 from __future__ import annotations
 
 import argparse
+
+from gemmlab.bench import suite
 
 # rung 10's tiles: the four shape classes' and one of eight warps (32 x 32 warp tiles) on 128 x 64
 T128x128 = dict(BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8)
@@ -26,6 +33,8 @@ SG = dict(GROUP_M=8, ORDER=4, STAGES=3, WAVE=1)
 
 # (M, N, K, B given as a weight's transpose, [(kernel, params), ...])
 PP = dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)
+PP192 = dict(BM=64, BN=192, SCHEDULE=2, STAGES=5, HELD=2, CLUSTER=1)
+PP256 = dict(BM=64, BN=256, SCHEDULE=2, STAGES=4, HELD=2, CLUSTER=1)
 CASES = {"split": [
     (64, 64, 131072, False, [("wgmma", dict(PP, SPLIT_K=64)), ("wgmma", dict(PP, SPLIT_K=128)),
                              ("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=128)), ("skinny", {})]),
@@ -68,9 +77,23 @@ CASES = {"split": [
         (64, 13824, 5120, True, 16): [(T64x64, 5, 1), (T64x64, 5, 2), (T64x128, 3, 1), (T64x128, 3, 2),
                                       (T64x128_2W, 4, 1)],
     }.items()
+], "small": [  # M <= 128 products that read B at the DRAM's rate: how many SMs stream it, how deep their rings
+    (128, 11008, 4096, True, [("wgmma", dict(BN=128, CLUSTER=1, STAGES=st)) for st in (4, 5, 6)]
+     + [("wgmma", dict(PP192, STAGES=st)) for st in (5, 6)]),
+    (64, 13824, 5120, True, [("wgmma", dict(PP, STAGES=st)) for st in (6, 7, 8)]),
+    (64, 5120, 13824, True, [("wgmma", dict(PP, SPLIT_K=2, STAGES=st)) for st in (6, 8)]),
+    (64, 4096, 4096, False, [("wgmma", dict(PP, SPLIT_K=2, STAGES=st)) for st in (6, 8)]),
+    (128, 28672, 8192, True, [("wgmma", d) for d in (dict(CLUSTER=1), dict(CLUSTER=1, STAGES=3),
+                                                      dict(BN=192, CLUSTER=1, STAGES=4))]),
+    (96, 8192, 8192, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=2, STAGES=st)) for st in (4, 6)]),
+    (128, 14336, 4096, True, [("wgmma", dict(BN=128, CLUSTER=1, STAGES=st)) for st in (4, 6)]),
+], "m128": [  # the shape suite's rows of M <= 128 with N and K >= 4096: kernel="auto" alone against torch
+    (m, n, k, group in suite.WEIGHT_GROUPS, []) for group, shapes in suite.GROUPS.items() for m, n, k in shapes
+    if m <= 128 and n >= 4096 and k >= 4096
 ], "sum": [(m, n, k, wt, "heuristic") for m, n, k, wt in (
     (64, 4096, 4096, False), (128, 4096, 11008, True), (64, 5120, 13824, True), (128, 4096, 16384, False),
-    (64, 64, 131072, False), (256, 256, 65536, False), (512, 512, 16384, False), (100, 4000, 11008, True))]}
+    (64, 64, 131072, False), (256, 256, 65536, False), (512, 512, 16384, False), (100, 4000, 11008, True),
+    (128, 4096, 4096, False), (64, 2048, 4096, False), (32, 4096, 8192, True), (64, 8192, 4096, True))]}
 
 
 def main() -> None:

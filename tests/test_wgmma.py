@@ -217,8 +217,9 @@ def test_shape_heuristic():
     assert (one_wave["BM"], one_wave["BN"], one_wave["CLUSTER"], one_wave["SCHEDULE"]) == (128, 256, 1, wgmma.COOPERATIVE)
     wide_c = params(16384, 16384, 256)  # four k steps: the defaults (deferred stores) without clusters
     assert (wide_c["BM"], wide_c["BN"], wide_c["CLUSTER"], wide_c["SCHEDULE"]) == (128, 256, 1, wgmma.COOPERATIVE)
-    few = params(128, 11008, 4096)  # 86 tiles of 128 x 128 fill more than half the SMs: those, cooperative
+    few = params(128, 11008, 4096)  # 86 tiles of 128 x 128 fill more than half the SMs: those, cooperative,
     assert (few["BM"], few["BN"], few["SCHEDULE"]) == (128, 128, wgmma.COOPERATIVE)
+    assert few["STAGES"] == wgmma.SMALL_C_STAGES > SPEC.defaults["STAGES"]  # in a deeper ring (they stream B)
     fewer = params(128, 4096, 16384)  # 32 of them would not: 64 x 128 ping-pong tiles
     assert (fewer["BM"], fewer["BN"], fewer["SCHEDULE"]) == (64, 128, wgmma.PINGPONG)
     assert params(4096, 1024, 4096)["BN"] == 256  # one wave but a long K: the defaults
@@ -535,6 +536,30 @@ def test_split_reduce_launch_constants_match_the_header():
     kernel = (Path(compiler.__file__).parents[1] / "kernels" / "cuda" / "15_wgmma.cu").read_text()
     m = re.search(r"#define SPLIT_LAST_MAX (\d+)", kernel)
     assert m and int(m.group(1)) == wgmma.SPLIT_LAST_MAX
+
+
+def test_rings_for_tiles_that_stream_b_fit_every_output_and_input():
+    """The deeper rings of the small-C rules (SMALL_C_STAGES for one round of 128 x 128 tiles, FP8_PINGPONG_STAGES
+    for unsplit 64 x 128 ping-pong tiles of 8-bit inputs without clusters) fit shared memory with every output
+    type, and go where the rules say: 8-bit ping-pong tiles only when unsplit, 16-bit ones keep their six slots."""
+    for m, n, k in ((128, 11008, 4096), (200, 6000, 4096), (256, 8192, 1024)):
+        for element, a_type, layout in (("bfloat16", 2, 2), ("float16", 1, 1), ("tf32", 3, 3), ("float8_e4m3fn", 5, 2)):
+            p = SPEC.heuristic(m, n, k, 132, element, layout == 2)
+            assert (p.get("BM", 128), p["BN"], p["STAGES"]) == (128, 128, wgmma.SMALL_C_STAGES), (m, n, k, element, p)
+            for c_type in (1, 2, 3):
+                SPEC.validate({**p, "A_TYPE": a_type, "B_LAYOUT": layout, "C_TYPE": c_type})
+    for m, n, k in ((64, 8192, 8192), (128, 4096, 8192), (64, 28672, 4096), (16, 8192, 8192)):
+        p = SPEC.heuristic(m, n, k, 132, "float8_e4m3fn", True)
+        if (p.get("SCHEDULE"), p.get("BN"), p.get("SPLIT_K", 1), p["CLUSTER"]) == (wgmma.PINGPONG, 128, 1, 1):
+            assert p["STAGES"] == wgmma.FP8_PINGPONG_STAGES, (m, n, k, p)
+            for c_type in (1, 2, 3):
+                SPEC.validate({**p, "A_TYPE": 5, "B_LAYOUT": 2, "C_TYPE": c_type})
+        assert SPEC.heuristic(m, n, k, 132, "bfloat16", True).get("STAGES", 4) <= 6, (m, n, k)
+    fp8 = SPEC.heuristic(64, 8192, 8192, 132, "float8_e4m3fn", True)
+    assert (fp8["SCHEDULE"], fp8["STAGES"]) == (wgmma.PINGPONG, wgmma.FP8_PINGPONG_STAGES)
+    split = SPEC.heuristic(64, 4096, 8192, 132, "float8_e4m3fn", True)  # split units keep the plain ring
+    assert split["SPLIT_K"] > 1 and split["STAGES"] == wgmma.PINGPONG_64x128["STAGES"]
+    assert wgmma.FP8_PINGPONG_STAGES in next(q.choices for q in SPEC.params if q.name == "STAGES")
 
 
 @needs_nvrtc

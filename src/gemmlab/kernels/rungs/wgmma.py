@@ -401,6 +401,16 @@ def narrow_tiles_pay(m: int, n: int, sms: int, cluster: int, parts: int = 0, k_s
 
 GROUP_CHOICES = (1, 4, 8, 16)
 
+# Ring depths for tiles whose k steps stream B at the DRAM's rate (few rows of A, one round of tiles): more
+# bytes in flight per SM where not every SM streams. BF16 x cuBLAS, flushed, interleaved (docs/journal.md,
+# "2026-11-28: rings and arrivals"): 128 x 11008 x 4096 (B^T), 86 tiles of 128 x 128 on 132 SMs, 4 / 5 / 6
+# slots 0.989 / 1.018 / 1.022; 128 x 14336 x 4096, 112 tiles, 0.982 / 0.978 (level). 64 x 128 ping-pong tiles
+# in 16 bits keep 6 (7 and 8 lost 1-2 % at 64 x 13824 x 5120 and 64 x 5120 x 13824); in 8 bits, whose k step
+# (128 of K) is as many bytes in half the tensor time, 8 slots: e4m3 x torch._scaled_mm, per tensor, 6 / 8
+# slots: 128 x 4096 x 8192 0.859 / 0.911, 128 x 8192 x 8192 0.987 / 1.003, 64 x 8192 x 8192 0.974 / 0.980.
+SMALL_C_STAGES = 6
+FP8_PINGPONG_STAGES = 8
+
 
 def wave_footprint(group: int, bm: int, bn: int, resident: int, tiles_m: int) -> float:
     """Rows of A plus columns of B (each a panel over all of K) that one wave of `resident` tiles touches
@@ -420,8 +430,9 @@ def best_group(bm: int, bn: int, resident: int, tiles_m: int) -> int:
 def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
                b_kmajor: bool = False) -> dict[str, int]:
     """The tiling (_tiling; with `element` fp16 / bf16 or None, 192-column tiles where narrow_tiles_pay), for
-    it the tile order's group height (best_group), and stream-K where the last round's tiles pay to be cut
-    into parts (stream_k_parts). (For tf32 on a row-major B the kernel's tile rows are
+    it the tile order's group height (best_group), stream-K where the last round's tiles pay to be cut
+    into parts (stream_k_parts), and for unsplit 64 x 128 ping-pong tiles of 8-bit inputs without clusters a
+    ring of FP8_PINGPONG_STAGES slots. (For tf32 on a row-major B the kernel's tile rows are
     columns of C, so the cap at M's tile rows is then N's; it matters only below 16 tile rows.)"""
     split = split_for(m, n, k, sms, 1 if element in FP8_TYPES else 2)
     if split > 1:
@@ -439,6 +450,9 @@ def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
         parts = stream_k_parts(m, n, k, {**full, "BN": 192}, sms)
     if parts:
         p["STREAM_K"] = 1
+    if element in FP8_TYPES and split == 1 and p.get("SCHEDULE") == PINGPONG and p.get("BN") == 128 \
+            and p.get("CLUSTER") == 1:
+        p["STAGES"] = FP8_PINGPONG_STAGES
     bm, bn = p.get("BM", 128), p.get("BN", 256)
     p["GROUP_M"] = best_group(bm, bn, sms, cdiv(m, bm))
     return p
@@ -449,8 +463,9 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
     side-by-side timings against cuBLAS (docs/journal.md):
     - fewer default tiles than half the SMs (1024^3: 32 tiles on 132 SMs): 128 x 128 tiles without
       clusters, twice the blocks at work (1024^3: 0.43 -> 0.67 of cuBLAS; 1000^3: 0.41 -> 0.63, later
-      0.81); when M and N are whole 64 x 128 tiles and 128 x 128 ones would still leave half the SMs idle
-      (or M <= 64), 64 x 128 ping-pong tiles instead, four times the blocks, six slots held two at a time
+      0.81), in a ring of SMALL_C_STAGES slots; when M and N are whole 64 x 128 tiles and 128 x 128 ones
+      would still leave half the SMs idle (or M <= 64), 64 x 128 ping-pong tiles instead, four times the
+      blocks, six slots held two at a time
       (1024^3: 0.69 -> 0.82-0.84 in three runs; 128 x 4096 x 16384: 0.98 against 0.66; the same tiles on
       1000^3 measured 0.73 against 0.81, for a reason not established; 128 x 11008 x 4096, 86 tiles of 128 x
       128: 0.87 against 0.99); where M or N is not whole such tiles and rows straddle 128-byte lines, 64 x
@@ -493,7 +508,7 @@ def _tiling(m: int, n: int, k: int, sms: int) -> dict[str, int]:
                 return dict(PINGPONG_64x128)
         elif not lines and cdiv(m, 64) * cdiv(n, 128) <= sms:
             return {**PINGPONG_64x128, "CLUSTER": 2}
-        return {"BN": 128, "CLUSTER": 1}
+        return {"BN": 128, "CLUSTER": 1, "STAGES": SMALL_C_STAGES}
     if n <= 128:
         return {"BN": 128, "CLUSTER": 1}
     if k <= 128 or (k <= 1024 and lines and wide <= sms):
@@ -609,7 +624,7 @@ SPEC = KernelSpec(
                                           "rows; ping-pong: one of BM rows)"),
         Param("BN", 256, (128, 192, 256), "columns of C per tile (the wgmma N; 192: fp16 / bf16, for shapes whose "
                                           "last round of 256-wide tiles is mostly empty)"),
-        Param("STAGES", 4, (2, 3, 4, 5, 6), "slots in the TMA ring (BK = 64 each)"),
+        Param("STAGES", 4, (2, 3, 4, 5, 6, 8), "slots in the TMA ring (one k step each: 128 bytes of K per row)"),
         Param("HELD", 1, (1, 2), "slots a consumer holds: 1 waits for its wgmmas before handing a slot back, "
                                  "2 hands back the previous one (B_LAYOUT 3: always 1)"),
         Param("SCHEDULE", COOPERATIVE, (COOPERATIVE, PINGPONG), "1: the two consumers split each tile; 2 (ping-pong): "
