@@ -82,7 +82,9 @@ CASES = {"split": [
      + [("wgmma", dict(PP192, STAGES=st)) for st in (5, 6)]),
     (64, 13824, 5120, True, [("wgmma", dict(PP, STAGES=st)) for st in (6, 7, 8)]),
     (64, 5120, 13824, True, [("wgmma", dict(PP, SPLIT_K=2, STAGES=st)) for st in (6, 8)]),
-    (64, 4096, 4096, False, [("wgmma", dict(PP, SPLIT_K=2, STAGES=st)) for st in (6, 8)]),
+    (64, 4096, 4096, False, [("wgmma", dict(PP, SPLIT_K=2, STAGES=st)) for st in (6, 8)]
+     + [("wgmma", dict(PP, STAGES=st, HELD=held)) for st, held in ((6, 2), (8, 2), (8, 1))]),
+    (128, 4096, 4096, True, [("wgmma", dict(PP, STAGES=st, HELD=held)) for st, held in ((6, 2), (8, 2), (8, 1))]),
     (128, 28672, 8192, True, [("wgmma", d) for d in (dict(CLUSTER=1), dict(CLUSTER=1, STAGES=3),
                                                       dict(BN=192, CLUSTER=1, STAGES=4))]),
     (96, 8192, 8192, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=2, STAGES=st)) for st in (4, 6)]),
