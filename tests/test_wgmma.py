@@ -45,7 +45,11 @@ def test_targets_only_sm_90a():
                                     dict(A_TYPE=6, C_TYPE=1, B_LAYOUT=2, PROMOTE=1, BN=128, CLUSTER=1, STREAM_K=1),
                                     dict(C_TYPE=3, BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1, SPLIT_K=4),
                                     dict(C_TYPE=3, B_LAYOUT=2, BATCHED=2),  # grouped products
-                                    dict(A_TYPE=5, C_TYPE=3, B_LAYOUT=2, BATCHED=2, CLUSTER=1)],
+                                    dict(A_TYPE=5, C_TYPE=3, B_LAYOUT=2, BATCHED=2, CLUSTER=1),
+                                    # the deeper rings of the small-C rules: tf32 swapped, 8-bit ping-pong
+                                    dict(A_TYPE=3, B_LAYOUT=3, BN=128, CLUSTER=1, STAGES=6),
+                                    dict(A_TYPE=5, C_TYPE=3, B_LAYOUT=2, BM=64, BN=128, SCHEDULE=2, STAGES=8, HELD=2,
+                                         CLUSTER=1)],
                          ids=str)
 def test_compiles_without_local_memory(params):
     p = SPEC.validate(params)
