@@ -85,6 +85,8 @@ CASES = {"split": [
     (64, 4096, 4096, False, [("wgmma", dict(PP, SPLIT_K=2, STAGES=st)) for st in (6, 8)]
      + [("wgmma", dict(PP, STAGES=st, HELD=held)) for st, held in ((6, 2), (8, 2), (8, 1))]),
     (128, 4096, 4096, True, [("wgmma", dict(PP, STAGES=st, HELD=held)) for st, held in ((6, 2), (8, 2), (8, 1))]),
+    (512, 512, 16384, False, [("wgmma", dict(PP, SPLIT_K=4, STAGES=st, HELD=held)) for st, held in ((6, 2), (8, 2),
+                                                                                                  (8, 1))]),
     (128, 28672, 8192, True, [("wgmma", d) for d in (dict(CLUSTER=1), dict(CLUSTER=1, STAGES=3),
                                                       dict(BN=192, CLUSTER=1, STAGES=4))]),
     (96, 8192, 8192, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=2, STAGES=st)) for st in (4, 6)]),
