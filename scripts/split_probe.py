@@ -4,6 +4,7 @@ per shape (x > 1: faster than torch). Groups:
 - "split": long K on a small C (rung 15's split over K, rung 16);
 - "tiles": rung 15's tiles on odd, square and wide shapes;
 - "small": tiles, splits and ring depths of M <= 128 products that stream B;
+- "narrow": 64-column tiles on M <= 128 products, unsplit, against `auto`;
 - "m128": the shape suite's rows with M <= 128 and N, K >= 4096, kernel="auto" alone;
 - "fp32": rung 10's tile classes in strict fp32, TF32 off on both sides;
 - "sum": rung 15's split as the heuristic sets it, its slices summed by the second launch (SPLIT_SUM 2) and by
@@ -35,6 +36,7 @@ SG = dict(GROUP_M=8, ORDER=4, STAGES=3, WAVE=1)
 PP = dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)
 PP192 = dict(BM=64, BN=192, SCHEDULE=2, STAGES=5, HELD=2, CLUSTER=1)
 PP256 = dict(BM=64, BN=256, SCHEDULE=2, STAGES=4, HELD=2, CLUSTER=1)
+NP = dict(BM=64, BN=64, SCHEDULE=2, HELD=2, CLUSTER=1)  # 64 x 64 ping-pong tiles
 CASES = {"split": [
     (64, 64, 131072, False, [("wgmma", dict(PP, SPLIT_K=64)), ("wgmma", dict(PP, SPLIT_K=128)),
                              ("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=128)), ("skinny", {})]),
@@ -91,6 +93,12 @@ CASES = {"split": [
                                                       dict(BN=192, CLUSTER=1, STAGES=4))]),
     (96, 8192, 8192, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=2, STAGES=st)) for st in (4, 6)]),
     (128, 14336, 4096, True, [("wgmma", dict(BN=128, CLUSTER=1, STAGES=st)) for st in (4, 6)]),
+], "narrow": [  # 64-column tiles at M <= 128: enough tiles for the DRAM's rate without a split's sum
+    (m, n, k, wt, [("wgmma", d) for d in (dict(NP, STAGES=8), dict(NP, STAGES=12), dict(BM=128, BN=64, STAGES=8,
+                                                                                    CLUSTER=1))])
+    for m, n, k, wt in ((64, 4096, 4096, False), (64, 4096, 4096, True), (128, 4096, 4096, True),
+                        (96, 8192, 8192, True), (64, 2048, 4096, False), (64, 8192, 4096, True),
+                        (32, 4096, 8192, True), (128, 11008, 4096, True))
 ], "m128": [  # the shape suite's rows of M <= 128 with N and K >= 4096: kernel="auto" alone against torch
     (m, n, k, group in suite.WEIGHT_GROUPS, []) for group, shapes in suite.GROUPS.items() for m, n, k in shapes
     if m <= 128 and n >= 4096 and k >= 4096

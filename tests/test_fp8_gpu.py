@@ -119,6 +119,8 @@ def test_every_element_with_a_fused_epilogue_and_the_blas_rule():
 
 @pytest.mark.parametrize("params", [dict(BM=128, BN=128, CLUSTER=1), dict(BM=64, BN=128, SCHEDULE=2, HELD=2, STAGES=6),
                                     dict(BM=64, BN=128, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1),
+                                    dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1),
+                                    dict(BM=128, BN=64, STAGES=8, CLUSTER=1, SPLIT_K=2),
                                     dict(BM=128, BN=256, CLUSTER=2), dict(BM=64, BN=128, SCHEDULE=2, HELD=2, STAGES=6,
                                                                           SPLIT_K=4, CLUSTER=1),
                                     dict(BM=128, BN=256, STAGES=3, DEFER=0)], ids=str)

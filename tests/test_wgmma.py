@@ -60,14 +60,18 @@ def test_compiles_without_local_memory(params):
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("a_type,b_layout,mnemonic", [(1, 1, "HGMMA.64x256x16.F32 "), (2, 1, "HGMMA.64x256x16.F32.BF16"),
-                                                      (2, 2, "HGMMA.64x256x16.F32.BF16"), (3, 2, "HGMMA.64x256x8.F32.TF32"),
-                                                      (3, 3, "HGMMA.64x256x8.F32.TF32")])
-def test_sass_has_hgmma_and_tma(a_type, b_layout, mnemonic):
+@pytest.mark.parametrize("a_type,b_layout,bn,mnemonic", [(1, 1, 256, "HGMMA.64x256x16.F32 "),
+                                                         (2, 1, 256, "HGMMA.64x256x16.F32.BF16"),
+                                                         (2, 2, 256, "HGMMA.64x256x16.F32.BF16"),
+                                                         (3, 2, 256, "HGMMA.64x256x8.F32.TF32"),
+                                                         (3, 3, 256, "HGMMA.64x256x8.F32.TF32"),
+                                                         (2, 1, 64, "HGMMA.64x64x16.F32.BF16"),
+                                                         (1, 2, 64, "HGMMA.64x64x16.F32 ")])
+def test_sass_has_hgmma_and_tma(a_type, b_layout, bn, mnemonic):
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump not found")
-    mod = compile_spec(SPEC, dict(A_TYPE=a_type, B_LAYOUT=b_layout), "sm_90")
+    mod = compile_spec(SPEC, dict(A_TYPE=a_type, B_LAYOUT=b_layout, BN=bn), "sm_90")
     env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True,
                           env=env).stdout
@@ -83,7 +87,8 @@ def test_sass_has_hgmma_and_tma(a_type, b_layout, mnemonic):
 
 
 @pytest.mark.parametrize("params,match", [
-    (dict(BM=64), "BM = 64 needs the ping-pong schedule"), (dict(BM=32), "BM = 32"), (dict(BN=64), "BN = 64"), (dict(BM=256, BN=256), "accumulators per consumer"),
+    (dict(BM=64), "BM = 64 needs the ping-pong schedule"), (dict(BM=32), "BM = 32"), (dict(BN=96), "BN = 96"),
+    (dict(BN=64, A_TYPE=3, B_LAYOUT=2), "BN = 64 is built for fp16 / bf16 and 8-bit"), (dict(BM=256, BN=256), "accumulators per consumer"),
     (dict(STAGES=5), "shared memory"), (dict(SCHEDULE=2), "in ping-pong needs 256 accumulators"),
     (dict(SCHEDULE=3), "SCHEDULE = 3"), (dict(A_TYPE=3), "B_LAYOUT must be 2"), (dict(B_LAYOUT=3), "B_LAYOUT = 3 .* is the tf32 path"), (dict(B_LAYOUT=4), "B_LAYOUT = 4"), (dict(BM=256, BN=128, STAGES=4), "shared memory"), (dict(A_TYPE=4), "A_TYPE = 4"),
     (dict(CLUSTER=4), "CLUSTER = 4"),

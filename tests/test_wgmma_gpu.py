@@ -741,3 +741,40 @@ def test_auto_tiles_by_shape_element_by_element(mnk, tiles):
     out = gemmlab.matmul(a, b)  # bf16 out: the TMA-store epilogue of these tiles
     near = (out.double() - ref).abs() <= 2.0**-8 * ref.abs() + 2 * bound  # bf16 rounding of a value within bound
     assert out.dtype == torch.bfloat16 and near.all(), (mnk, choice.params)
+
+
+# 64-column tiles (BN = 64: one 128-byte chunk of B per k step): ping-pong and cooperative, alone and in clusters,
+# a deep ring, and split over K (the last unit's sum and the second launch).
+NARROW = [dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1),
+          dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=12, CLUSTER=2),
+          dict(BM=128, BN=64, STAGES=8, CLUSTER=1), dict(BM=128, BN=64, STAGES=6, CLUSTER=2),
+          dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1, SPLIT_K=2),
+          dict(BM=128, BN=64, STAGES=8, CLUSTER=1, SPLIT_K=8)]
+
+
+@pytest.mark.parametrize("params", NARROW, ids=str)
+def test_narrow_tiles_every_element(params, rng):
+    """Every element against float64, outputs poisoned with NaN first: both layouts of B, bf16 and fp32 out, a
+    column bias with SiLU and a residual, on shapes off the tile (one row; many tiles per block; K off the k
+    step)."""
+    torch = pytest.importorskip("torch")
+    for m, n, k in [(1, 72, 4104), (65, 200, 1000), (130, 4104, 264), (300, 520, 2056)]:
+        a, a64 = _make("bfloat16", (m, k), rng)
+        w, w64 = _make("bfloat16", (n, k), rng)
+        bias = torch.from_numpy(rng.uniform(-1, 1, n).astype(np.float32)).cuda()
+        res, r64 = _make("bfloat16", (m, n), rng)
+        aa, ww, rr = (torch.as_tensor(x, device="cuda") for x in (a, w, res))
+        for b, what in ((ww.t(), "W.t()"), (ww.t().contiguous(), "K x N")):
+            for dt in (torch.bfloat16, torch.float32):
+                c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+                gemmlab.matmul(aa, b, c, kernel="wgmma", **params)
+                got = c.double().cpu().numpy()
+                ref = a64 @ w64.T
+                assert np.isfinite(got).all(), (params, m, n, k, what, dt)
+                assert np.abs(got - ref).max() / np.abs(ref).max() <= 1e-2, (params, m, n, k, what, dt)
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            gemmlab.matmul(aa, b, c, bias=bias, activation="silu", residual=rr, kernel="wgmma", **params)
+            z = a64 @ w64.T + bias.double().cpu().numpy()
+            ref = z / (1 + np.exp(-z)) + r64
+            got = c.double().cpu().numpy()
+            assert np.isfinite(got).all() and np.abs(got - ref).max() / np.abs(ref).max() <= 1e-2, (params, m, n, k)

@@ -771,7 +771,7 @@ __device__ __forceinline__ void scale_accumulators(float (&acc)[MT][ACC], const 
 // ------------------------------------------------------------------------------------------ kernel
 
 // BM: rows of C per tile (two consumer warpgroups of BM / 2 rows; BM / 2 = 64 or 128); BN: columns per
-// tile (128 or 256); BK is one 128-byte swizzle row (64 fp16/bf16, 32 tf32); STAGES: slots in the TMA
+// tile (64, 128, 192 or 256); BK is one 128-byte swizzle row (64 fp16/bf16, 32 tf32); STAGES: slots in the TMA
 // ring; HELD: slots a consumer holds (1: wait for this slot's own wgmmas, then release it; 2: release the
 // previous slot once this one's wgmmas are issued, which keeps the tensor cores queued but holds two
 // slots per consumer); SCHEDULE: 1 cooperative, 2 ping-pong (see the header); GROUP_M: tile rows per group of the tile order; A_TYPE: 1 fp16, 2 bf16, 3 tf32 (fp32 storage), 5 e4m3, 6 e5m2; C_TYPE: 1 fp32, 2 fp16,
@@ -867,7 +867,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     constexpr int EPI_REGION = WG_M * (TMA_STORE && 256 > EPI_PITCH * 4 ? 256 : EPI_PITCH * 4);
     static_assert(WG_M == 64 || WG_M == 128, "a consumer warpgroup takes 64 or 128 rows (BM = 128 or 256 cooperative, 64 or 128 ping-pong)");
     static_assert(SCHEDULE == 1 || SCHEDULE == 2, "SCHEDULE: 1 (consumers split each tile) or 2 (ping-pong)");
-    static_assert(BN == 128 || BN == 256 || (BN == 192 && A_TYPE <= 2), "BN must be 128 or 256 (192: fp16 / bf16)");
+    static_assert(BN == 128 || BN == 256 || (BN == 192 && A_TYPE <= 2) || (BN == 64 && A_TYPE != 3),
+                  "BN must be 128 or 256 (192: fp16 / bf16; 64: fp16 / bf16 and 8-bit)");
     static_assert(MT * ACC <= 128, "at most 128 accumulators per consumer thread (BM x BN <= 128 x 256)");
     static_assert(STAGES >= 2, "the TMA ring needs at least two slots");
     static_assert(HELD == 1 || HELD == 2, "HELD: 1 or 2 slots per consumer");

@@ -228,6 +228,9 @@ template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
 // ------------------------------------------------------------------------------------------ wgmma
+#define WG_REGS32 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define WG_REGS64 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
@@ -254,6 +257,7 @@ __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.
     "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
 #define WG_ACC64(i) WG_ACC8(i), WG_ACC8((i) + 8), WG_ACC8((i) + 16), WG_ACC8((i) + 24), WG_ACC8((i) + 32), \
     WG_ACC8((i) + 40), WG_ACC8((i) + 48), WG_ACC8((i) + 56)
+#define WG_ACC32(i) WG_ACC8(i), WG_ACC8((i) + 8), WG_ACC8((i) + 16), WG_ACC8((i) + 24)
 
 // One k step of D (64 x N, fp32, N / 2 registers per thread) += A (64 x k, K-major, from desc_a) * B (k x N).
 // fp16 / bf16 (k = 16): immediates scale-d 1, scale-a 1, scale-b 1, transpose-a 0, transpose-b TRANS_B
@@ -262,8 +266,23 @@ __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.
 // e4m3 / e5m2 (A_TYPE 5 / 6, k = 32): both operands K-major, no transpose immediates, as tf32.
 template <int N, int A_TYPE, int TRANS_B>
 __device__ __forceinline__ void wgmma_step(float (&d)[N / 2], unsigned long long desc_a, unsigned long long desc_b) {
-    static_assert(N == 128 || N == 192 || N == 256, "wgmma tiles of N = 128, 192 or 256 columns");
-    if constexpr (A_TYPE == 5 || A_TYPE == 6) {
+    static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma tiles of N = 64, 128, 192 or 256 columns");
+    static_assert(N != 64 || A_TYPE != 3, "N = 64 is built for fp16 / bf16 and 8-bit inputs");
+    if constexpr (N == 64) {  // (one 128-byte chunk of B per k step: small M, where a split's sum would cost more)
+        if constexpr (A_TYPE == 1) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" WG_REGS32 "}, %32, %33, 1, 1, 1, 0, %34;\n"
+                         : WG_ACC32(0) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        } else if constexpr (A_TYPE == 2) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" WG_REGS32 "}, %32, %33, 1, 1, 1, 0, %34;\n"
+                         : WG_ACC32(0) : "l"(desc_a), "l"(desc_b), "n"(TRANS_B));
+        } else if constexpr (A_TYPE == 5) {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" WG_REGS32 "}, %32, %33, 1, 1, 1;\n"
+                         : WG_ACC32(0) : "l"(desc_a), "l"(desc_b));
+        } else {
+            asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2 {" WG_REGS32 "}, %32, %33, 1, 1, 1;\n"
+                         : WG_ACC32(0) : "l"(desc_a), "l"(desc_b));
+        }
+    } else if constexpr (A_TYPE == 5 || A_TYPE == 6) {
         static_assert(N != 192, "N = 192 is built for fp16 / bf16");
         if constexpr (N == 256 && A_TYPE == 5) {
             asm volatile("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {" WG_REGS128 "}, %128, %129, 1, 1, 1;\n"

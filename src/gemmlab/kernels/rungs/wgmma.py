@@ -64,10 +64,12 @@ def _constraints(p: dict[str, int]) -> list[str]:
     elif bm == 64 and p["SCHEDULE"] != PINGPONG:
         errs.append("BM = 64 needs the ping-pong schedule (SCHEDULE = 2): split between two consumers, 32 rows "
                     "each would be below wgmma's 64")
-    if bn not in (128, 192, 256):
-        errs.append(f"BN = {bn}: the wgmma tiles used are 128, 192 or 256 columns wide")
+    if bn not in (64, 128, 192, 256):
+        errs.append(f"BN = {bn}: the wgmma tiles used are 64, 128, 192 or 256 columns wide")
     elif bn == 192 and p["A_TYPE"] not in mma_sync.A_TYPES.values():
         errs.append("BN = 192 is built for fp16 / bf16; tf32 and 8-bit inputs take 128 or 256")
+    elif bn == 64 and p["A_TYPE"] == mma_sync.TF32:
+        errs.append("BN = 64 is built for fp16 / bf16 and 8-bit inputs; tf32 takes 128 or 256")
     if p.get("STREAM_K") and p["SCHEDULE"] != COOPERATIVE:
         errs.append("STREAM_K = 1 needs the cooperative schedule (SCHEDULE = 1): ping-pong consumers take whole "
                     "tiles in turn")
@@ -622,8 +624,9 @@ SPEC = KernelSpec(
     params=(
         Param("BM", 128, (64, 128, 256), "rows of C per tile (cooperative: two consumer warpgroups of BM / 2 "
                                           "rows; ping-pong: one of BM rows)"),
-        Param("BN", 256, (128, 192, 256), "columns of C per tile (the wgmma N; 192: fp16 / bf16, for shapes whose "
-                                          "last round of 256-wide tiles is mostly empty)"),
+        Param("BN", 256, (64, 128, 192, 256), "columns of C per tile (the wgmma N; 192: fp16 / bf16, for shapes "
+                                              "whose last round of 256-wide tiles is mostly empty; 64: fp16 / bf16 "
+                                              "and 8-bit, one chunk of B per k step, for a small M)"),
         Param("STAGES", 4, (2, 3, 4, 5, 6, 8), "slots in the TMA ring (one k step each: 128 bytes of K per row)"),
         Param("HELD", 1, (1, 2), "slots a consumer holds: 1 waits for its wgmmas before handing a slot back, "
                                  "2 hands back the previous one (B_LAYOUT 3: always 1)"),
