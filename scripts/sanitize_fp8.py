@@ -13,7 +13,8 @@ import torch
 
 import gemmlab
 
-TILINGS = [{}, dict(BM=128, BN=128, CLUSTER=1), dict(BM=64, BN=128, SCHEDULE=2, HELD=2, STAGES=6, SPLIT_K=4, CLUSTER=1)]
+TILINGS = [{}, dict(BM=128, BN=128, CLUSTER=1), dict(BM=64, BN=128, SCHEDULE=2, HELD=2, STAGES=6, SPLIT_K=4, CLUSTER=1),
+           dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1), dict(BM=128, BN=64, STAGES=8, SPLIT_K=2, CLUSTER=1)]
 SHAPES = [(129, 264, 144), (300, 136, 48), (2100, 520, 1040)]
 quick = "--quick" in sys.argv  # racecheck is slow: the first tiling and the two small shapes
 
