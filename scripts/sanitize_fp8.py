@@ -5,6 +5,7 @@ sanitize_all.py:
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_fp8.py
     compute-sanitizer --tool racecheck python3 scripts/sanitize_fp8.py --quick
+    compute-sanitizer --tool memcheck python3 scripts/sanitize_fp8.py 64    # the tilings of one tile width
 """
 
 import sys
@@ -17,6 +18,9 @@ TILINGS = [{}, dict(BM=128, BN=128, CLUSTER=1), dict(BM=64, BN=128, SCHEDULE=2, 
            dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1), dict(BM=128, BN=64, STAGES=8, SPLIT_K=2, CLUSTER=1)]
 SHAPES = [(129, 264, 144), (300, 136, 48), (2100, 520, 1040)]
 quick = "--quick" in sys.argv  # racecheck is slow: the first tiling and the two small shapes
+width = next((int(a) for a in sys.argv[1:] if a.isdigit()), 0)  # a tile width given: its tilings alone
+if width:
+    TILINGS = [p for p in TILINGS if p.get("BN") == width]
 
 g = torch.Generator(device="cuda").manual_seed(8)
 ran = 0
@@ -33,6 +37,8 @@ for dtype in ("e4m3", "e5m2"):
             gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sw.t(), bias=torch.randn(n, generator=g, device="cuda"),
                            activation="gelu_tanh", residual=c.bfloat16(), **named)
             ran += 1
+    if width:
+        continue
     # rows of 72 bytes at an odd address: staged copies
     qa, sa = gemmlab.quantize(torch.randn(100, 72, generator=g, device="cuda"), dtype, "row")
     odd = torch.empty(100, 77, device="cuda", dtype=qa.dtype)[:, 5:].copy_(qa)

@@ -4,7 +4,8 @@ per shape (x > 1: faster than torch). Groups:
 - "split": long K on a small C (rung 15's split over K, rung 16);
 - "tiles": rung 15's tiles on odd, square and wide shapes;
 - "small": tiles, splits and ring depths of M <= 128 products that stream B;
-- "narrow": 64-column tiles on M <= 128 products, unsplit, against `auto`;
+- "narrow": 64-column tiles on M <= 128 products, unsplit (two ring depths) and split in two or four, against
+  `auto`;
 - "m128": the shape suite's rows with M <= 128 and N, K >= 4096, kernel="auto" alone;
 - "fp32": rung 10's tile classes in strict fp32, TF32 off on both sides;
 - "sum": rung 15's split as the heuristic sets it, its slices summed by the second launch (SPLIT_SUM 2) and by
@@ -93,12 +94,12 @@ CASES = {"split": [
                                                       dict(BN=192, CLUSTER=1, STAGES=4))]),
     (96, 8192, 8192, True, [("wgmma", dict(BN=128, CLUSTER=1, SPLIT_K=2, STAGES=st)) for st in (4, 6)]),
     (128, 14336, 4096, True, [("wgmma", dict(BN=128, CLUSTER=1, STAGES=st)) for st in (4, 6)]),
-], "narrow": [  # 64-column tiles at M <= 128: enough tiles for the DRAM's rate without a split's sum
-    (m, n, k, wt, [("wgmma", d) for d in (dict(NP, STAGES=8), dict(NP, STAGES=12), dict(BM=128, BN=64, STAGES=8,
-                                                                                    CLUSTER=1))])
-    for m, n, k, wt in ((64, 4096, 4096, False), (64, 4096, 4096, True), (128, 4096, 4096, True),
-                        (96, 8192, 8192, True), (64, 2048, 4096, False), (64, 8192, 4096, True),
-                        (32, 4096, 8192, True), (128, 11008, 4096, True))
+], "narrow": [  # 64-column tiles at M <= 128: ring depth, unsplit, and split in two or four
+    (m, n, k, wt, [("wgmma", d) for d in (dict(NP, STAGES=8), dict(NP, STAGES=12), dict(NP, STAGES=8, SPLIT_K=2),
+                                          dict(NP, STAGES=8, SPLIT_K=4))])
+    for m, n, k, wt in ((64, 4096, 4096, False), (128, 4096, 4096, True), (64, 2048, 4096, False),
+                        (64, 8192, 4096, True), (32, 4096, 8192, True), (16, 4096, 4096, True), (96, 8192, 8192, True),
+                        (128, 8192, 4096, True), (64, 4096, 11008, True), (128, 2048, 8192, False))
 ], "m128": [  # the shape suite's rows of M <= 128 with N and K >= 4096: kernel="auto" alone against torch
     (m, n, k, group in suite.WEIGHT_GROUPS, []) for group, shapes in suite.GROUPS.items() for m, n, k in shapes
     if m <= 128 and n >= 4096 and k >= 4096
