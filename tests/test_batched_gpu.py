@@ -116,7 +116,9 @@ def test_the_epilogue_per_product(dtype, precision, kernel, gen):
     _check(c, want, scale + 4, dtype, eps, f"{kernel} alpha, beta")
 
 
-@pytest.mark.parametrize("params", [dict(CLUSTER=2), dict(CLUSTER=2, BM=128, BN=128), dict(CLUSTER=1)], ids=str)
+@pytest.mark.parametrize("params", [dict(CLUSTER=2), dict(CLUSTER=2, BM=128, BN=128), dict(CLUSTER=1),
+                                    dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=12, CLUSTER=1),
+                                    dict(BM=128, BN=64, CLUSTER=2)], ids=str)
 @pytest.mark.parametrize("kmajor", [False, True], ids=["B row-major", "B^T per product"])
 def test_rung_12_tilings_over_a_batch(params, kmajor, gen):
     """Clusters of two over a batch (the tile pairs of a cluster belong to one product; an odd tile-row

@@ -255,3 +255,20 @@ def test_torch_compile_traces_the_operator(gen):
     with torch.no_grad():
         again = compiled(a * 0.5, ends)  # (new values, the same graph)
     assert torch.equal(again, layer(a * 0.5, ends))
+
+
+@pytest.mark.parametrize("params", [dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=12, CLUSTER=1),
+                                    dict(BM=128, BN=64, CLUSTER=2)], ids=str)
+@pytest.mark.parametrize("layout", ["kmajor", "rows"])
+def test_grouped_64_column_tiles(params, layout, gen):
+    """64-column tiles over groups of every size (empty ones and ones under a tile among them), N off the tile."""
+    sizes = SIZES["many"]
+    g, k, n = len(sizes), 320, 200
+    t = sum(sizes)
+    a = _rand((t, k), "bfloat16", gen)
+    w = _rand((g, n, k), "bfloat16", gen)
+    b = w.transpose(1, 2) if layout == "kmajor" else w.transpose(1, 2).contiguous()
+    out = torch.full((t, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemmlab.grouped_matmul(a, b, list(np.cumsum(sizes)), out=out, activation="relu", kernel="wgmma", **params)
+    ref, mag = _reference(_f64(a), _f64(b), _spans_of_sizes(sizes), activation="relu")
+    _check(out, ref, mag, "bfloat16", 1e-5, f"64-column tiles {params} {layout}")

@@ -485,16 +485,23 @@ def test_split_heuristic_and_rules():
     for m, n, k in ((1024, 1024, 1024), (4096, 4096, 4096), (2048, 2048, 2048), (1000, 1000, 1000), (64, 64, 4000),
                     (8192, 8192, 8192), (128, 11008, 4096), (512, 512, 512), (128, 8192, 8192)):
         assert wgmma.split_for(m, n, k, 132) == 1, (m, n, k)
-    # 8-bit inputs split only where the tiles keep a quarter of the SMs or fewer (half of 16-bit's share)
-    for m, n, k, split16, split8 in ((64, 8192, 8192, 2, 1), (128, 4096, 8192, 2, 1), (64, 8192, 4096, 2, 1),
-                                     (64, 4096, 8192, 4, 4), (64, 2048, 8192, 4, 4)):
+    # 8-bit inputs split 64 x 128 tiles only where they keep a quarter of the SMs or fewer (half of 16-bit's
+    # share); at M <= 128 the heuristic then runs 64 x 64 tiles (narrow_small_m), split less or not at all
+    for m, n, k, split16, split8, pick16, pick8 in ((64, 8192, 8192, 2, 1, (128, 2), (64, 1)),
+                                                    (128, 4096, 8192, 2, 1, (128, 2), (64, 1)),
+                                                    (64, 8192, 4096, 2, 1, (64, 1), (64, 1)),
+                                                    (64, 4096, 8192, 4, 4, (64, 2), (64, 1)),
+                                                    (64, 2048, 8192, 4, 4, (64, 2), (64, 2)),
+                                                    (256, 1024, 8192, 4, 4, (128, 4), (128, 4))):
         assert wgmma.split_for(m, n, k, 132) == split16 and wgmma.split_for(m, n, k, 132, 1) == split8, (m, n, k)
-        assert SPEC.heuristic(m, n, k, 132, "float8_e4m3fn", True).get("SPLIT_K", 1) == split8, (m, n, k)
-        assert SPEC.heuristic(m, n, k, 132, "bfloat16", True).get("SPLIT_K", 1) == split16, (m, n, k)
+        for element, pick in (("float8_e4m3fn", pick8), ("bfloat16", pick16)):
+            p = SPEC.heuristic(m, n, k, 132, element, True)
+            assert (p["BN"], p.get("SPLIT_K", 1)) == pick, (m, n, k, element, p)
     # every pick is valid, and a batch never splits
     for m, n, k in ((64, 64, 131072), (256, 256, 65536), (129, 264, 4104), (1, 8, 1 << 20), (128, 4096, 11008)):
-        for a_type, layout in ((3, 2), (3, 3), (1, 2)):  # every element type and layout takes the pick
-            SPEC.validate({**SPEC.heuristic(m, n, k, 132), "A_TYPE": a_type, "B_LAYOUT": layout})
+        for a_type, layout, element in ((3, 2, "tf32"), (3, 3, "tf32"), (1, 2, "float16"), (5, 2, "float8_e4m3fn")):
+            # every element type and layout takes its pick
+            SPEC.validate({**SPEC.heuristic(m, n, k, 132, element), "A_TYPE": a_type, "B_LAYOUT": layout})
         p = SPEC.validate({**SPEC.heuristic(m, n, k, 132), "C_TYPE": 3})
         assert p["SPLIT_K"] in wgmma.SPLIT_CHOICES
         geo = SPEC.launch(m, n, k, p)
@@ -557,18 +564,49 @@ def test_rings_for_tiles_that_stream_b_fit_every_output_and_input():
             assert (p.get("BM", 128), p["BN"], p["STAGES"]) == (128, 128, wgmma.SMALL_C_STAGES), (m, n, k, element, p)
             for c_type in (1, 2, 3):
                 SPEC.validate({**p, "A_TYPE": a_type, "B_LAYOUT": layout, "C_TYPE": c_type})
-    for m, n, k in ((64, 8192, 8192), (128, 4096, 8192), (64, 28672, 4096), (16, 8192, 8192)):
+    for m, n, k in ((64, 8192, 8192), (128, 4096, 8192), (64, 28672, 4096), (16, 8192, 8192), (256, 4096, 8192),
+                    (64, 8192, 2048)):
         p = SPEC.heuristic(m, n, k, 132, "float8_e4m3fn", True)
         if (p.get("SCHEDULE"), p.get("BN"), p.get("SPLIT_K", 1), p["CLUSTER"]) == (wgmma.PINGPONG, 128, 1, 1):
             assert p["STAGES"] == wgmma.FP8_PINGPONG_STAGES, (m, n, k, p)
             for c_type in (1, 2, 3):
                 SPEC.validate({**p, "A_TYPE": 5, "B_LAYOUT": 2, "C_TYPE": c_type})
         assert SPEC.heuristic(m, n, k, 132, "bfloat16", True).get("STAGES", 4) <= 6, (m, n, k)
-    fp8 = SPEC.heuristic(64, 8192, 8192, 132, "float8_e4m3fn", True)
-    assert (fp8["SCHEDULE"], fp8["STAGES"]) == (wgmma.PINGPONG, wgmma.FP8_PINGPONG_STAGES)
-    split = SPEC.heuristic(64, 4096, 8192, 132, "float8_e4m3fn", True)  # split units keep the plain ring
+    for shape in ((256, 4096, 8192), (64, 8192, 2048)):  # M past 128, or K too short for 64 x 64 tiles
+        fp8 = SPEC.heuristic(*shape, 132, "float8_e4m3fn", True)
+        assert (fp8["SCHEDULE"], fp8["BN"], fp8["STAGES"]) == (wgmma.PINGPONG, 128, wgmma.FP8_PINGPONG_STAGES)
+    split = SPEC.heuristic(256, 1024, 8192, 132, "float8_e4m3fn", True)  # split units keep the plain ring
     assert split["SPLIT_K"] > 1 and split["STAGES"] == wgmma.PINGPONG_64x128["STAGES"]
     assert wgmma.FP8_PINGPONG_STAGES in next(q.choices for q in SPEC.params if q.name == "STAGES")
+
+
+def test_narrow_tiles_for_small_m():
+    """64 x 64 ping-pong tiles (narrow_small_m) where M <= 128 and 64 x 128 tiles would be split: unsplit in a
+    ring of NARROW_STAGES where they put blocks on NARROW_MIN_SHARE of the SMs and K is short; split in two
+    where K is long and two slices fit one wave, and as far as that share where they are few; the 64 x 128
+    split where two slices of a long K do not fit one wave, or M is past 128; never for tf32 (no 64-column
+    wgmma); and every pick fits shared memory with every input and output type."""
+    np_ = dict(BM=64, BN=64, SCHEDULE=wgmma.PINGPONG, HELD=2, CLUSTER=1)
+    for m, n, k, split in ((64, 4096, 4096, 1), (128, 4096, 4096, 1), (64, 8192, 4096, 1), (48, 4096, 4096, 1),
+                           (64, 2048, 4096, 2), (32, 4096, 8192, 2), (64, 4096, 11008, 2), (128, 2048, 8192, 2),
+                           (64, 1536, 16384, 4), (64, 64, 131072, 64), (1, 8, 1 << 20, 64)):
+        for element in ("bfloat16", "float16"):
+            p = SPEC.heuristic(m, n, k, 132, element, True)
+            assert {q: p[q] for q in np_} == np_ and p.get("SPLIT_K", 1) == split, (m, n, k, element, p)
+            assert p["STAGES"] == (wgmma.NARROW_STAGES if split == 1 else wgmma.NARROW_SPLIT_STAGES)
+            for a_type, layout in ((2, 2), (1, 1), (5, 2), (6, 2)):
+                for c_type in (1, 2, 3):
+                    SPEC.validate({**p, "A_TYPE": a_type, "B_LAYOUT": layout, "C_TYPE": c_type})
+        assert SPEC.heuristic(m, n, k, 132, "tf32").get("BN", 256) != 64, (m, n, k)
+    for m, n, k in ((96, 8192, 8192), (128, 4096, 11008), (128, 4096, 16384), (64, 5120, 13824), (256, 2048, 8192),
+                    (128, 11008, 4096), (64, 4096, 2048), (128, 8192, 4096)):
+        assert SPEC.heuristic(m, n, k, 132, "bfloat16", True)["BN"] != 64, (m, n, k)
+    # where K is long in 16 bits it is not in 8: 64 x 4096 x 8192 runs unsplit in e4m3, in two slices in bf16
+    assert "SPLIT_K" not in SPEC.heuristic(64, 4096, 8192, 132, "float8_e4m3fn", True)
+    assert SPEC.heuristic(64, 4096, 8192, 132, "bfloat16", True)["SPLIT_K"] == 2
+    # fewer SMs: a GPU of 66 holds half the tiles in one wave
+    assert SPEC.heuristic(128, 4096, 4096, 66, "bfloat16", True)["BN"] != 64
+    assert SPEC.heuristic(64, 4096, 4096, 66, "bfloat16", True)["BN"] == 64
 
 
 @needs_nvrtc

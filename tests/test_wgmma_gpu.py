@@ -749,7 +749,8 @@ NARROW = [dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1),
           dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=12, CLUSTER=2),
           dict(BM=128, BN=64, STAGES=8, CLUSTER=1), dict(BM=128, BN=64, STAGES=6, CLUSTER=2),
           dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1, SPLIT_K=2),
-          dict(BM=128, BN=64, STAGES=8, CLUSTER=1, SPLIT_K=8)]
+          dict(BM=128, BN=64, STAGES=8, CLUSTER=1, SPLIT_K=8),
+          dict(BM=64, BN=64, SCHEDULE=2, HELD=2, STAGES=8, CLUSTER=1, SPLIT_K=16)]
 
 
 @pytest.mark.parametrize("params", NARROW, ids=str)
@@ -778,3 +779,24 @@ def test_narrow_tiles_every_element(params, rng):
             ref = z / (1 + np.exp(-z)) + r64
             got = c.double().cpu().numpy()
             assert np.isfinite(got).all() and np.abs(got - ref).max() / np.abs(ref).max() <= 1e-2, (params, m, n, k)
+
+
+@pytest.mark.parametrize("mnk", [(64, 4096, 4096), (40, 2048, 4096), (128, 1000, 8200)], ids=str)
+def test_auto_takes_narrow_tiles_on_small_m(mnk, rng):
+    """kernel="auto" on an M <= 128 product whose 64 x 128 tiles would be split runs 64 x 64 tiles (unsplit, or
+    split in two), and every element is right: B given as W.t() and row-major, NaN-poisoned output."""
+    torch = pytest.importorskip("torch")
+    from gemmlab import api
+
+    m, n, k = mnk
+    a, a64 = _make("bfloat16", (m, k), rng)
+    w, w64 = _make("bfloat16", (n, k), rng)
+    aa, ww = torch.as_tensor(a, device="cuda"), torch.as_tensor(w, device="cuda")
+    for b in (ww.t(), ww.t().contiguous()):
+        api.call._plans.clear()
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+        gemmlab.matmul(aa, b, c)
+        (plan,) = api.call._plans.values()
+        assert plan.spec.name == "wgmma" and plan.params["BN"] == 64, plan.params
+        got, ref = c.double().cpu().numpy(), a64 @ w64.T
+        assert np.isfinite(got).all() and np.abs(got - ref).max() / np.abs(ref).max() <= 1e-5, (mnk, plan.params)

@@ -414,6 +414,51 @@ SMALL_C_STAGES = 6
 FP8_PINGPONG_STAGES = 8
 
 
+# 64 x 64 ping-pong tiles (BN 64, fp16 / bf16 and 8-bit) where M <= 128 and the shape heuristic would split
+# 64 x 128 tiles over K (its C keeps at most SPLIT_MAX_SHARE of the SMs busy), as long as one wave holds them:
+# twice the blocks streaming B, without a split's sum or with fewer slices. A block on such a product takes in
+# about 75 GB/s (the slots its ring keeps in flight over the time they take to fill); half of what a 64 x 64
+# tile reads is B, so 64 blocks bring B at about 2.4 TB/s, near the DRAM's rate, and a split then adds little
+# but its sum. So: the fewest slices (none where possible) that put blocks on NARROW_MIN_SHARE of the SMs, in
+# one wave, slices of SPLIT_MIN_STEPS k steps or more; at least two where K is long (NARROW_LONG_K_BYTES of
+# each row or more: the blocks' intake then sets the time), and where two do not fit one wave the 64 x 128
+# split stays. Unsplit rings have 12 slots (16 KB each), split ones 8.
+# Measured, BF16 x cuBLAS, flushed, interleaved (docs/journal.md, "2026-11-28: 64-column tiles"), before ->
+# after: 64 x 4096 x 4096 0.857 -> 0.978 (unsplit), 128 x 4096 x 4096 (B^T) 0.840 -> 0.979, 64 x 8192 x 4096
+# (B^T) 0.896 -> 0.984, 64 x 2048 x 4096 0.741 -> 0.849 (split 2), 32 x 4096 x 8192 (B^T) 0.955 -> 1.000,
+# 64 x 4096 x 11008 (B^T) 0.970 -> 1.008, 128 x 2048 x 8192 0.947 -> 1.003; e4m3 x torch._scaled_mm, per
+# tensor: 64 x 4096 x 8192 0.827 -> 0.928, 128 x 4096 x 8192 0.909 -> 0.945, 64 x 8192 x 4096 0.959 ->
+# 0.989, 64 x 2048 x 8192 0.801 -> 0.849. Where a wave does not hold them the 64 x 128 split stays: 96 x 8192
+# x 8192 (256 such tiles) 0.920 against 0.765 unsplit; at 64 x 2048 x 4096 four slices lost to two (0.826).
+PINGPONG_64x64 = {"BM": 64, "BN": 64, "SCHEDULE": PINGPONG, "HELD": 2, "CLUSTER": 1}
+NARROW_STAGES, NARROW_SPLIT_STAGES = 12, 8
+NARROW_LONG_K_BYTES = 16384
+NARROW_MIN_SHARE = 0.45  # 64 blocks of 132 SMs measured level with cuBLAS where K is short
+
+
+def narrow_small_m(m: int, n: int, k: int, sms: int, elem: int) -> dict[str, int] | None:
+    """64 x 64 ping-pong tiles, unsplit or split as set out above, for an M <= 128 product of `elem`-byte
+    inputs whose 64 x 128 tiles split_for would split (with 16-bit inputs' share of the SMs, also for 8-bit
+    ones); None where they do not apply."""
+    if not 0 < m <= 128 or n == 0:
+        return None
+    t = split_tiles(m, n)
+    steps = cdiv(k, BK)
+    if cdiv(m, t.get("BM", 128)) * cdiv(n, t["BN"]) > SPLIT_MAX_SHARE * sms or steps < 2 * SPLIT_MIN_STEPS:
+        return None
+    tiles = cdiv(m, 64) * cdiv(n, 64)
+    if tiles > sms:
+        return None
+    most = min(sms // tiles, steps // SPLIT_MIN_STEPS, SPLIT_CHOICES[-1])
+    need = min(s for s in SPLIT_CHOICES if tiles * s >= NARROW_MIN_SHARE * sms or s == SPLIT_CHOICES[-1])
+    if k * elem >= NARROW_LONG_K_BYTES:
+        need = max(need, 2)
+    split = max(s for s in SPLIT_CHOICES if s <= min(need, max(most, 1)))
+    if split == 1:
+        return None if need > 1 else {**PINGPONG_64x64, "STAGES": NARROW_STAGES}
+    return {**PINGPONG_64x64, "STAGES": NARROW_SPLIT_STAGES, "SPLIT_K": split}
+
+
 def wave_footprint(group: int, bm: int, bn: int, resident: int, tiles_m: int) -> float:
     """Rows of A plus columns of B (each a panel over all of K) that one wave of `resident` tiles touches
     when the tile order walks `group` tile rows before moving right: min(group, tiles_m) x BM rows and
@@ -437,7 +482,10 @@ def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
     ring of FP8_PINGPONG_STAGES slots. (For tf32 on a row-major B the kernel's tile rows are
     columns of C, so the cap at M's tile rows is then N's; it matters only below 16 tile rows.)"""
     split = split_for(m, n, k, sms, 1 if element in FP8_TYPES else 2)
-    if split > 1:
+    narrow = None if element == "tf32" else narrow_small_m(m, n, k, sms, 1 if element in FP8_TYPES else 2)
+    if narrow is not None:
+        p, split = narrow, narrow.get("SPLIT_K", 1)
+    elif split > 1:
         p = split_tiles(m, n)
         p["SPLIT_K"] = split
     else:
