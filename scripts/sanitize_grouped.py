@@ -23,7 +23,8 @@ t, k, n, gs = sum(sizes) + 3, 200, 264, len(sizes)
 a = rand(t, k)
 w = rand(gs, n, k)
 tilings = [{}, {"CLUSTER": 1}, {"BN": 192}, {"BN": 128, "CLUSTER": 1},
-           {"BM": 64, "BN": 256, "SCHEDULE": 2, "STAGES": 4, "HELD": 2, "CLUSTER": 1}]
+           {"BM": 64, "BN": 256, "SCHEDULE": 2, "STAGES": 4, "HELD": 2, "CLUSTER": 1},
+           {"BM": 64, "BN": 64, "SCHEDULE": 2, "STAGES": 12, "HELD": 2, "CLUSTER": 1}, {"BN": 64}]
 for params in tilings:
     kernel = "wgmma" if params else "auto"
     gemmlab.grouped_matmul(a, w.transpose(1, 2), ends, kernel=kernel, **params)

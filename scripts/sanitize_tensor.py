@@ -20,11 +20,13 @@ for dt in (torch.bfloat16, torch.float16):
         c = torch.randn(m, n, device="cuda").to(dt)
         r = torch.randn(m, n, device="cuda").to(dt)
         bias = torch.randn(n, device="cuda")
-        for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=256, BN=128, STAGES=3)):
+        for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=256, BN=128, STAGES=3),
+                  dict(BM=64, BN=64, SCHEDULE=2, STAGES=12, HELD=2, CLUSTER=1), dict(BM=128, BN=64, CLUSTER=2)):
             gemmlab.matmul(a, b, c, alpha=1.5, beta=0.5, bias=bias, activation="gelu_tanh", residual=r,
                            kernel="wgmma", **p)
 # 16-bit C with beta == 0: the TMA-store epilogue (edge tiles, several tiles per block, bias + activation).
-for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1)):
+for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=64, BN=128, SCHEDULE=2, STAGES=6, HELD=2, CLUSTER=1),
+          dict(BM=64, BN=64, SCHEDULE=2, STAGES=12, HELD=2, CLUSTER=1)):
     a, b = torch.randn(520, 72, device="cuda").bfloat16(), torch.randn(72, 776, device="cuda").bfloat16()
     c = torch.empty(520, 776, device="cuda").bfloat16()
     gemmlab.matmul(a, b, c, kernel="wgmma", **p)

@@ -6,6 +6,7 @@ per shape (x > 1: faster than torch). Groups:
 - "small": tiles, splits and ring depths of M <= 128 products that stream B;
 - "narrow": 64-column tiles on M <= 128 products, unsplit (two ring depths) and split in two or four, against
   `auto`;
+- "narrow_long": M <= 128 with a long K: unsplit 64 x 64 tiles against the 64 x 128 split;
 - "m128": the shape suite's rows with M <= 128 and N, K >= 4096, kernel="auto" alone;
 - "fp32": rung 10's tile classes in strict fp32, TF32 off on both sides;
 - "sum": rung 15's split as the heuristic sets it, its slices summed by the second launch (SPLIT_SUM 2) and by
@@ -99,7 +100,12 @@ CASES = {"split": [
                                           dict(NP, STAGES=8, SPLIT_K=4))])
     for m, n, k, wt in ((64, 4096, 4096, False), (128, 4096, 4096, True), (64, 2048, 4096, False),
                         (64, 8192, 4096, True), (32, 4096, 8192, True), (16, 4096, 4096, True), (96, 8192, 8192, True),
-                        (128, 8192, 4096, True), (64, 4096, 11008, True), (128, 2048, 8192, False))
+                        (128, 8192, 4096, True), (64, 4096, 11008, True), (128, 2048, 8192, False),
+                        (64, 5120, 13824, True))
+], "narrow_long": [  # a long K whose two slices of 64 x 64 tiles would not fit one wave: unsplit against the
+    # 64 x 128 split (narrow_beats_split)
+    (m, n, k, True, [("wgmma", dict(PP, SPLIT_K=2)), ("wgmma", dict(NP, STAGES=12))])
+    for m, n, k in ((64, 5120, 13824), (64, 8192, 8192), (128, 4096, 8192), (128, 4096, 11008), (64, 8192, 28672))
 ], "m128": [  # the shape suite's rows of M <= 128 with N and K >= 4096: kernel="auto" alone against torch
     (m, n, k, group in suite.WEIGHT_GROUPS, []) for group, shapes in suite.GROUPS.items() for m, n, k in shapes
     if m <= 128 and n >= 4096 and k >= 4096

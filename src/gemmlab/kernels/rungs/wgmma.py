@@ -421,8 +421,9 @@ FP8_PINGPONG_STAGES = 8
 # tile reads is B, so 64 blocks bring B at about 2.4 TB/s, near the DRAM's rate, and a split then adds little
 # but its sum. So: the fewest slices (none where possible) that put blocks on NARROW_MIN_SHARE of the SMs, in
 # one wave, slices of SPLIT_MIN_STEPS k steps or more; at least two where K is long (NARROW_LONG_K_BYTES of
-# each row or more: the blocks' intake then sets the time), and where two do not fit one wave the 64 x 128
-# split stays. Unsplit rings have 12 slots (16 KB each), split ones 8.
+# each row or more: the blocks' intake then sets the time); where two do not fit one wave, unsplit if the two
+# rates put that ahead of the 64 x 128 split (narrow_beats_split), else that split stays. Unsplit rings have
+# 12 slots (16 KB each), split ones 8.
 # Measured, BF16 x cuBLAS, flushed, interleaved (docs/journal.md, "2026-11-28: 64-column tiles"), before ->
 # after: 64 x 4096 x 4096 0.857 -> 0.978 (unsplit), 128 x 4096 x 4096 (B^T) 0.840 -> 0.979, 64 x 8192 x 4096
 # (B^T) 0.896 -> 0.984, 64 x 2048 x 4096 0.741 -> 0.849 (split 2), 32 x 4096 x 8192 (B^T) 0.955 -> 1.000,
@@ -434,6 +435,10 @@ PINGPONG_64x64 = {"BM": 64, "BN": 64, "SCHEDULE": PINGPONG, "HELD": 2, "CLUSTER"
 NARROW_STAGES, NARROW_SPLIT_STAGES = 12, 8
 NARROW_LONG_K_BYTES = 16384
 NARROW_MIN_SHARE = 0.45  # 64 blocks of 132 SMs measured level with cuBLAS where K is short
+# The two rates of such products on the H100 (docs/journal.md, "2026-11-28: rings and arrivals"): what one block
+# takes in (bytes a second) and the DRAM's rate; a split's sum by the last unit, two slices of a 64 x 128 tile
+BLOCK_INTAKE, DRAM_RATE, SPLIT_SUM_US = 75e9, 2.7e12, 2.5
+NARROW_MODEL_MARGIN = 0.98
 
 
 def narrow_small_m(m: int, n: int, k: int, sms: int, elem: int) -> dict[str, int] | None:
@@ -454,9 +459,25 @@ def narrow_small_m(m: int, n: int, k: int, sms: int, elem: int) -> dict[str, int
     if k * elem >= NARROW_LONG_K_BYTES:
         need = max(need, 2)
     split = max(s for s in SPLIT_CHOICES if s <= min(need, max(most, 1)))
+    if split == 1 and need > 1 and not narrow_beats_split(m, n, k, elem, t.get("BM", 128) + t["BN"],
+                                                          split_for(m, n, k, sms)):
+        return None
     if split == 1:
-        return None if need > 1 else {**PINGPONG_64x64, "STAGES": NARROW_STAGES}
+        return {**PINGPONG_64x64, "STAGES": NARROW_STAGES}
     return {**PINGPONG_64x64, "STAGES": NARROW_SPLIT_STAGES, "SPLIT_K": split}
+
+
+def narrow_beats_split(m: int, n: int, k: int, elem: int, edges: int, split: int) -> bool:
+    """Whether unsplit 64 x 64 tiles beat `split` slices of split_tiles' tiles (BM + BN = `edges`) by
+    NARROW_MODEL_MARGIN, by the two rates: a block's time is the larger of its bytes at BLOCK_INTAKE and the
+    product's bytes at DRAM_RATE, and the split adds its sum, SPLIT_SUM_US. For a long K whose two slices of
+    64 x 64 tiles would not fit one wave. Measured against the model, BF16 x cuBLAS, flushed (docs/journal.md, "2026-11-28: 64-column tiles"):
+    64 x 5120 x 13824 (B^T) 52 against 55 us by the model, 55.7 (1.017) against 57.3 (0.989) measured; 128 x 4096
+    x 11008 (B^T) 37.6 against 36.9 by the model: the split stays (1.048)."""
+    dram = (m + n) * k * elem / DRAM_RATE
+    narrow = max(128 * k * elem / BLOCK_INTAKE, dram)
+    split_time = max(edges * cdiv(k, split) * elem / BLOCK_INTAKE, dram) + SPLIT_SUM_US * 1e-6
+    return narrow <= NARROW_MODEL_MARGIN * split_time
 
 
 def wave_footprint(group: int, bm: int, bn: int, resident: int, tiles_m: int) -> float:
