@@ -578,7 +578,8 @@ def test_rings_for_tiles_that_stream_b_fit_every_output_and_input():
         assert (fp8["SCHEDULE"], fp8["BN"], fp8["STAGES"]) == (wgmma.PINGPONG, 128, wgmma.FP8_PINGPONG_STAGES)
     split = SPEC.heuristic(256, 1024, 8192, 132, "float8_e4m3fn", True)  # split units keep the plain ring
     assert split["SPLIT_K"] > 1 and split["STAGES"] == wgmma.PINGPONG_64x128["STAGES"]
-    assert wgmma.FP8_PINGPONG_STAGES in next(q.choices for q in SPEC.params if q.name == "STAGES")
+    stages = next(q.choices for q in SPEC.params if q.name == "STAGES")
+    assert wgmma.FP8_PINGPONG_STAGES in stages and {wgmma.NARROW_STAGES, wgmma.NARROW_SPLIT_STAGES} <= set(stages)
 
 
 def test_narrow_tiles_for_small_m():

@@ -9,7 +9,8 @@ and stream-K's workspace for the last round of tiles (`workspace`, once the grid
 products (BATCHED 1) is one launch: the grid walks the tiles of every product, the maps are 3-D; so are grouped
 products (BATCHED 2, a mixture-of-experts layer), whose groups' rows the kernel reads on the GPU. A long K on
 a C of few tiles is split (SPLIT_K, `split_for`): each tile's last unit adds the slices' fp32 sums where they
-are few (`split_last_sums`), else fp32 slabs per slice that a second launch sums.
+are few (`split_last_sums`), else fp32 slabs per slice that a second launch sums; at M <= 128 such a C runs
+64 x 64 tiles, twice the blocks streaming B, split less or not at all (`narrow_small_m`).
 """
 
 from __future__ import annotations
@@ -697,7 +698,7 @@ SPEC = KernelSpec(
         Param("BN", 256, (64, 128, 192, 256), "columns of C per tile (the wgmma N; 192: fp16 / bf16, for shapes "
                                               "whose last round of 256-wide tiles is mostly empty; 64: fp16 / bf16 "
                                               "and 8-bit, one chunk of B per k step, for a small M)"),
-        Param("STAGES", 4, (2, 3, 4, 5, 6, 8), "slots in the TMA ring (one k step each: 128 bytes of K per row)"),
+        Param("STAGES", 4, (2, 3, 4, 5, 6, 8, 12), "slots in the TMA ring (one k step each: 128 bytes of K per row)"),
         Param("HELD", 1, (1, 2), "slots a consumer holds: 1 waits for its wgmmas before handing a slot back, "
                                  "2 hands back the previous one (B_LAYOUT 3: always 1)"),
         Param("SCHEDULE", COOPERATIVE, (COOPERATIVE, PINGPONG), "1: the two consumers split each tile; 2 (ping-pong): "
