@@ -122,6 +122,15 @@ def test_groups_of_few_rows_run_without_clusters():
     many, _ = params(4096, 8, n=14336, k=4096)
     assert many["BATCHED"] == 2 and many["CLUSTER"] == wgmma.SPEC.defaults["CLUSTER"], many
     assert wgmma.group_params(wgmma.GROUP_CLUSTER_ROWS + 1, 1408, 2048, {"CLUSTER": 2}) == {}
+    # 64-column tiles chosen for all groups' rows as one small product go back to 64 x 128 ping-pong tiles
+    narrow = wgmma.SPEC.heuristic(128, 4096, 4096, 132, "bfloat16", True)
+    assert narrow["BN"] == 64 and wgmma.group_params(16, 4096, 4096, narrow) == wgmma.PINGPONG_64x128
+    decode, _ = params(16, 8, n=4096, k=4096)  # 8 experts of 16 rows: 128 rows in all
+    assert (decode["BM"], decode["BN"], decode["SCHEDULE"]) == (64, 128, wgmma.PINGPONG), decode
+    # named 64-column tiles are the caller's: only the parameters not named take the groups' rule
+    p, _, _ = dispatch.full_params(spec, 128, 4096, 4096, info, "bfloat16", "bfloat16", dict(BM=128, BN=64, CLUSTER=2),
+                                   None, True, batch=8, grouped=True)
+    assert (p["BM"], p["BN"], p["SCHEDULE"], p["CLUSTER"]) == (128, 64, wgmma.COOPERATIVE, 2), p
 
 
 def test_a_masked_output_must_hold_its_groups_rows_one_after_another():

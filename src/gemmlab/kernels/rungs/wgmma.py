@@ -605,7 +605,12 @@ def group_params(rows: int, n: int, k: int, p: dict[str, int]) -> dict[str, int]
     pairs are few per group and B, which the pair shares, is small. Measured, BF16, flushed (docs/journal.md,
     "grouped products"): 128 groups x 512 x 768 x 2048 342 -> 320 us (uniform sizes), 348 -> 332 us (skewed);
     64 x 512 x 1408 x 2048 level (306 -> 304-310 us; an interleaved sweep had put it 3 % ahead, inside the
-    spread); at 2048 rows a group (8 x 2048 x 14336 x 4096) clusters and none were level within the spread."""
+    spread); at 2048 rows a group (8 x 2048 x 14336 x 4096) clusters and none were level within the spread.
+    64 x 64 tiles (narrow_small_m, chosen for all groups' rows as one product of few tiles) go back to the 64 x
+    128 ping-pong tiles measured for groups: each group's rows take tile rows of their own, so the tiles are
+    not few, and 64-column tiles have not been timed on groups."""
+    if (p.get("BM"), p.get("BN"), p.get("SCHEDULE")) == (64, 64, PINGPONG):  # (what the caller named stays)
+        return dict(PINGPONG_64x128)
     if p.get("CLUSTER", SPEC.defaults["CLUSTER"]) > 1 and rows <= GROUP_CLUSTER_ROWS:
         return {"CLUSTER": 1}
     return {}
