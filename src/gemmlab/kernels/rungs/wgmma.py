@@ -445,22 +445,17 @@ def narrow_small_m(m: int, n: int, k: int, sms: int, elem: int) -> dict[str, int
     """64 x 64 ping-pong tiles, unsplit or split as set out above, for an M <= 128 product of `elem`-byte
     inputs whose 64 x 128 tiles split_for would split (with 16-bit inputs' share of the SMs, also for 8-bit
     ones); None where they do not apply."""
-    if not 0 < m <= 128 or n == 0:
-        return None
-    t = split_tiles(m, n)
-    steps = cdiv(k, BK)
-    if cdiv(m, t.get("BM", 128)) * cdiv(n, t["BN"]) > SPLIT_MAX_SHARE * sms or steps < 2 * SPLIT_MIN_STEPS:
-        return None
+    wide_split = split_for(m, n, k, sms)  # (16-bit inputs' share of the SMs)
     tiles = cdiv(m, 64) * cdiv(n, 64)
-    if tiles > sms:
+    if m > 128 or wide_split == 1 or tiles > sms:
         return None
-    most = min(sms // tiles, steps // SPLIT_MIN_STEPS, SPLIT_CHOICES[-1])
+    most = min(sms // tiles, cdiv(k, BK) // SPLIT_MIN_STEPS, SPLIT_CHOICES[-1])
     need = min(s for s in SPLIT_CHOICES if tiles * s >= NARROW_MIN_SHARE * sms or s == SPLIT_CHOICES[-1])
     if k * elem >= NARROW_LONG_K_BYTES:
         need = max(need, 2)
     split = max(s for s in SPLIT_CHOICES if s <= min(need, max(most, 1)))
-    if split == 1 and need > 1 and not narrow_beats_split(m, n, k, elem, t.get("BM", 128) + t["BN"],
-                                                          split_for(m, n, k, sms)):
+    t = split_tiles(m, n)
+    if split == 1 and need > 1 and not narrow_beats_split(m, n, k, elem, t.get("BM", 128) + t["BN"], wide_split):
         return None
     if split == 1:
         return {**PINGPONG_64x64, "STAGES": NARROW_STAGES}
