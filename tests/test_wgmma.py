@@ -60,6 +60,22 @@ def test_compiles_without_local_memory(params):
 
 
 @needs_nvrtc
+def test_a_residual_on_the_tma_stores_is_prefetched_into_l2():
+    """Builds whose stores go through TMA box by box (DEFER 0, 16-bit C) bring a residual's lines into L2 as a tile
+    begins (prefetch.global.L2: CCTL.E.PF2 in the SASS); the deferred stores' builds, which take no residual
+    there, do not."""
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found")
+    env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    for defer, expected in ((0, True), (1, False)):
+        mod = compile_spec(SPEC, dict(C_TYPE=3, B_LAYOUT=2, DEFER=defer), "sm_90")
+        sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True,
+                              env=env).stdout
+        assert ("CCTL.E.PF2" in sass) == expected, defer
+
+
+@needs_nvrtc
 @pytest.mark.parametrize("a_type,b_layout,bn,mnemonic", [(1, 1, 256, "HGMMA.64x256x16.F32 "),
                                                          (2, 1, 256, "HGMMA.64x256x16.F32.BF16"),
                                                          (2, 2, 256, "HGMMA.64x256x16.F32.BF16"),

@@ -266,6 +266,19 @@ __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float 
         }
 }
 
+// A residual's lines for a consumer's rows of a tile (rows row0 .. row0 + ROWS - 1, columns col0 .. col0 + COLS - 1,
+// clipped to rows_end and N) brought into L2 as the tile begins: the epilogue's loads of R (pack_box, box by box,
+// each waiting for its own) then find them there instead of waiting on the DRAM under idle tensor cores.
+template <int ROWS, int COLS, typename T>
+__device__ __forceinline__ void prefetch_rows_l2(const T* __restrict__ r, int ldr, int row0, int rows_end, int col0,
+                                                 int n, int tid_wg) {
+    constexpr int PER_LINE = 128 / (int)sizeof(T), LINES = (COLS + PER_LINE - 1) / PER_LINE;
+    for (int i = tid_wg; i < ROWS * LINES; i += 128) {
+        const int row = row0 + i / LINES, col = col0 + (i % LINES) * PER_LINE;
+        if (row < rows_end && col < n) prefetch_l2(r + (size_t)row * ldr + col);
+    }
+}
+
 // Box cb of packed outputs to C through shared memory and a TMA store (clipped to C at the edges). Two boxes
 // alternate in `buf` (WG_M x 128 bytes each, 1024-byte aligned, 128-byte swizzled: 16-byte piece p of row r at
 // p ^ (r % 8)); before writing one, the warpgroup waits until the store that last read it (two boxes ago) is
@@ -1106,6 +1119,12 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 if (arrive_shift > 0) tile_row = (tile_row + arrive_shift) % ctiles_m;
             }
             tile_row = tile_row * CLUSTER + rank;  // may be below the matrix (or group): nothing is stored
+            // A residual added box by box on the TMA stores (not deferred): its lines into L2 under the main loop.
+            if constexpr (TMA_STORE && !DEFERRED && !SWAP && !GROUPS && SPLIT_K == 1) {
+                if ((epilogue & EPI_RESIDUAL) && R != nullptr)
+                    prefetch_rows_l2<WG_M, BN>(BATCHED == 1 ? R + bz * sr : R, ldr,
+                                               tile_row * BM + (PINGPONG ? 0 : cw * WG_M), M, tile_col * BN, N, tid_wg);
+            }
             // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
             // took from the producer, whichever consumer takes them.
             int s = (int)(w.ring % STAGES);
