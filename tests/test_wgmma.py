@@ -61,9 +61,9 @@ def test_compiles_without_local_memory(params):
 
 @needs_nvrtc
 def test_a_residual_on_the_tma_stores_is_prefetched_into_l2():
-    """Builds whose stores go through TMA box by box (DEFER 0, 16-bit C) bring a residual's lines into L2 as a tile
-    begins (prefetch.global.L2: CCTL.E.PF2 in the SASS); the deferred stores' builds, which take no residual
-    there, do not."""
+    """Builds whose stores go through TMA box by box (DEFER 0, 16-bit C) bring a residual's lines into L2 a few k
+    steps before a tile's last (cp.async.bulk.prefetch.L2: UBLKPF in the SASS); the deferred stores' builds, which
+    take no residual there, do not."""
     tool = _cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump not found")
@@ -72,7 +72,7 @@ def test_a_residual_on_the_tma_stores_is_prefetched_into_l2():
         mod = compile_spec(SPEC, dict(C_TYPE=3, B_LAYOUT=2, DEFER=defer), "sm_90")
         sass = subprocess.run([tool, "-sass", str(mod.cubin_path)], capture_output=True, text=True, check=True,
                               env=env).stdout
-        assert ("CCTL.E.PF2" in sass) == expected, defer
+        assert ("UBLKPF.L2" in sass) == expected, defer
 
 
 @needs_nvrtc

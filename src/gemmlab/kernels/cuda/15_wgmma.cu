@@ -266,17 +266,25 @@ __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float 
         }
 }
 
-// A residual's lines for a consumer's rows of a tile (rows row0 .. row0 + ROWS - 1, columns col0 .. col0 + COLS - 1,
-// clipped to rows_end and N) brought into L2 as the tile begins: the epilogue's loads of R (pack_box, box by box,
-// each waiting for its own) then find them there instead of waiting on the DRAM under idle tensor cores.
+// k steps before a unit's last at which the producer brings its residual's rows into L2: 8 steps of a 128 x 256
+// tile at 16 bits are about 4.5 us, time for the DRAM to deliver the 8.6 MB that every SM's tile asks for at
+// once, and late enough that the main loop's operands passing through L2 do not evict them first.
+constexpr int RESIDUAL_LEAD = 8;
+
+// The residual's part of a tile (rows m0 .. m0 + ROWS - 1 below rows_end, columns n0 .. n0 + COLS - 1 below n)
+// into L2, a bulk prefetch per row, so that the epilogue's loads of R (pack_box, box by box, each waiting for its
+// own) find it there instead of waiting on the DRAM under idle tensor cores. Rows whose start is not 16-byte
+// aligned are left to the loads (a prefetch is only a hint); a row's last bytes short of 16 likewise.
 template <int ROWS, int COLS, typename T>
-__device__ __forceinline__ void prefetch_rows_l2(const T* __restrict__ r, int ldr, int row0, int rows_end, int col0,
-                                                 int n, int tid_wg) {
-    constexpr int PER_LINE = 128 / (int)sizeof(T), LINES = (COLS + PER_LINE - 1) / PER_LINE;
-    for (int i = tid_wg; i < ROWS * LINES; i += 128) {
-        const int row = row0 + i / LINES, col = col0 + (i % LINES) * PER_LINE;
-        if (row < rows_end && col < n) prefetch_l2(r + (size_t)row * ldr + col);
-    }
+__device__ __forceinline__ void prefetch_tile_l2(const T* __restrict__ r, long long ldr, int m0, int rows_end, int n0,
+                                                 int n) {
+    const unsigned bytes = (unsigned)(min(COLS, n - n0) * (int)sizeof(T)) & ~15u;
+    if (bytes == 0 || ((reinterpret_cast<unsigned long long>(r + n0) | (unsigned long long)(ldr * (long long)sizeof(T))) & 15))
+        return;
+    const T* p = r + m0 * ldr + n0;
+    // (one row at a time: the producer runs in 40 registers)
+#pragma unroll 1
+    for (int i = min(ROWS, rows_end - m0); i > 0; --i, p += ldr) bulk_prefetch_l2(p, bytes);
 }
 
 // Box cb of packed outputs to C through shared memory and a TMA store (clipped to C at the edges). Two boxes
@@ -992,6 +1000,11 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 const int za = BATCHED == 1 ? ((SWAP ? sb : sa) != 0 ? bz : 0) : -1;
                 const int zb = BATCHED ? ((SWAP ? sa : sb) != 0 ? bz : 0) : -1;
                 if (GROUPS && tid_wg != 0) continue;  // (the walking warp's other lanes take part in lookups only)
+                // A residual added box by box on the TMA stores (not deferred): its rows into L2 RESIDUAL_LEAD k
+                // steps before the unit's last (at its first on a shorter unit).
+                constexpr bool RESIDUAL_PREFETCH = TMA_STORE && !DEFERRED && !SWAP && !GROUPS && SPLIT_K == 1;
+                const int residual_at =
+                    RESIDUAL_PREFETCH && (epilogue & EPI_RESIDUAL) && R != nullptr ? max(w.kb, w.ke - RESIDUAL_LEAD) : -1;
                 for (int kt = w.kb; kt < w.ke; ++kt) {
                     mbar_wait(smem_u32(&empty_bar[s]), phase ^ 1);  // a fresh barrier passes parity 1 at once
                     const unsigned full = smem_u32(&full_bar[s]);
@@ -1032,6 +1045,9 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                             for (int c = rank * SHARE; c < (rank + 1) * SHARE; ++c)
                                 tma_load_multicast(b_dst + c * B_CHUNK, &tmap_b, n0 + c * 64, kt * BK, zb, full, ALL);
                         }
+                    }
+                    if constexpr (RESIDUAL_PREFETCH) {
+                        if (kt == residual_at) prefetch_tile_l2<BM, BN>(BATCHED == 1 ? R + bz * sr : R, ldr, m0, M, n0, N);
                     }
                     if (++s == STAGES) {
                         s = 0;
@@ -1119,12 +1135,6 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
                 if (arrive_shift > 0) tile_row = (tile_row + arrive_shift) % ctiles_m;
             }
             tile_row = tile_row * CLUSTER + rank;  // may be below the matrix (or group): nothing is stored
-            // A residual added box by box on the TMA stores (not deferred): its lines into L2 under the main loop.
-            if constexpr (TMA_STORE && !DEFERRED && !SWAP && !GROUPS && SPLIT_K == 1) {
-                if ((epilogue & EPI_RESIDUAL) && R != nullptr)
-                    prefetch_rows_l2<WG_M, BN>(BATCHED == 1 ? R + bz * sr : R, ldr,
-                                               tile_row * BM + (PINGPONG ? 0 : cw * WG_M), M, tile_col * BN, N, tid_wg);
-            }
             // Ring position: the unit's k steps took the slots after the w.ring the block's earlier units
             // took from the producer, whichever consumer takes them.
             int s = (int)(w.ring % STAGES);

@@ -146,8 +146,11 @@ __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.w
 // Until at most N of the thread's bulk groups are still incomplete (writes done).
 template <int N>
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
-// The 128-byte line at p brought into L2 ahead of its use (no register, no completion to wait for).
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+// `bytes` (a multiple of 16) from p (16-byte aligned) brought into L2 by the copy engine ahead of their use: one
+// instruction, no register and no completion to wait for.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* p, unsigned bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
 // The thread's shared-memory writes made visible to the copy engine (the async proxy).
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void sts32(unsigned addr, unsigned v) {
