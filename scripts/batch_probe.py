@@ -4,6 +4,8 @@ FP32, through `gemmlab bench --batch`'s measurement (bench.batched.measure). Pri
 ratio to torch.bmm last.
 
     PYTHONPATH=src python scripts/batch_probe.py [--dtype bfloat16,float32] [--budget 200] [--variants]
+    PYTHONPATH=src python scripts/batch_probe.py --variants --dtype float32 --kernel sgemm \
+        --shapes 12x1000x3001x200 --sets "" "BN=128,MIN_BLOCKS=2" "B_COPY=16"
 """
 
 import argparse
@@ -23,10 +25,16 @@ def main():
     ap.add_argument("--dtype", default="bfloat16,float32")
     ap.add_argument("--budget", type=float, default=200.0)
     ap.add_argument("--shared", default="none")
-    ap.add_argument("--variants", action="store_true", help="rung 15's tilings on the BF16 shapes, against bmm")
+    ap.add_argument("--variants", action="store_true", help="a rung's parameter sets on the shapes, against bmm")
+    ap.add_argument("--kernel", default="wgmma", help="--variants: the rung named with each set")
+    ap.add_argument("--shapes", nargs="*", default=[], help="--variants: BATCHxMxNxK instead of the suite's")
+    ap.add_argument("--sets", nargs="*", default=None, help='--variants: "NAME=VALUE,..." sets (rung 15\'s own if none)')
     args = ap.parse_args()
     if args.variants:
-        variants(BATCHES, VARIANTS, budget=args.budget)
+        shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes] or BATCHES
+        sets = VARIANTS if args.sets is None else [
+            {k: int(v) for k, v in (kv.split("=") for kv in s.split(",") if kv)} for s in args.sets]
+        variants(shapes, sets, dtype=args.dtype.split(",")[0], budget=args.budget, kernel=args.kernel)
         return
     rows = []
     for dtype in args.dtype.split(","):
@@ -45,17 +53,20 @@ def main():
     print("\n".join(["", "summary"] + rows))
 
 
-def variants(shapes, configs, dtype="bfloat16", budget=150.0):
-    """gemmlab with each parameter set in `configs` (and kernel="auto") against torch.bmm, interleaved."""
+def variants(shapes, configs, dtype="bfloat16", budget=150.0, kernel="wgmma"):
+    """gemmlab with each parameter set in `configs` (and kernel="auto") against torch.bmm, interleaved (strict
+    fp32: TF32 off)."""
     import torch
 
     from variant_timing import compare
 
+    torch.backends.cuda.matmul.allow_tf32 = False
     dt = getattr(torch, dtype)
     for bt, m, n, k in shapes:
         a = (torch.rand(bt, m, k, device="cuda") * 2 - 1).to(dt)
         b = (torch.rand(bt, k, n, device="cuda") * 2 - 1).to(dt)
-        compare(f"{bt} x {m}x{n}x{k} (x torch.bmm)", a, b, lambda: torch.bmm(a, b), configs, budget, atol=2e-1)
+        compare(f"{bt} x {m}x{n}x{k} {dtype} (x torch.bmm)", a, b, lambda: torch.bmm(a, b), configs, budget,
+                kernel=kernel, atol=2e-1)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ kernel change:
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t --print-limit 10 python3 scripts/sanitize_all.py; done
 
-`--rungs-only` runs the registry loop alone (under racecheck the payloads take many minutes).
+`--rungs-only` runs the registry loop alone (under racecheck the payloads take many minutes); `--rung NAME`
+(repeatable) runs only those rungs' cases, and no payloads.
 """
 
 import runpy
@@ -24,12 +25,16 @@ from gemmlab.kernels import registry
 from gemmlab.runtime import device
 
 HERE = Path(__file__).parent
-SHAPES = [(67, 45, 33), (129, 131, 17), (1, 7, 5), (300, 520, 77)]
+SHAPES = [(67, 45, 33), (129, 131, 17), (1, 7, 5), (300, 520, 77), (300, 521, 300)]
 cc = device.device_info().compute_capability
 g = torch.Generator(device="cuda").manual_seed(11)
+only = [sys.argv[i + 1] for i, arg in enumerate(sys.argv[:-1]) if arg == "--rung"]
+unknown = sorted(set(only) - {spec.name for spec in registry.all_specs()})
+if unknown:
+    raise SystemExit(f"sanitize_all: no rung named {', '.join(unknown)}")
 ran = 0
 for spec in registry.all_specs():
-    if cc < spec.min_cc or spec.target_arch(device.device_info().arch) is None:
+    if cc < spec.min_cc or spec.target_arch(device.device_info().arch) is None or (only and spec.name not in only):
         continue
     # (8-bit inputs take B K-major and scales: sanitize_fp8.py)
     modes = [(torch.float32 if d == "float32" else getattr(torch, d), None) for d in spec.dtypes
@@ -50,6 +55,6 @@ torch.cuda.synchronize()
 print(f"sanitize_all: {ran} rung, dtype and shape cases")
 PAYLOADS = ("sanitize_tensor.py", "sanitize_deferred.py", "sanitize_skinny.py", "sanitize_batched.py",
             "sanitize_transposed.py", "sanitize_hopper_steps.py", "sanitize_fp8.py")
-for payload in () if "--rungs-only" in sys.argv else PAYLOADS:
+for payload in () if "--rungs-only" in sys.argv or only else PAYLOADS:
     runpy.run_path(str(HERE / payload), run_name="__main__")
 print("sanitize_all: done")

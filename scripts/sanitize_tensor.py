@@ -7,11 +7,35 @@ and stream-K's last rounds (partial sums handed between clusters, in equal runs 
 run in the wgmma calls above; scripts/sanitize_deferred.py has them on several tiles per block.
 
     for t in memcheck racecheck; do compute-sanitizer --tool $t python3 scripts/sanitize_tensor.py; done
+
+`residual` as an argument: the residual on the TMA stores alone (its first part).
 """
+
+import sys
 
 import torch
 
 import gemmlab
+
+
+def residual_on_the_stores():
+    """A residual with beta == 0, added on the TMA stores (DEFER 0): the producer brings its rows into L2 a few k
+    steps before a unit's last (at the first on short K): edge tiles, both schedules, clusters, stream-K, a
+    batch."""
+    for k in (72, 1000):
+        xr, wr = torch.randn(300, k, device="cuda").bfloat16(), torch.randn(264, k, device="cuda").bfloat16()
+        rr = torch.randn(300, 264, device="cuda").bfloat16()
+        for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2),
+                  dict(BM=64, BN=64, SCHEDULE=2, STAGES=12, HELD=2, CLUSTER=1), dict(CLUSTER=2), dict(STREAM_K=1)):
+            gemmlab.matmul(xr, wr.t(), residual=rr, kernel="wgmma", **p)
+        xb, rb = torch.randn(3, 130, k, device="cuda").bfloat16(), torch.randn(3, 130, 264, device="cuda").bfloat16()
+        gemmlab.matmul(xb, wr.t(), residual=rb, kernel="wgmma")
+
+
+residual_on_the_stores()
+if "residual" in sys.argv[1:]:  # that part alone
+    torch.cuda.synchronize()
+    sys.exit(0)
 
 for dt in (torch.bfloat16, torch.float16):
     for m, n, k in ((67, 48, 40), (129, 136, 24), (300, 264, 72)):
@@ -31,16 +55,6 @@ for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=64, BN=128, SC
     c = torch.empty(520, 776, device="cuda").bfloat16()
     gemmlab.matmul(a, b, c, kernel="wgmma", **p)
     gemmlab.matmul(a, b, c, bias=torch.randn(776, device="cuda"), activation="gelu_tanh", kernel="wgmma", **p)
-# A residual with beta == 0, added on the TMA stores (DEFER 0): the producer brings its rows into L2 a few k steps
-# before a unit's last (at the first on short K): edge tiles, both schedules, clusters, stream-K, a batch.
-for k in (72, 1000):
-    xr, wr = torch.randn(300, k, device="cuda").bfloat16(), torch.randn(264, k, device="cuda").bfloat16()
-    rr = torch.randn(300, 264, device="cuda").bfloat16()
-    for p in ({}, dict(SCHEDULE=2, BN=128, STAGES=5, HELD=2), dict(BM=64, BN=64, SCHEDULE=2, STAGES=12, HELD=2, CLUSTER=1),
-              dict(CLUSTER=2), dict(STREAM_K=1)):
-        gemmlab.matmul(xr, wr.t(), residual=rr, kernel="wgmma", **p)
-    xb, rb = torch.randn(3, 130, k, device="cuda").bfloat16(), torch.randn(3, 130, 264, device="cuda").bfloat16()
-    gemmlab.matmul(xb, wr.t(), residual=rb, kernel="wgmma")
 a = torch.randn(129, 72, device="cuda")
 b = torch.randn(72, 136, device="cuda")
 gemmlab.matmul(a, b, precision="tf32", kernel="wgmma")

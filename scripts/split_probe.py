@@ -9,6 +9,8 @@ per shape (x > 1: faster than torch). Groups:
 - "narrow_long": M <= 128 with a long K: unsplit 64 x 64 tiles against the 64 x 128 split;
 - "m128": the shape suite's rows with M <= 128 and N, K >= 4096, kernel="auto" alone;
 - "fp32": rung 10's tile classes in strict fp32, TF32 off on both sides;
+- "fp32_rows": strict fp32 with N off a multiple of 4: C written through shared memory (`auto`) against the
+  same parameters with C_STAGE = 0;
 - "sum": rung 15's split as the heuristic sets it, its slices summed by the second launch (SPLIT_SUM 2) and by
   each tile's last unit (SPLIT_SUM 1, up to four slices), and twice the slices.
 Named parameter sets complete the rung's defaults, not the heuristic's choice.
@@ -109,6 +111,10 @@ CASES = {"split": [
 ], "m128": [  # the shape suite's rows of M <= 128 with N and K >= 4096: kernel="auto" alone against torch
     (m, n, k, group in suite.WEIGHT_GROUPS, []) for group, shapes in suite.GROUPS.items() for m, n, k in shapes
     if m <= 128 and n >= 4096 and k >= 4096
+], "fp32_rows": [  # strict fp32, N off a multiple of 4: C through shared memory (auto) against the lanes' own
+    # stores (the same parameters with C_STAGE = 0)
+    (m, n, k, False, "c_stage") for m, n, k in ((1000, 3001, 200), (1000, 3001, 800), (6000, 601, 200), (333, 777, 999),
+                                                (2047, 2049, 1023), (4096, 4095, 512), (300, 521, 4096))
 ], "sum": [(m, n, k, wt, "heuristic") for m, n, k, wt in (
     (64, 4096, 4096, False), (128, 4096, 11008, True), (64, 5120, 13824, True), (128, 4096, 16384, False),
     (64, 64, 131072, False), (256, 256, 65536, False), (512, 512, 16384, False), (100, 4000, 11008, True),
@@ -127,7 +133,7 @@ def main() -> None:
 
     torch.backends.cuda.matmul.allow_tf32 = False  # strict fp32 on both sides (bf16 is unaffected)
     for group, (m, n, k, wt, configs) in [(g, c) for g in args.groups.split(",") for c in CASES[g]]:
-        dt = torch.float32 if group == "fp32" else torch.bfloat16
+        dt = torch.float32 if group.startswith("fp32") else torch.bfloat16
         a = torch.randn(m, k, device="cuda", dtype=dt)
         b = torch.randn(n, k, device="cuda", dtype=dt).t() if wt else torch.randn(k, n, device="cuda", dtype=dt)
         ref = (a.double() @ b.double()).float()
@@ -135,6 +141,11 @@ def main() -> None:
         calls = {"torch": TimedCall(lambda: torch.matmul(a, b), graph=False),
                  "auto": TimedCall(lambda: gemmlab.matmul(a, b), graph=False)}
         names = {"auto": "auto"}
+        if configs == "c_stage":  # the heuristic's parameters with C written from the registers
+            from gemmlab.kernels import get
+            from gemmlab.runtime import device
+
+            configs = [("sgemm", {**get("sgemm").heuristic(m, n, k, device.device_info().sm_count), "C_STAGE": 0})]
         if configs == "heuristic":  # the heuristic's split, summed either way
             from gemmlab.kernels import get
             from gemmlab.runtime import device

@@ -250,14 +250,16 @@ def test_sgemm_main_loop_is_dense():
     assert info["spill_stores"] == 0 and info["stack_frame"] == 0
 
 
-# (SPLIT_K, WAVE, B_COPY, REDUCE, B_LAYOUT): no split; a split tail (WAVE) with either B copy; every tile split,
-# in two or 64 slices summed in the kernel, or summed by the second kernel; B in 16- and 4-byte copies; B^T
-# read in place unsplit, with a split tail and split in two (the form with the most live registers; the
-# second kernel's sum adds none), on the oldest and the newest architecture (BT_ARCHS: the compile time of
-# every form on all four is more than this suite's budget allows). (scripts/spill_sweep.py compiles more
-# splits of each.)
-SGEMM_FORMS = ((1, 1, 16, 1, 1), (1, 1, 4, 1, 1), (4, 264, 16, 1, 1), (8, 264, 4, 1, 1), (2, 1, 4, 1, 1),
-               (64, 1, 4, 1, 1), (8, 1, 16, 2, 1), (1, 1, 16, 1, 2), (4, 264, 16, 1, 2), (2, 1, 16, 1, 2))
+# (SPLIT_K, WAVE, B_COPY, REDUCE, B_LAYOUT, C_STAGE): no split; a split tail (WAVE) with either B copy; every
+# tile split, in two or 64 slices summed in the kernel, or summed by the second kernel; B in 16- and 4-byte
+# copies; B^T read in place unsplit, with a split tail and split in two (the form with the most live registers;
+# the second kernel's sum adds none), on the oldest and the newest architecture (BT_ARCHS: the compile time of
+# every form on all four is more than this suite's budget allows); C written through shared memory (C_STAGE,
+# an N off a multiple of 4) unsplit with either B copy or B^T, and with a split tail. (scripts/spill_sweep.py
+# compiles more splits of each.)
+SGEMM_FORMS = ((1, 1, 16, 1, 1, 0), (1, 1, 4, 1, 1, 0), (4, 264, 16, 1, 1, 0), (8, 264, 4, 1, 1, 0),
+               (2, 1, 4, 1, 1, 0), (64, 1, 4, 1, 1, 0), (8, 1, 16, 2, 1, 0), (1, 1, 16, 1, 2, 0), (4, 264, 16, 1, 2, 0),
+               (2, 1, 16, 1, 2, 0), (1, 1, 4, 1, 1, 1), (1, 1, 16, 1, 1, 1), (8, 264, 4, 1, 1, 1), (1, 1, 16, 1, 2, 1))
 BT_ARCHS = ("sm_80", "sm_90")
 
 
@@ -272,10 +274,10 @@ def test_sgemm_every_form_fits_its_blocks_per_sm_without_spills(arch):
     params = []
     for c in classes:
         assert c.cfg["MIN_BLOCKS"] == c.per_sm
-        for split, wave, b_copy, reduce, layout in SGEMM_FORMS:
+        for split, wave, b_copy, reduce, layout, c_stage in SGEMM_FORMS:
             if (wave == 1 or c.tail) and (layout == 1 or arch in BT_ARCHS):
                 params.append((c.per_sm, spec.validate(dict(c.cfg, SPLIT_K=split, WAVE=wave, B_COPY=b_copy,
-                                                            REDUCE=reduce, B_LAYOUT=layout))))
+                                                            REDUCE=reduce, B_LAYOUT=layout, C_STAGE=c_stage))))
     exprs = [spec.name_expression(p) for _, p in params]
     resources = compiler.compile_file(spec.source_path, exprs + [spec.second_kernel.name], arch,
                                       need_report=True).resources

@@ -203,6 +203,19 @@ def test_sgemm_heuristic_copies_unaligned_b_in_four_byte_pieces():
         assert SGEMM.heuristic(m, n, k, 132)["B_COPY"] == 16
 
 
+def test_sgemm_writes_c_through_shared_memory_when_n_is_off_a_multiple_of_4():
+    """C's rows are 16-byte aligned only when N is a multiple of 4: otherwise C_STAGE = 1 on every tile (the
+    staged rows fit every class's ring); a ring too small for them is refused, naming C_STAGE."""
+    for m, n, k in [(333, 777, 999), (2047, 2049, 1023), (1000, 3001, 200), (100, 101, 50), (4096, 4095, 64),
+                    (4096, 4096, 4096), (1000, 1000, 1000), (64, 64, 131072), (7, 8, 9)]:
+        p = SGEMM.heuristic(m, n, k, 132)
+        assert p["C_STAGE"] == int(n % 4 != 0), (m, n, k, p)
+        SGEMM.validate(p)
+    with pytest.raises(ValueError, match="C_STAGE = 1"):
+        SGEMM.validate(dict(BM=64, BN=64, BK=8, WM=32, WN=32, TM=4, TN=8, STAGES=3, C_STAGE=1))
+    assert SGEMM.validate(dict(BM=64, BN=64, BK=8, WM=32, WN=32, TM=4, TN=8, STAGES=3))["C_STAGE"] == 0
+
+
 def test_sgemm_split_tail_geometry_and_choice():
     """WAVE = W > 1 splits only the tiles past the last whole wave of W: tiles - tail + tail x SPLIT_K blocks.
     The heuristic offers it where the last wave is partial (4097^3 on 132 SMs: 33 x 33 tiles of 128 x 128

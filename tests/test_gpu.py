@@ -328,6 +328,18 @@ def test_sgemm_four_byte_b_copies_are_correct(rng):
             _check("sgemm", dict(cfg, B_COPY=4), m, n, k, 1.25, 0.5, rng)
 
 
+def test_sgemm_c_through_shared_memory_is_correct(rng):
+    """C_STAGE = 1 (what the heuristic runs when N is not a multiple of 4: C's rows written a row at a time
+    through shared memory): every shape class, N odd and a multiple of 4, tiles at the edges in both
+    directions, with beta reading C and with beta = 0 over a NaN-poisoned C (_check), against float64."""
+    from gemmlab.kernels.rungs.sgemm import SHAPE_CLASSES
+
+    for cfg, *_ in SHAPE_CLASSES:
+        for m, n, k in [(300, 521, 77), (130, 261, 40), (1, 300, 17), (333, 777, 999), (129, 1001, 300)]:
+            for alpha, beta in ((1.25, 0.5), (-1.0, 0.0)):
+                _check("sgemm", dict(cfg, B_COPY=4, C_STAGE=1), m, n, k, alpha, beta, rng)
+
+
 @pytest.mark.parametrize("wave,split,b_copy", [(8, 4, 16), (7, 8, 16), (7, 2, 4), (24, 16, 4), (26, 4, 16)])
 def test_sgemm_split_tail_is_correct_and_deterministic(wave, split, b_copy, rng):
     """WAVE = W: the tiles of the whole waves of W run whole (through slab 0 and the epilogue), the rest are

@@ -161,12 +161,15 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
 // last blocks to finish, below), 2 leaves the sum to sgemm_split_reduce, launched after it (WAVE == 1).
 // `bias` (length M or N) and `R` (M x N, leading dimension ldr) are read only when the `epilogue` flags
 // (epilogue.cuh) ask for them.
+// C_STAGE 1: an unsplit tile is written to C a row at a time through the ring's shared memory where C's rows
+// are not 16-byte aligned (store_rows_staged; the host sets it from N, so that C's other forms keep their
+// instantiations as they were: the staged path beside the direct one spilled 128 x 128 at two blocks an SM).
 // BATCHED 1: product blockIdx.z of a batch, its A, B, C and R `sa`, `sb`, `sc`, `sr` elements after the
 // previous product's (0: one matrix every product shares); no split-K (the host runs a batch unsplit).
 // B_LAYOUT 1: B row-major (K x N, ldb apart); 2: B^T given (N x K, element (k, n) at B[n * ldb + k]), copied
 // in 4-byte pieces like A (B_COPY does not apply).
 template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int GROUP_M, int SPLIT_K, int MIN_BLOCKS, int STAGES,
-          int ORDER, int B_COPY, int WAVE, int REDUCE, int BATCHED, int B_LAYOUT>
+          int ORDER, int B_COPY, int WAVE, int REDUCE, int C_STAGE, int BATCHED, int B_LAYOUT>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MIN_BLOCKS)
 sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
            const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
@@ -590,6 +593,20 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
             if (tid == 0) counters[GROUPS] = 0;
             reduce(0, G, GROUPS, true);
         }
+        return;
+    }
+    // C_STAGE (C's rows not 16-byte aligned: N not a multiple of 4): the thread's results would go out 4 bytes
+    // at a time, each warp store covering 16 sectors of 8 rows in part, 4 times over. Through the ring's shared
+    // memory instead, so that each warp store covers WN consecutive floats of one row (whole sectors).
+    if constexpr (C_STAGE == 1) {
+        constexpr int WARPS = NT / 32;
+        static_assert(WARPS * 4 * LROWS * (WN + 4) <= STAGES * STAGE_FLOATS, "C_STAGE: the ring holds the staged rows");
+        __syncthreads();  // every warp is done with the ring's fragments
+        const int lane = tid % 32;
+        store_rows_staged<TM, TN, LROWS, LCOLS>(C, ldc, pe.crow - lane / LCOLS * 4, pe.ccol - lane % LCOLS * 4, M, N,
+                                                acc, alpha, beta, bias, R, ldr, epilogue,
+                                                (unsigned)opaque((int)shared_addr(smem)) + 4 * (tid / 32) * 4 * LROWS * (WN + 4),
+                                                lane);
         return;
     }
     if (epilogue)

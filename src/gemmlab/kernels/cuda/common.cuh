@@ -14,6 +14,18 @@ __device__ __forceinline__ int opaque(int v) {
     return r;
 }
 
+// 16 bytes to, and 4 bytes from, shared memory at a 32-bit shared-window address (no 64-bit generic pointer
+// to keep in registers).
+__device__ __forceinline__ void st_shared4(unsigned addr, float4 v) {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
+}
+__device__ __forceinline__ float ld_shared1(unsigned addr) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
+
 // BLAS rule: with beta == 0 the old C is never read, so NaN or garbage in C cannot leak into the result.
 __device__ __forceinline__ void store_c(float* C, size_t idx, float acc, float alpha, float beta) {
     if (beta == 0.0f) {

@@ -228,6 +228,52 @@ __device__ __forceinline__ void epilogue_fp32_tile(float* __restrict__ C, int ld
     }
 }
 
+// A warp's TM x TN-per-lane fp32 results (rung 10's layout: lane (tr, tc) = (lane / LCOLS, lane % LCOLS) holds
+// rows 4 tr + (i / 4) 4 LROWS + i % 4 and columns 4 tc + (j / 4) 4 LCOLS + j % 4 of the warp's WM x WN tile at
+// (row0, col0) of C) written row by row through `stage` (a shared-window address), the warp's own 4 LROWS x
+// (WN + 4) floats of shared memory: a group of four rows per lane at a time goes in as 16-byte pieces, and comes out a row at a time,
+// lane l taking columns l, l + 32, ..., so that each store covers consecutive floats of one row of C (for C
+// whose rows are not 16-byte aligned, where the lanes' own stores would each cover 8 rows' sectors in part).
+// The epilogue (alpha, beta, the flags) per element; outputs outside M x N skipped.
+template <int TM, int TN, int LROWS, int LCOLS>
+__device__ __forceinline__ void store_rows_staged(float* __restrict__ C, int ldc, int row0, int col0, int M, int N,
+                                                  const float (&acc)[TM][TN], float alpha, float beta,
+                                                  const float* __restrict__ bias, const float* __restrict__ R, int ldr,
+                                                  int epilogue, unsigned stage, int lane) {
+    constexpr int WN = TN * LCOLS, SP = WN + 4, ROWS = 4 * LROWS;  // (+ 4: a quarter warp's pieces in distinct banks)
+    static_assert(TM % 4 == 0 && TN % 4 == 0 && LROWS * LCOLS == 32, "rung 10's thread tile");
+    const int tr = lane / LCOLS, tc = lane % LCOLS;
+#pragma unroll
+    for (int gi = 0; gi < TM / 4; ++gi) {
+        __syncwarp();  // the group before is out of `stage`
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int q = 0; q < TN / 4; ++q)
+                st_shared4(stage + 4 * ((4 * tr + r) * SP + 4 * tc + 4 * LCOLS * q),
+                           make_float4(alpha * acc[4 * gi + r][4 * q], alpha * acc[4 * gi + r][4 * q + 1],
+                                       alpha * acc[4 * gi + r][4 * q + 2], alpha * acc[4 * gi + r][4 * q + 3]));
+        __syncwarp();
+#pragma unroll 1
+        for (int rr = 0; rr < ROWS; ++rr) {
+            const int row = row0 + gi * ROWS + rr;
+            if (row >= M) break;
+#pragma unroll
+            for (int h = 0; h < (WN + 31) / 32; ++h) {
+                const int c = lane + 32 * h, col = col0 + c;
+                if (c >= WN || col >= N) continue;
+                const float v = ld_shared1(stage + 4 * (rr * SP + c));
+                if (epilogue) {  // (alpha applied as the values went in: 1 x v is v)
+                    epilogue_pair<1>(C, ldc, row, col, false, v, 0.0f, 1.0f, beta, bias, R, ldr, epilogue, false, false);
+                } else {
+                    float* cp = C + (size_t)row * ldc + col;
+                    *cp = beta != 0.0f ? v + beta * *cp : v;
+                }
+            }
+        }
+    }
+}
+
 // ------------------------------------------------------------------------------------------ split-K's sum
 
 // A split over K leaves `slices` slabs of fp32 partial sums in `ws`, each M rows of ldw = N rounded up to a

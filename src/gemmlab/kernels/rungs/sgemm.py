@@ -33,6 +33,12 @@ def _constraints(p: dict[str, int]) -> list[str]:
         errs.append(f"BATCHED = 1 runs each product unsplit; SPLIT_K = {p['SPLIT_K']} has no batched form")
     if p["B_LAYOUT"] not in (B_ROW_MAJOR, B_KMAJOR):
         errs.append(f"B_LAYOUT = {p['B_LAYOUT']}: 1 (B row-major) or 2 (B^T given, read K-major)")
+    if p["C_STAGE"] not in (0, 1):
+        errs.append(f"C_STAGE = {p['C_STAGE']}: C written from the registers (0) or a row at a time through shared "
+                    "memory (1)")
+    elif p["C_STAGE"] and not errs and c_stage_floats(p) > smem_bytes(p) // 4:
+        errs.append(f"C_STAGE = 1 stages {c_stage_floats(p)} floats of C in the ring's {smem_bytes(p) // 4}: too "
+                    f"few for BM = {p['BM']}, BN = {p['BN']}, WN = {p['WN']} at STAGES = {p['STAGES']}")
     if p["B_COPY"] not in (4, 16):
         errs.append(f"B_COPY = {p['B_COPY']}: B is copied in pieces of 16 or 4 bytes")
     elif p["B_COPY"] == 4 and p["B_LAYOUT"] == B_ROW_MAJOR and not errs:
@@ -50,6 +56,13 @@ def _constraints(p: dict[str, int]) -> list[str]:
             errs.append(f"MIN_BLOCKS = {blocks} leaves {65536 // (threads * blocks)} registers per thread, too few "
                         f"for a {p['TM']} x {p['TN']} thread tile")
     return errs
+
+
+def c_stage_floats(p: dict[str, int]) -> int:
+    """C_STAGE = 1: each warp stages four rows of its lanes' results at a time, 4 (WM / TM) rows of WN + 4
+    floats, in the ring's shared memory once the main loop is done."""
+    warps = block_threads(p) // 32
+    return warps * 4 * (p["WM"] // p["TM"]) * (p["WN"] + 4)
 
 
 def split_tiles(tiles: int, p: dict[str, int]) -> int:
@@ -246,7 +259,8 @@ def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
     """The tile class with the least predicted time (with B^T read in place where `b_kmajor`: _bt_factor), its
     split (and tail), where the slices are summed and how B is copied."""
     (_, split, wave), cfg = _best(m, n, k, sms, b_kmajor)
-    return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg, split))
+    return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg, split),
+                C_STAGE=int(n % 4 != 0))
 
 
 def _best(m: int, n: int, k: int, sms: int, b_kmajor: bool) -> tuple[tuple[float, int, int], dict[str, int]]:
@@ -327,6 +341,10 @@ SPEC = KernelSpec(
               "wave of W (set per device by the heuristic)"),
         Param("REDUCE", 1, (1,), "with SPLIT_K > 1: 1 sums the slices in the kernel (its last blocks), 2 in "
               "sgemm_split_reduce, a second launch over all of C (WAVE = 1 only)"),
+        # C_STAGE follows C's alignment (the heuristic sets it from N), as B_COPY does B's: not searched.
+        Param("C_STAGE", 0, (0,), "1: an unsplit tile goes to C a row at a time through shared memory (for C whose "
+              "rows are not 16-byte aligned, where the lanes' own 4-byte stores each cover 8 rows' sectors in "
+              "part); 0: from the registers"),
         Param("BATCHED", 0, (0, 1), "1: a batch of products in one launch, one per grid.z (no split-K); set from "
                                     "the call", searched=False),
         Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
