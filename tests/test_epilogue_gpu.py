@@ -75,10 +75,11 @@ def test_split_k_applies_the_epilogue_once(split, reduce, rng):
     assert bool((first == again).all()), "split-K with an epilogue must be deterministic"
 
 
-@pytest.mark.parametrize("b_copy", [16, 4])
-def test_split_tail_applies_the_epilogue_once(b_copy, rng):
-    """With a split tail (WAVE), whole tiles reach C through slab 0 and the row-by-row epilogue, split ones
-    after their reduction: bias (per row), GELU and residual once on both, with beta reading C."""
+@pytest.mark.parametrize("b_copy,c_stage", [(16, 0), (4, 0), (4, 1)])
+def test_split_tail_applies_the_epilogue_once(b_copy, c_stage, rng):
+    """With a split tail (WAVE), whole tiles reach C through slab 0 and the row-by-row epilogue (with C_STAGE
+    straight from their registers, a row at a time through shared memory), split ones after their reduction:
+    bias (per row), GELU and residual once on both, with beta reading C."""
     m, n, k = 300, 301 if b_copy == 4 else 300, 700
     a, a64 = _f32((m, k), rng)
     b, b64 = _f32((k, n), rng)
@@ -86,7 +87,7 @@ def test_split_tail_applies_the_epilogue_once(b_copy, rng):
     c, c64 = _f32((m, n), rng)
     bias, b_ref = _bias("row", m, n, rng)
     want = ACTS["gelu_tanh"](0.75 * (a64 @ b64) + 0.5 * c64 + b_ref) + r64
-    params = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=4, WAVE=7, B_COPY=b_copy)
+    params = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=4, WAVE=7, B_COPY=b_copy, C_STAGE=c_stage)
     gemmlab.matmul(a, b, c, alpha=0.75, beta=0.5, kernel="sgemm", bias=bias, activation="gelu_tanh", residual=res,
                    **params)
     assert _rel(c.get().astype(np.float64), want) <= TOL

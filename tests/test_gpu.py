@@ -340,14 +340,16 @@ def test_sgemm_c_through_shared_memory_is_correct(rng):
                 _check("sgemm", dict(cfg, B_COPY=4, C_STAGE=1), m, n, k, alpha, beta, rng)
 
 
-@pytest.mark.parametrize("wave,split,b_copy", [(8, 4, 16), (7, 8, 16), (7, 2, 4), (24, 16, 4), (26, 4, 16)])
-def test_sgemm_split_tail_is_correct_and_deterministic(wave, split, b_copy, rng):
-    """WAVE = W: the tiles of the whole waves of W run whole (through slab 0 and the epilogue), the rest are
-    split SPLIT_K ways. 300 x 301 in 64 x 64 tiles is 25 tiles: a tail of 1 (W = 8, 24), 4 (W = 7) and
-    25 (W = 26: more slots than tiles, every tile split). Right with alpha and beta, and the same bits on
-    every run."""
+@pytest.mark.parametrize("wave,split,b_copy,c_stage", [(8, 4, 16, 0), (7, 8, 16, 0), (7, 2, 4, 0), (24, 16, 4, 0),
+                                                       (26, 4, 16, 0), (7, 2, 4, 1), (8, 4, 4, 1), (26, 4, 4, 1)])
+def test_sgemm_split_tail_is_correct_and_deterministic(wave, split, b_copy, c_stage, rng):
+    """WAVE = W: the tiles of the whole waves of W run whole (through slab 0 and the epilogue, or with C_STAGE
+    straight to C a row at a time), the rest are split SPLIT_K ways. 300 x 301 in 64 x 64 tiles is 25 tiles:
+    a tail of 1 (W = 8, 24), 4 (W = 7) and 25 (W = 26: more slots than tiles, every tile split). Right with
+    alpha and beta, and the same bits on every run."""
     m, n, k = 300, 301 if b_copy == 4 else 300, 1000
-    p = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split, WAVE=wave, B_COPY=b_copy)
+    p = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split, WAVE=wave, B_COPY=b_copy,
+             C_STAGE=c_stage)
     spec = get("sgemm")
     tiles = 5 * 5
     tail = tiles % wave

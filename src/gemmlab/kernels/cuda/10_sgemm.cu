@@ -484,6 +484,19 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     const Place pe = place_of(fresh_tid(), fresh_ctaid_x(), fresh_ctaid_y());
     const int tid = fresh_tid();
     const bool vec_c = rows_are_16B_aligned(C, ldc);
+    // C_STAGE (C's rows not 16-byte aligned: N not a multiple of 4): the thread's results would go out 4 bytes
+    // at a time, each warp store covering 16 sectors of 8 rows in part, 4 times over. Through the ring's shared
+    // memory instead, so that each warp store covers WN consecutive floats of one row (whole sectors).
+    auto store_c_staged = [&]() {
+        constexpr int WARPS = NT / 32;
+        static_assert(WARPS * 4 * LROWS * (WN + 4) <= STAGES * STAGE_FLOATS, "C_STAGE: the ring holds the staged rows");
+        __syncthreads();  // every warp is done with the ring's fragments
+        const int lane = tid % 32;
+        store_rows_staged<TM, TN, LROWS, LCOLS>(C, ldc, pe.crow - lane / LCOLS * 4, pe.ccol - lane % LCOLS * 4, M, N,
+                                                acc, alpha, beta, bias, R, ldr, epilogue,
+                                                (unsigned)opaque((int)shared_addr(smem)) + 4 * (tid / 32) * 4 * LROWS * (WN + 4),
+                                                lane);
+    };
     // The thread's results: row pe.crow + (i / 4) * 4 * LROWS + i % 4, column pe.ccol + (j / 4) * 4 * LCOLS
     // + j % 4.
     if constexpr (SPLIT_K > 1) {
@@ -505,10 +518,16 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         constexpr bool vec_w = true;
         const int by = pe.slice, group = by / G;
         const int members = min(G, SPLIT_K - group * G);
+        const bool whole_tile = pe.slices == 1;
+        if constexpr (C_STAGE == 1 && WAVE > 1) {  // a whole tile of a split tail: straight to C, a row at a time
+            if (whole_tile) {
+                store_c_staged();
+                return;
+            }
+        }
         store_strided_tile<TM, TN, 4, 4 * LROWS, 4 * LCOLS>(workspace + by * slab, ldw, pe.crow, pe.ccol, M, N, acc,
                                                             vec_w, 1.0f, 0.0f);
         int* counters = tile_counters + pe.tile * (GROUPS + 1);  // one per group, then one per tile
-        const bool whole_tile = pe.slices == 1;
         __shared__ int arrived_last;
         // The last to arrive at `counter` of `expected` (its stores, and everyone's before it, visible).
         // One thread releases and acquires for the block, between barriers: the barrier orders every thread's
@@ -595,18 +614,8 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
         }
         return;
     }
-    // C_STAGE (C's rows not 16-byte aligned: N not a multiple of 4): the thread's results would go out 4 bytes
-    // at a time, each warp store covering 16 sectors of 8 rows in part, 4 times over. Through the ring's shared
-    // memory instead, so that each warp store covers WN consecutive floats of one row (whole sectors).
     if constexpr (C_STAGE == 1) {
-        constexpr int WARPS = NT / 32;
-        static_assert(WARPS * 4 * LROWS * (WN + 4) <= STAGES * STAGE_FLOATS, "C_STAGE: the ring holds the staged rows");
-        __syncthreads();  // every warp is done with the ring's fragments
-        const int lane = tid % 32;
-        store_rows_staged<TM, TN, LROWS, LCOLS>(C, ldc, pe.crow - lane / LCOLS * 4, pe.ccol - lane % LCOLS * 4, M, N,
-                                                acc, alpha, beta, bias, R, ldr, epilogue,
-                                                (unsigned)opaque((int)shared_addr(smem)) + 4 * (tid / 32) * 4 * LROWS * (WN + 4),
-                                                lane);
+        store_c_staged();
         return;
     }
     if (epilogue)

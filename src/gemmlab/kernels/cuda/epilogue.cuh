@@ -254,7 +254,7 @@ __device__ __forceinline__ void store_rows_staged(float* __restrict__ C, int ldc
                            make_float4(alpha * acc[4 * gi + r][4 * q], alpha * acc[4 * gi + r][4 * q + 1],
                                        alpha * acc[4 * gi + r][4 * q + 2], alpha * acc[4 * gi + r][4 * q + 3]));
         __syncwarp();
-#pragma unroll 1
+#pragma unroll 4
         for (int rr = 0; rr < ROWS; ++rr) {
             const int row = row0 + gi * ROWS + rr;
             if (row >= M) break;
