@@ -489,7 +489,8 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
     // memory instead, so that each warp store covers WN consecutive floats of one row (whole sectors).
     auto store_c_staged = [&]() {
         constexpr int WARPS = NT / 32;
-        static_assert(WARPS * 4 * LROWS * (WN + 4) <= STAGES * STAGE_FLOATS, "C_STAGE: the ring holds the staged rows");
+        static_assert(C_STAGE == 0 || WARPS * 4 * LROWS * (WN + 4) <= STAGES * STAGE_FLOATS,
+                      "C_STAGE: the ring holds the staged rows");
         __syncthreads();  // every warp is done with the ring's fragments
         const int lane = tid % 32;
         store_rows_staged<TM, TN, LROWS, LCOLS>(C, ldc, pe.crow - lane / LCOLS * 4, pe.ccol - lane % LCOLS * 4, M, N,
