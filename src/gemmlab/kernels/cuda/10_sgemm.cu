@@ -49,6 +49,10 @@
 // Fused epilogue (epilogue.cuh, as rung 11): out = activation(alpha * acc + beta * C + bias) + residual,
 // applied once to the final sums (after the split-K reduction, never per slice); epilogue == 0 keeps the
 // plain 16-byte alpha / beta store.
+// C off 16 bytes (C_STAGE 1, N not a multiple of 4): each lane's 4-byte stores would cover 8 rows' sectors in
+// part, each sector written 4 times over; the tile goes out a row at a time through the ring's shared memory
+// instead (store_rows_staged, epilogue.cuh). Predicted 0.67 -> 0.95 x cuBLAS at 1000 x 3001 x 200; measured
+// 0.76: L2 write requests 780 k -> 177 k, but the staging's instructions cost 7.5 % (docs/journal.md).
 // Changed from rung 09: cp.async ring instead of register staging, fragments double-buffered across steps,
 // the barrier before the last k, per-shape tiles, grouped block order, dynamic shared memory, split-K,
 // fused epilogue.
@@ -161,9 +165,10 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float 
 // last blocks to finish, below), 2 leaves the sum to sgemm_split_reduce, launched after it (WAVE == 1).
 // `bias` (length M or N) and `R` (M x N, leading dimension ldr) are read only when the `epilogue` flags
 // (epilogue.cuh) ask for them.
-// C_STAGE 1: an unsplit tile is written to C a row at a time through the ring's shared memory where C's rows
-// are not 16-byte aligned (store_rows_staged; the host sets it from N, so that C's other forms keep their
-// instantiations as they were: the staged path beside the direct one spilled 128 x 128 at two blocks an SM).
+// C_STAGE 1: an unsplit tile, and a split tail's whole tiles, go to C a row at a time through the ring's shared
+// memory, for C whose rows are not 16-byte aligned (store_rows_staged; the host sets it from N, so that C's
+// other forms keep their instantiations as they were: beside the direct stores it spilled 128 x 128 at two
+// blocks an SM). A split tile's sum still stores from its lanes.
 // BATCHED 1: product blockIdx.z of a batch, its A, B, C and R `sa`, `sb`, `sc`, `sr` elements after the
 // previous product's (0: one matrix every product shares); no split-K (the host runs a batch unsplit).
 // B_LAYOUT 1: B row-major (K x N, ldb apart); 2: B^T given (N x K, element (k, n) at B[n * ldb + k]), copied
@@ -493,10 +498,9 @@ sgemm_gemm(int M, int N, int K, float alpha, const float* __restrict__ A, int ld
                       "C_STAGE: the ring holds the staged rows");
         __syncthreads();  // every warp is done with the ring's fragments
         const int lane = tid % 32;
+        const unsigned stage = (unsigned)opaque((int)shared_addr(smem)) + 4 * (tid / 32) * 4 * LROWS * (WN + 4);
         store_rows_staged<TM, TN, LROWS, LCOLS>(C, ldc, pe.crow - lane / LCOLS * 4, pe.ccol - lane % LCOLS * 4, M, N,
-                                                acc, alpha, beta, bias, R, ldr, epilogue,
-                                                (unsigned)opaque((int)shared_addr(smem)) + 4 * (tid / 32) * 4 * LROWS * (WN + 4),
-                                                lane);
+                                                acc, alpha, beta, bias, R, ldr, epilogue, stage, lane);
     };
     // The thread's results: row pe.crow + (i / 4) * 4 * LROWS + i % 4, column pe.ccol + (j / 4) * 4 * LCOLS
     // + j % 4.

@@ -231,10 +231,11 @@ __device__ __forceinline__ void epilogue_fp32_tile(float* __restrict__ C, int ld
 // A warp's TM x TN-per-lane fp32 results (rung 10's layout: lane (tr, tc) = (lane / LCOLS, lane % LCOLS) holds
 // rows 4 tr + (i / 4) 4 LROWS + i % 4 and columns 4 tc + (j / 4) 4 LCOLS + j % 4 of the warp's WM x WN tile at
 // (row0, col0) of C) written row by row through `stage` (a shared-window address), the warp's own 4 LROWS x
-// (WN + 4) floats of shared memory: a group of four rows per lane at a time goes in as 16-byte pieces, and comes out a row at a time,
-// lane l taking columns l, l + 32, ..., so that each store covers consecutive floats of one row of C (for C
-// whose rows are not 16-byte aligned, where the lanes' own stores would each cover 8 rows' sectors in part).
-// The epilogue (alpha, beta, the flags) per element; outputs outside M x N skipped.
+// (WN + 4) floats of shared memory. A group of four rows a lane goes in as 16-byte pieces, times alpha (new
+// registers: written as they are, the accumulators were held in aligned quads across the main loop, which
+// spilled), and comes out a row at a time, lane l taking columns l, l + 32, ..., so that each store covers
+// consecutive floats of one row of C (for C whose rows are not 16-byte aligned, where the lanes' own stores
+// would each cover 8 rows' sectors in part). Then beta and the flags per element; outputs outside M x N skipped.
 template <int TM, int TN, int LROWS, int LCOLS>
 __device__ __forceinline__ void store_rows_staged(float* __restrict__ C, int ldc, int row0, int col0, int M, int N,
                                                   const float (&acc)[TM][TN], float alpha, float beta,
@@ -264,7 +265,8 @@ __device__ __forceinline__ void store_rows_staged(float* __restrict__ C, int ldc
                 if (c >= WN || col >= N) continue;
                 const float v = ld_shared1(stage + 4 * (rr * SP + c));
                 if (epilogue) {  // (alpha applied as the values went in: 1 x v is v)
-                    epilogue_pair<1>(C, ldc, row, col, false, v, 0.0f, 1.0f, beta, bias, R, ldr, epilogue, false, false);
+                    epilogue_pair<1>(C, ldc, row, col, false, v, 0.0f, 1.0f, beta, bias, R, ldr, epilogue, false,
+                                     false);
                 } else {
                     float* cp = C + (size_t)row * ldc + col;
                     *cp = beta != 0.0f ? v + beta * *cp : v;

@@ -342,9 +342,9 @@ SPEC = KernelSpec(
         Param("REDUCE", 1, (1,), "with SPLIT_K > 1: 1 sums the slices in the kernel (its last blocks), 2 in "
               "sgemm_split_reduce, a second launch over all of C (WAVE = 1 only)"),
         # C_STAGE follows C's alignment (the heuristic sets it from N), as B_COPY does B's: not searched.
-        Param("C_STAGE", 0, (0,), "1: an unsplit tile goes to C a row at a time through shared memory (for C whose "
-              "rows are not 16-byte aligned, where the lanes' own 4-byte stores each cover 8 rows' sectors in "
-              "part); 0: from the registers"),
+        Param("C_STAGE", 0, (0,), "1: an unsplit tile (and a split tail's whole tiles) goes to C a row at a time "
+              "through shared memory (for C whose rows are not 16-byte aligned, where the lanes' own 4-byte "
+              "stores each cover 8 rows' sectors in part); 0: from the registers"),
         Param("BATCHED", 0, (0, 1), "1: a batch of products in one launch, one per grid.z (no split-K); set from "
                                     "the call", searched=False),
         Param("B_LAYOUT", B_ROW_MAJOR, (B_ROW_MAJOR, B_KMAJOR),
