@@ -10,7 +10,7 @@ per shape (x > 1: faster than torch). Groups:
 - "m128": the shape suite's rows with M <= 128 and N, K >= 4096, kernel="auto" alone;
 - "fp32": rung 10's tile classes in strict fp32, TF32 off on both sides;
 - "fp32_rows": strict fp32 with N off a multiple of 4: C written through shared memory (`auto`) against the
-  same parameters with C_STAGE = 0;
+  same parameters with C_STAGE = 0, and with 64 x 64 tiles (five blocks an SM);
 - "sum": rung 15's split as the heuristic sets it, its slices summed by the second launch (SPLIT_SUM 2) and by
   each tile's last unit (SPLIT_SUM 1, up to four slices), and twice the slices.
 Named parameter sets complete the rung's defaults, not the heuristic's choice.
@@ -145,7 +145,9 @@ def main() -> None:
             from gemmlab.kernels import get
             from gemmlab.runtime import device
 
-            configs = [("sgemm", {**get("sgemm").heuristic(m, n, k, device.device_info().sm_count), "C_STAGE": 0})]
+            h = get("sgemm").heuristic(m, n, k, device.device_info().sm_count)
+            configs = [("sgemm", {**h, "C_STAGE": 0}),  # and 64 x 64 tiles, five blocks an SM, as cuBLAS tiles these
+                       ("sgemm", {**h, **T64x64, "MIN_BLOCKS": 5})]
         if configs == "heuristic":  # the heuristic's split, summed either way
             from gemmlab.kernels import get
             from gemmlab.runtime import device
