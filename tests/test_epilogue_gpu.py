@@ -58,17 +58,18 @@ def test_every_activation_with_bias_and_residual(mnk, activation, rng):
         assert err <= TOL, f"{m}x{n}x{k} {activation} bias={mode}: rel. error {err:.2e}"
 
 
-@pytest.mark.parametrize("split,reduce", [(2, 1), (4, 1), (16, 1), (4, 2), (16, 2)])
-def test_split_k_applies_the_epilogue_once(split, reduce, rng):
+@pytest.mark.parametrize("split,reduce,n", [(2, 1, 80), (4, 1, 80), (16, 1, 80), (4, 2, 80), (16, 2, 80), (16, 2, 81)])
+def test_split_k_applies_the_epilogue_once(split, reduce, n, rng):
     """Bias, ReLU and residual per split would add the bias and residual `split` times and clip partial
-    sums: the result would be far off. Once, after the fixed-order reduction, it matches and repeats bitwise."""
-    m, n, k = 96, 80, 8192
+    sums: the result would be far off. Once, after the fixed-order reduction, it matches and repeats bitwise
+    (N = 81: C_STAGE 1)."""
+    m, k = 96, 8192
     a, a64 = _f32((m, k), rng)
     b, b64 = _f32((k, n), rng)
     res, r64 = _f32((m, n), rng)
     bias, b_ref = _bias("col", m, n, rng)
     want = np.maximum(a64 @ b64 + b_ref, 0) + r64
-    params = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split, REDUCE=reduce)
+    params = dict(BM=64, BN=64, BK=16, WM=32, WN=32, TM=4, TN=8, SPLIT_K=split, REDUCE=reduce, C_STAGE=int(n % 4 != 0))
     first = gemmlab.matmul(a, b, kernel="sgemm", bias=bias, activation="relu", residual=res, **params)
     assert _rel(first.get().astype(np.float64), want) <= TOL
     again = gemmlab.matmul(a, b, kernel="sgemm", bias=bias, activation="relu", residual=res, **params)
