@@ -117,6 +117,11 @@ def block(m, n, k, x, w, budget_ms, variants="") -> float:
     calls = {"torch": TimedCall(theirs), "tensor": TimedCall(ours_tensor), "block": TimedCall(ours_block)}
     for v in filter(None, variants.split(";")):
         p = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in v.split(",")}
+        got = gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sb, kernel="wgmma", out_dtype="float32", **p)
+        ref = gemmlab.dequantize(qa, sa).double() @ gemmlab.dequantize(qw, sw).double().t()
+        err_v = float((got.double() - ref).norm() / ref.norm())
+        del ref, got
+        assert err_v <= 1e-3, f"{m}x{n}x{k} block {v}: rel. error {err_v:.2e}"
         calls[v] = TimedCall(lambda p=p: gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sb, kernel="wgmma", **p))
     res = time_interleaved(calls, TimingOptions(budget_ms=len(calls) * budget_ms, rounds=6))
     t, pt, b = res["torch"].median_ms, res["tensor"].median_ms, res["block"].median_ms
