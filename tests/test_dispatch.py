@@ -128,6 +128,31 @@ def test_explain_choice_reads_the_devices_tuned_entry(monkeypatch, tmp_path):
     assert w.params_source == "defaults" and "no device to read tuned entries from" in w.params_detail
 
 
+def test_a_tuned_entry_takes_the_shapes_own_alignment(monkeypatch, tmp_path):
+    """A tuned entry is measured on its shape class's members, which may be aligned where this shape is not:
+    B_COPY and C_STAGE follow this shape's N (C through shared memory, B in 4-byte copies where N is off a
+    multiple of 4), the rest is the entry's, and the detail says what moved."""
+    info = SimpleNamespace(name="test device", compute_capability=(9, 0), sm_count=132)
+    cache = TunedCache("test-device", tmp_path / "tuned.json", {})
+    tuned = dict(SGEMM.defaults, BM=128, BN=128, BK=16, WM=64, WN=32, TM=8, TN=8, C_STAGE=0, B_COPY=16)
+    cache.store("sgemm", "m-le4096.n-le4096.k-le4096", tuned, 40.0)
+    monkeypatch.setattr(api.dispatch, "tuned_cache", lambda _info: cache)
+    aligned, source, detail = api.resolve_params(SGEMM, 4096, 4096, 4096, info)
+    assert source == "tuned" and aligned["C_STAGE"] == 0 and aligned["B_COPY"] == 16
+    assert "from this shape" not in detail
+    odd, source, detail = api.resolve_params(SGEMM, 4000, 4001, 4000, info)
+    assert source == "tuned" and odd["C_STAGE"] == 1 and odd["B_COPY"] == 4 and odd["BN"] == 128
+    assert "C_STAGE=1" in detail and "B_COPY=4" in detail
+    SGEMM.validate(odd)
+    # a tile whose ring cannot stage C (BK = 8: 6,240 floats for 9,216) keeps the entry's C_STAGE
+    small = dict(tuned, BK=8)
+    assert not SGEMM.problems(small) and SGEMM.problems(dict(small, C_STAGE=1))
+    cache.store("sgemm", "m-le4096.n-le4096.k-le4096", small, 40.0)
+    kept, _, _ = api.resolve_params(SGEMM, 4000, 4001, 4000, info)
+    assert kept["C_STAGE"] == 0 and kept["B_COPY"] == 4
+    SGEMM.validate(kept)
+
+
 def test_explain_refuses_bad_precision():
     with pytest.raises(ValueError, match="precision='bf16' does not fit float32"):
         api.explain_choice("float32", "bf16", cc=(9, 0))

@@ -365,7 +365,14 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
         key = cache.entry_key(spec.name, element, shape_class(m, n, k))
         tuned = cache.lookup(spec.name, m, n, k, dtype=element)
         if tuned is not None:
-            return {**base, **tuned}, "tuned", f"entry {key} in {cache.path}"
+            chosen, detail = {**base, **tuned}, f"entry {key} in {cache.path}"
+            if spec.follows is not None:  # what follows from this shape's alignment, over the class's entry
+                fixed = spec.follows(m, n, k, spec.validate(chosen))
+                moved = {p: v for p, v in fixed.items() if chosen.get(p, spec.defaults[p]) != v}
+                if moved:
+                    chosen.update(moved)
+                    detail += f"; {_fmt_params(moved)} from this shape"
+            return chosen, "tuned", detail
         miss = f"no tuned entry {key} in {cache.path}"
         sm_count = info.sm_count
     else:

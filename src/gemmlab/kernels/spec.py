@@ -237,6 +237,11 @@ class KernelSpec:
     # the rung's first, B read transposed: B_LAYOUT 2) -> parameters, used when the caller names none (a
     # tuned entry for the device takes precedence; see gemmlab.tune).
     heuristic: Callable[[int, int, int, int, str | None, bool], dict[str, int]] | None = None
+    # Parameters that follow from the problem's shape and alignment, whatever chose the rest (the tuner does
+    # not search them): (M, N, K, the parameters so far, complete) -> the values to set over them. Applied
+    # over a tuned entry, which was measured on its shape class's other members (the heuristic sets them
+    # itself). None: no such parameters.
+    follows: Callable[[int, int, int, dict[str, int]], dict[str, int]] | None = None
     # For rungs that need scratch memory: (M, N, K, params, blocks launched) -> Workspace ("workspace" in
     # `arguments`). None: none.
     workspace: Callable[[int, int, int, dict[str, int], int], Workspace] | None = None

@@ -259,8 +259,24 @@ def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
     """The tile class with the least predicted time (with B^T read in place where `b_kmajor`: _bt_factor), its
     split (and tail), where the slices are summed and how B is copied."""
     (_, split, wave), cfg = _best(m, n, k, sms, b_kmajor)
-    return dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave), B_COPY=_b_copy(m, n, k, cfg, split),
-                C_STAGE=int(n % 4 != 0))
+    p = dict(cfg, SPLIT_K=split, WAVE=wave, REDUCE=_reduce_for(split, wave))
+    return {**p, **_follows(m, n, k, p)}
+
+
+def _follows(m: int, n: int, k: int, p: dict[str, int]) -> dict[str, int]:
+    """What follows from B's and C's alignment (N a multiple of 4 or not): B_COPY (_b_copy) and C_STAGE (C
+    a row at a time through shared memory where its rows are off 16 bytes), each only where the tile allows
+    it (C_STAGE's staging fits the ring, B_COPY 4's threads and BN divide one another); else the value in
+    `p` stays. `p` may be partial (the heuristic's): the rung's defaults fill it in."""
+    p = {**SPEC.defaults, **p}
+    out = {}
+    b_copy = _b_copy(m, n, k, p, p.get("SPLIT_K", 1))
+    if b_copy == 16 or not (p.get("B_LAYOUT", B_ROW_MAJOR) == B_ROW_MAJOR and block_threads(p) % p["BN"]
+                            and p["BN"] % block_threads(p)):
+        out["B_COPY"] = b_copy
+    if n % 4 == 0 or c_stage_floats(p) <= smem_bytes(p) // 4:
+        out["C_STAGE"] = int(n % 4 != 0)
+    return out
 
 
 def _best(m: int, n: int, k: int, sms: int, b_kmajor: bool) -> tuple[tuple[float, int, int], dict[str, int]]:
@@ -356,6 +372,7 @@ SPEC = KernelSpec(
     outputs_per_thread=lambda p: p["TM"] * p["TN"],
     traffic_model=tile_traffic,
     heuristic=_heuristic,
+    follows=_follows,
     workspace=_workspace,
     # The fused epilogue of epilogue.cuh (bias, activation, residual; fp32 out), applied once after any
     # split-K reduction; its four arguments follow the workspace ones.
