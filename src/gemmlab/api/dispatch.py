@@ -366,7 +366,8 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
         tuned = cache.lookup(spec.name, m, n, k, dtype=element)
         if tuned is not None:
             chosen, detail = {**base, **tuned}, f"entry {key} in {cache.path}"
-            if spec.follows is not None:  # what follows from this shape's alignment, over the class's entry
+            if spec.follows is not None and not spec.problems(chosen):  # what follows from this shape's
+                # alignment, over the class's entry (an entry with problems is left for the launch to refuse)
                 fixed = spec.follows(m, n, k, spec.validate(chosen))
                 moved = {p: v for p, v in fixed.items() if chosen.get(p, spec.defaults[p]) != v}
                 if moved:
