@@ -256,8 +256,8 @@ __device__ __forceinline__ void store_rows_staged(float* __restrict__ C, int ldc
                                        alpha * acc[4 * gi + r][4 * q + 2], alpha * acc[4 * gi + r][4 * q + 3]));
         __syncwarp();
         // The lane's column of each row of the group, down the rows: a load, a store and a step of the pointer
-        // per row where nothing more is asked (the tests hoisted out of the rows, which an epilogue of a few
-        // instructions a row measured 10 % of a 128 x 64 tile at K = 200 without).
+        // per row where nothing more is asked, the tests made once a group (with them in the row loop, 1000 x
+        // 3001 x 200 took 48.0 us on the H100 against 44.8).
         const int first = row0 + gi * ROWS, rows = min(ROWS, opaque(M) - first);
 #pragma unroll
         for (int h = 0; h < (WN + 31) / 32; ++h) {
