@@ -257,7 +257,7 @@ __device__ __forceinline__ void store_rows_staged(float* __restrict__ C, int ldc
         __syncwarp();
         // The lane's column of each row of the group, down the rows: a load, a store and a step of the pointer
         // per row where nothing more is asked, the tests made once a group (with them in the row loop, 1000 x
-        // 3001 x 200 took 48.0 us on the H100 against 44.8).
+        // 3001 x 200 ran at 0.76 of cuBLAS on the H100; without, 0.82).
         const int first = row0 + gi * ROWS, rows = min(ROWS, opaque(M) - first);
 #pragma unroll
         for (int h = 0; h < (WN + 31) / 32; ++h) {
