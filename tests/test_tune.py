@@ -165,6 +165,22 @@ def test_a_large_space_is_sampled_quickly_with_the_types_at_their_defaults():
     assert search_order(spec, first=first, seed=3) == order and search_order(spec, first=first, seed=4) != order
 
 
+def test_the_search_times_each_set_with_the_shapes_own_alignment():
+    """Tuning a shape whose N is off a multiple of 4: every set is timed with C through shared memory where
+    its tile can stage it and with B in 4-byte copies where its threads and BN allow, as the call will run it
+    (spec.follows); the sets stay valid and distinct; an aligned shape keeps 16-byte copies and C_STAGE 0."""
+    from gemmlab.kernels.rungs import sgemm
+
+    spec = get("sgemm")
+    odd = search_order(spec, first=[spec.heuristic(1000, 3001, 200, 132)], seed=1, shape=(1000, 3001, 200))
+    assert len({tuple(sorted(p.items())) for p in odd}) == len(odd) and all(not spec.problems(p) for p in odd)
+    assert all(p["C_STAGE"] == int(sgemm.c_stage_floats(p) <= sgemm.smem_bytes(p) // 4) for p in odd)
+    assert sum(p["C_STAGE"] for p in odd) > len(odd) // 2
+    assert sum(p["B_COPY"] == 4 for p in odd) > len(odd) // 2
+    aligned = search_order(spec, first=[spec.heuristic(1000, 3000, 200, 132)], seed=1, shape=(1000, 3000, 200))
+    assert all(p["C_STAGE"] == 0 and p["B_COPY"] == 16 for p in aligned)
+
+
 def test_a_search_where_nothing_passes_stops(monkeypatch):
     """Every candidate failing (or rejected) must not keep the tuner searching the whole space: it stops once
     GIVE_UP_AFTER budgets are spent, with no best."""

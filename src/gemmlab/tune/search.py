@@ -70,10 +70,12 @@ def _searched(spec: KernelSpec) -> list:
     return [p for p in spec.params if p.searched and p.name not in spec.type_params]
 
 
-def search_order(spec: KernelSpec, first: Iterable[dict[str, int]] = (), seed: int = 0) -> list[dict[str, int]]:
+def search_order(spec: KernelSpec, first: Iterable[dict[str, int]] = (), seed: int = 0,
+                 shape: tuple[int, int, int] | None = None) -> list[dict[str, int]]:
     """Valid parameter sets, each once: the `first` ones (e.g. defaults, heuristic), then the space in a seeded
     random order, with the type parameters at their defaults. A space of more than MAX_ENUMERATED combinations
-    is sampled (up to MAX_SAMPLED valid sets, seeded) instead of enumerated."""
+    is sampled (up to MAX_SAMPLED valid sets, seeded) instead of enumerated. With a `shape`, what follows from
+    it (spec.follows: B's and C's alignment) is set in every set, so that each is timed as it would run."""
     rng = random.Random(seed)
     searched = _searched(spec)
     fixed = {p.name: p.default for p in spec.params if p not in searched}
@@ -102,6 +104,8 @@ def search_order(spec: KernelSpec, first: Iterable[dict[str, int]] = (), seed: i
     keys: set[tuple] = set()
     for p in [*first, *space]:
         full = spec.validate(p)
+        if shape is not None and spec.follows is not None:
+            full = spec.validate({**full, **spec.follows(*shape, full)})
         key = tuple(sorted(full.items()))
         if key not in keys:
             keys.add(key)
@@ -181,7 +185,7 @@ def tune(
     first = [spec.defaults]
     if spec.heuristic is not None:
         first.insert(0, spec.heuristic(m, n, k, info.sm_count, "float32"))
-    order = search_order(spec, first, seed)
+    order = search_order(spec, first, seed, shape=(m, n, k))
     result = TuneResult(spec.name, shape_class(m, n, k), shape, None, 0.0, None)
     pool = _pool(workers)
     # Compiled together in the pool, one candidate per worker (a batch of rung 10 takes half a minute or more
