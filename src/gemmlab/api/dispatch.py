@@ -368,7 +368,7 @@ def resolve_params(spec: KernelSpec, m: int, n: int, k: int, info: device.Device
             chosen, detail = {**base, **tuned}, f"entry {key} in {cache.path}"
             if spec.follows is not None and not spec.problems(chosen):  # what follows from this shape's
                 # alignment, over the class's entry (an entry with problems is left for the launch to refuse)
-                fixed = spec.follows(m, n, k, spec.validate(chosen))
+                fixed = spec.follows(m, n, k, {**spec.defaults, **chosen})
                 moved = {p: v for p, v in fixed.items() if chosen.get(p, spec.defaults[p]) != v}
                 if moved:
                     chosen.update(moved)

@@ -52,7 +52,8 @@
 // C off 16 bytes (C_STAGE 1, N not a multiple of 4): each lane's 4-byte stores would cover 8 rows' sectors in
 // part, each sector written 4 times over; the tile goes out a row at a time through the ring's shared memory
 // instead (store_rows_staged, epilogue.cuh). Predicted 0.67 -> 0.95 x cuBLAS at 1000 x 3001 x 200; measured
-// 0.76: L2 write requests 780 k -> 177 k, but the staging's instructions cost 7.5 % (docs/journal.md).
+// 0.76: L2 write requests 780 k -> 177 k, but the staging's instructions cost 7.5 %; 0.82 with the row loop's
+// tests made once a group of rows (docs/journal.md).
 // Changed from rung 09: cp.async ring instead of register staging, fragments double-buffered across steps,
 // the barrier before the last k, per-shape tiles, grouped block order, dynamic shared memory, split-K,
 // fused epilogue.

@@ -265,17 +265,14 @@ def _heuristic(m: int, n: int, k: int, sms: int, element: str | None = None,
 
 def _follows(m: int, n: int, k: int, p: dict[str, int]) -> dict[str, int]:
     """What follows from B's and C's alignment (N a multiple of 4 or not): B_COPY (_b_copy) and C_STAGE (C
-    a row at a time through shared memory where its rows are off 16 bytes), each only where the tile allows
-    it (C_STAGE's staging fits the ring, B_COPY 4's threads and BN divide one another); else the value in
-    `p` stays. `p` may be partial (the heuristic's): the rung's defaults fill it in."""
+    a row at a time through shared memory where its rows are off 16 bytes), each only where the tile's
+    constraints allow it; else the value in `p` stays. `p` may be partial (the heuristic's): the rung's
+    defaults fill it in."""
     p = {**SPEC.defaults, **p}
-    out = {}
-    b_copy = _b_copy(m, n, k, p, p.get("SPLIT_K", 1))
-    if b_copy == 16 or not (p.get("B_LAYOUT", B_ROW_MAJOR) == B_ROW_MAJOR and block_threads(p) % p["BN"]
-                            and p["BN"] % block_threads(p)):
-        out["B_COPY"] = b_copy
-    if n % 4 == 0 or c_stage_floats(p) <= smem_bytes(p) // 4:
-        out["C_STAGE"] = int(n % 4 != 0)
+    out: dict[str, int] = {}
+    for name, value in (("B_COPY", _b_copy(m, n, k, p, p["SPLIT_K"])), ("C_STAGE", int(n % 4 != 0))):
+        if not _constraints({**p, **out, name: value}):
+            out[name] = value
     return out
 
 
