@@ -1,10 +1,10 @@
 """Where the host's time of one tensor-parallel call goes: each form of both products (gemmlab.distributed's
 transports "sequential" and "copy", torch's NCCL collective + torch.matmul beside them, and gemmlab.matmul then
 NCCL's reduce-scatter with nothing around them) called back to back
-under cProfile on rank 0 of a 2-GPU group, with the wall time per call; the functions that took the most time of
-their own, per form. NVLink multicast off in every process.
+under cProfile on rank 0 of a group of --gpus GPUs (2 unless given), with the host's unprofiled time and the wall
+time per call; the functions that took the most time of their own, per form. NVLink multicast off in every process.
 
-    PYTHONPATH=src python scripts/tp_host_profile.py [--shape 2048x1024x1024] [--calls 200]
+    PYTHONPATH=src python scripts/tp_host_profile.py [--shape 2048x1024x1024] [--calls 200] [--gpus 2]
 """
 
 import argparse
@@ -57,6 +57,12 @@ def body(torch, dist, rank, world, dev, shape, calls, phases=False):
             fn()
         torch.cuda.synchronize(dev)
         dist.barrier()
+        t0 = time.perf_counter()  # unprofiled: the host's queueing per call, back to back
+        for _ in range(calls):
+            fn()
+        bare = (time.perf_counter() - t0) / calls
+        torch.cuda.synchronize(dev)
+        dist.barrier()
         prof = cProfile.Profile()
         t0 = time.perf_counter()
         prof.enable()
@@ -77,7 +83,7 @@ def body(torch, dist, rank, world, dev, shape, calls, phases=False):
             each.append(time.perf_counter() - t1)
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(12)
-        out[name] = (host, wall, sorted(each)[len(each) // 2], s.getvalue())
+        out[name] = (host, wall, sorted(each)[len(each) // 2], s.getvalue(), bare)
     return out
 
 
@@ -131,26 +137,28 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="2048x1024x1024")
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--gpus", type=int, default=2, help="ranks, one GPU each")
     ap.add_argument("--phases", action="store_true", help="the reduce-scatter's GEMM and NCCL call timed apart")
     args = ap.parse_args()
     from gemmlab.bench.distributed import spawn_ranks
 
     shape = tuple(int(v) for v in args.shape.lower().split("x"))
     if args.phases:
-        got = spawn_ranks(2, "nccl", body, shape, args.calls, True)
+        got = spawn_ranks(args.gpus, "nccl", body, shape, args.calls, True)
         print(got.pop("plan"))
         print(f"{'GEMM':>20} {'host GEMM us':>13} {'host NCCL us':>13} {'GPU to GEMM end':>16} {'GPU NCCL':>9} {'wall':>7}")
         for name, med in got.items():
             print(f"{name:>20} " + " ".join(f"{v:13.1f}" for v in med))
         return
-    got = spawn_ranks(2, "nccl", body, shape, args.calls)
-    for name, (host, wall, each, text) in got.items():
+    got = spawn_ranks(args.gpus, "nccl", body, shape, args.calls)
+    for name, (host, wall, each, text, _) in got.items():
         print(f"== {name}: host {host * 1e6:.1f} us a call (profiled), back to back {wall * 1e6:.1f} us, one call "
               f"between barriers {each * 1e6:.1f} us")
         print("\n".join(text.splitlines()[:30]))
-    print("\nSUMMARY (rank 0, us a call: host under cProfile / back to back / one call between barriers)")
-    for name, (host, wall, each, _) in got.items():
-        print(f"{name:>16}: {host * 1e6:8.1f} {wall * 1e6:8.1f} {each * 1e6:8.1f}")
+    print(f"\nSUMMARY ({args.gpus} GPUs, rank 0, us a call: host unprofiled / host under cProfile / back to back / "
+          "one call between barriers)")
+    for name, (host, wall, each, _, bare) in got.items():
+        print(f"{name:>24}: {bare * 1e6:8.1f} {host * 1e6:8.1f} {wall * 1e6:8.1f} {each * 1e6:8.1f}")
 
 
 if __name__ == "__main__":

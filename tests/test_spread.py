@@ -58,9 +58,26 @@ def test_a_pulled_share_takes_items_from_the_queue_as_it_iterates():
 
 def test_a_slow_process_takes_fewer_items():
     """Items pulled as the processes ask: the process whose first item is slow ends with fewer items."""
-    parts = spread.run_spread(_slow_first, list(range(12)), [2.0] + [1.0] * 11, 2)
+    timings = []
+    parts = spread.run_spread(_slow_first, list(range(12)), [2.0] + [1.0] * 11, 2, timings=timings)
     slow = next(share for share, _ in parts if 0 in share)
     assert sum(len(share) for share, _ in parts) == 12 and len(slow) < 6, parts
+    # where each process's time went: started, asked for its first item, found the queue empty, returned
+    assert [t.gpu for t in timings] == [0, 1]
+    for t in timings:
+        assert 0 <= t.started <= t.first <= t.last <= t.done, t
+    slow_gpu = next(g for g, (share, _) in enumerate(parts) if 0 in share)
+    assert timings[slow_gpu].last - timings[slow_gpu].first >= 3.0  # (its 3 s item inside its measuring)
+    note = spread.times_note(timings)
+    assert note.startswith("2 processes: start to the first item ") and "measuring" in note, note
+
+
+def test_the_times_note_names_each_part_of_the_wall_time():
+    t = [spread.ProcessTimes(0, 0.5, 4.0, 14.0, 14.2), spread.ProcessTimes(1, 0.6, 5.5, 13.0, 13.1),
+         spread.ProcessTimes(2, 0.7, None, None, 2.0)]  # (one that never reached its items)
+    assert spread.times_note(t) == ("3 processes: start to the first item 4.0-5.5 s, measuring 7.5-10.0 s, the last "
+                                    "result back at 14.2 s")
+    assert spread.times_note([]) == ""
 
 
 def test_merge_keeps_every_run_and_orders_records():
@@ -98,8 +115,9 @@ def test_the_suite_spread_merges_in_suite_order(monkeypatch):
     from gemmlab.bench import suite
     from gemmlab.bench.records import Record
 
-    def fake(fn, items, costs, gpus, dtypes, *rest):
+    def fake(fn, items, costs, gpus, dtypes, *rest, timings=None):
         assert fn is suite.measure_share and len(costs) == len(items)
+        timings.extend(spread.ProcessTimes(g, 0.1, 3.0, 9.0 + g, 9.5 + g) for g in range(gpus))
         out = []
         for g, share in enumerate(spread.deal(costs, gpus)):
             recs = [Record(kernel=kern, label=kern, family="gpu", rung=None, idea="", params={}, dtype=dt, m=items[i][1][0],
@@ -114,7 +132,9 @@ def test_the_suite_spread_merges_in_suite_order(monkeypatch):
     chosen = suite.cases(["square", "odd"])
     want = [(dt, s, kern) for dt in ("bfloat16", "float32") for _, s in chosen for kern in (suite.GEMMLAB, suite.TORCH)]
     assert [(r.dtype, (r.m, r.n, r.k), r.kernel) for r in res.records] == want
-    assert len(res.runs) == 3 and all("spread over 3 GPUs" in run["notes"][-1] for run in res.runs)
+    assert len(res.runs) == 3 and all("spread over 3 GPUs" in run["notes"][-2] for run in res.runs)
+    assert res.runs[0]["notes"][-1] == ("3 processes: start to the first item 3.0-3.0 s, measuring 6.0-8.0 s, the "
+                                        "last result back at 11.5 s")
 
 
 def test_tune_jobs_spread_back_in_order_and_refuse_mixed_gpus(monkeypatch):

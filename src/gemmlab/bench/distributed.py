@@ -48,6 +48,7 @@ class Row:
     errors: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     predicted: dict[str, float] = field(default_factory=dict)
+    spans: dict[str, float] = field(default_factory=dict)  # GPU span per candidate (time_calls), NCCL only
     transport: str = ""  # the form gemmlab's default call took (its "auto": copy, sequential or ring)
 
     @property
@@ -237,9 +238,10 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
             raise AssertionError(f"{kind} {m} x {n} x {k} over {world}: gemmlab's rel. error {row.errors[name]:.2e} "
                                  f"> {tol:.0e}")
     del want
-    times = time_calls(torch, dist, calls, dev, budget_ms, rounds)
-    row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra, *(["slots_sum"] if "slots_sum" in calls
-                                                                               else []))}
+    calls["floor"] = lambda: None  # (the timing's own floor: a barrier, then nothing queued, then a sync)
+    times = time_calls(torch, dist, calls, dev, budget_ms, rounds, spans=row.spans)
+    row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra, "floor",
+                                                       *(["slots_sum"] if "slots_sum" in calls else []))}
     row.seconds["host_gemmlab"] = host_seconds(torch, dist, calls["gemmlab"], dev)
     for name in ("gemmlab_copy", "gemmlab_sequential"):  # (what the auto choice weighs: the forms' host times)
         if name in calls:
@@ -334,10 +336,17 @@ def _sync(torch, dev) -> None:
         torch.cuda.synchronize(dev)
 
 
-def time_calls(torch, dist, calls: dict, dev, budget_ms: float, rounds: int) -> dict[str, float]:
+def time_calls(torch, dist, calls: dict, dev, budget_ms: float, rounds: int,
+               spans: dict | None = None) -> dict[str, float]:
     """Median over calls of the slowest rank's time per call, candidates in turn within each round (the first
-    of a round moves along), after one warm-up call each; the number of calls per round from the budget."""
+    of a round moves along), after one warm-up call each; the number of calls per round from the budget.
+    `spans` (a dict, GPUs only): filled with each candidate's median GPU span, the slowest rank's, from an event
+    recorded on the current stream before the call to one after it (what the call's work took on the GPU,
+    waits for other ranks included, without the host's queueing before it or the synchronisation after it)."""
     names = list(calls)
+    timed_spans = spans is not None and dev.type == "cuda"
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if timed_spans else None
+    gpu: dict[str, list[float]] = {name: [] for name in names}
     first = {}
     for name in names:  # warm-up (compiles, plans, communicators), then one call to size the rounds
         calls[name]()
@@ -356,15 +365,27 @@ def time_calls(torch, dist, calls: dict, dev, budget_ms: float, rounds: int) -> 
                 dist.barrier()
                 _sync(torch, dev)
                 t0 = time.perf_counter()
+                if marks:
+                    marks[0].record()
                 calls[name]()
+                if marks:
+                    marks[1].record()
                 _sync(torch, dev)
                 samples[name].append(time.perf_counter() - t0)
+                if marks:
+                    gpu[name].append(marks[0].elapsed_time(marks[1]) * 1e-3)
     out = {}
     for name in names:  # the slowest rank's time per call, call by call
-        t = torch.tensor(samples[name], dtype=torch.float64, device=dev)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        out[name] = statistics.median(t.tolist())
+        out[name] = _median_of_max(torch, dist, samples[name], dev)
+        if timed_spans:
+            spans[name] = _median_of_max(torch, dist, gpu[name], dev)
     return out
+
+
+def _median_of_max(torch, dist, values: list[float], dev) -> float:
+    t = torch.tensor(values, dtype=torch.float64, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return statistics.median(t.tolist())
 
 
 def table(rows: Sequence[Row]) -> list[list[str]]:

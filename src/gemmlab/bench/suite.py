@@ -168,12 +168,15 @@ def measure_spread(gpus: int, dtypes: Sequence[str] = DTYPES, groups: Sequence[s
 
     chosen = cases(groups, quick)
     costs = [1.0 + 2.0 * m * n * k / 1e13 for _, (m, n, k) in chosen]
-    parts = spread.run_spread(measure_share, chosen, costs, gpus, list(dtypes), budget_ms, command, groups, quick)
+    timings: list = []
+    parts = spread.run_spread(measure_share, chosen, costs, gpus, list(dtypes), budget_ms, command, groups, quick,
+                              timings=timings)
     place = {(dt, tuple(s)): (di, i) for di, dt in enumerate(dtypes) for i, (_, s) in enumerate(chosen)}
     merged = spread.merge([r for _, r in parts],
                           order=lambda r: place.get((r.dtype, (r.m, r.n, r.k)), (len(dtypes), 0)) + (r.kernel != GEMMLAB,))
     for run in merged.runs:
-        run.setdefault("notes", []).append(f"one of {len(parts)} processes of a suite spread over {gpus} GPUs")
+        run.setdefault("notes", []).extend([f"one of {len(parts)} processes of a suite spread over {gpus} GPUs",
+                                            spread.times_note(timings)])
     return merged
 
 

@@ -352,6 +352,7 @@ def _bench_suite(dtype: Optional[str], only: Optional[str], quick: bool, budget_
             fail(f"--gpus {gpus}: this host has {have} GPUs")
         with console.status(f"the suite over {gpus} GPUs"):
             res = st.measure_spread(gpus, dtypes, groups, quick, budget_ms or st.DEFAULT_BUDGET_MS, command)
+        console.print(escape(res.runs[0]["notes"][-1]), highlight=False, soft_wrap=True)
     else:
         _require_gpu_and_torch("gemmlab bench --suite")
         with console.status("starting") as status:
