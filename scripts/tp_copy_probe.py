@@ -6,10 +6,11 @@ of the rotated walk); the pushes alone; NCCL's all-gather; and the plain GEMM wi
 gemmlab.distributed does), after them, and with the pushes on one stream per peer, and the host's time to
 queue one call ("host_us_per_call", ms). Beside them, the reduce-scatter by the copy engines on the same shape
 ("full_rs", its GEMM of M x N x K / W alone "gemm_rs_alone") and the host's time to queue one call of either
-product ("host_ag", "host_rs", ms). NVLink multicast off.
+product ("host_ag", "host_rs", ms). With --timeline: one call's steps marked per rank (`timeline`). NVLink
+multicast off.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-        PYTHONPATH=src python scripts/tp_copy_probe.py [--variants]
+        PYTHONPATH=src python scripts/tp_copy_probe.py [--variants | --timeline]
 """
 
 import statistics
@@ -125,10 +126,97 @@ def body(torch, dist, rank, world, dev, shapes, variants=False):
     return res
 
 
+def timeline(torch, dist, rank, world, dev, shapes, calls=12):
+    """One copy-engine all-gather + GEMM as gemmlab.distributed queues it, its steps marked: per rank, the
+    host's start (wall clock, the same on every process of the host) and, from an event at the call's start on
+    the GPU, when each push left this GPU (an event after each copy on the exchange stream) and when the GEMM
+    ended; medians over `calls` calls between barriers. Also the reduce-scatter's pushes."""
+    import gemmlab.distributed as gd
+    from gemmlab.api.call import matmul_after
+    from gemmlab.api.launch import Arrivals
+    from gemmlab.distributed import exchange
+    from gemmlab.runtime import launch as drv
+
+    out = []
+    for m, n, k in shapes:
+        rows, cols = m // world, n // world
+        g = torch.Generator(device=dev).manual_seed(3)
+        a = torch.randn(m, k, generator=g, device=dev).bfloat16()
+        b = torch.randn(k, cols, generator=g, device=dev).bfloat16()
+        shard = a[rank * rows:(rank + 1) * rows].contiguous()
+        for _ in range(3):
+            gd.all_gather_matmul(shard, b, transport="copy")
+        torch.cuda.synchronize()
+        ex = exchange.exchange_for(torch, dist, None, rank, world, rows, k, shard.dtype, dev)
+        c = torch.empty(m, cols, dtype=torch.bfloat16, device=dev)
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(world + 2)]
+        samples = []
+        for _ in range(calls):
+            dist.barrier()
+            torch.cuda.synchronize()
+            t0 = time.time()
+            here = torch.cuda.current_stream()
+            ev[0].record(here)
+            ex.epoch += 1
+            e = ex.epoch
+            ex.ready.record(here)
+            ex.own.copy_(shard)
+            drv.stream_write_value(here.cuda_stream, ex.flag(rank, rank), e)
+            matmul_after(ex.rows_view, b, c, arrivals=Arrivals(ex.flag(rank, 0), rows, e, world, first=rank))
+            ev[1].record(here)
+            t_gemm = time.time()
+            for p in ex.others:
+                drv.stream_write_value(here.cuda_stream, ex.flag(p, world + rank), e)
+            ex.stream.wait_event(ex.ready)
+            side = ex.stream.cuda_stream
+            hosts = []
+            for i, p in enumerate(ex.push_order):
+                drv.stream_wait_value(side, ex.flag(rank, world + p), e - 1)
+                drv.stream_copy(side, ex.peer_slot_ptr[p], shard.data_ptr(), ex.block_bytes)
+                drv.stream_write_value(side, ex.flag(p, rank), e)
+                ev[2 + i].record(ex.stream)
+                hosts.append(time.time() - t0)
+            here.wait_stream(ex.stream)
+            torch.cuda.synchronize()
+            end = time.time() - t0
+            samples.append([t0, (t_gemm - t0) * 1e3, *(h * 1e3 for h in hosts), end * 1e3,
+                            ev[0].elapsed_time(ev[1]), *(ev[0].elapsed_time(ev[2 + i]) for i in range(world - 1))])
+        t = torch.tensor(samples, dtype=torch.float64, device=dev)
+        every = [torch.zeros_like(t) for _ in range(world)]
+        dist.all_gather(every, t)
+        if rank == 0:
+            # per call, each rank's start after the earliest rank's (ms); then medians per rank
+            rows_ = []
+            for r in range(world):
+                v = every[r].cpu()
+                first = torch.stack([x[:, 0] for x in every]).min(0).values.cpu()
+                skew = (v[:, 0] - first) * 1e3
+                med = [float(skew.median())] + [float(v[:, j].median()) for j in range(1, v.shape[1])]
+                rows_.append(med)
+            out.append(((m, n, k), rows_))
+    return out
+
+
+def _print_timeline(world, got):
+    for shape, rows_ in got:
+        print(f"W={world} {'x'.join(map(str, shape))}: per rank, ms (medians): start after the first rank | host: "
+              "GEMM queued, each push queued, the call's end | GPU from the call's start: GEMM end, each push done")
+        for r, v in enumerate(rows_):
+            nh = world - 1
+            print(f"  rank {r}: start +{v[0]:.3f} | host {v[1]:.3f}, pushes " +
+                  ", ".join(f"{x:.3f}" for x in v[2:2 + nh]) + f", end {v[2 + nh]:.3f} | GPU GEMM {v[3 + nh]:.3f}, "
+                  "pushes " + ", ".join(f"{x:.3f}" for x in v[4 + nh:]), flush=True)
+
+
 if __name__ == "__main__":
     import sys
 
     from gemmlab.bench.distributed import spawn_ranks
+    if "--timeline" in sys.argv:  # one call's steps, marked, per rank
+        for w in (4, 2):
+            _print_timeline(w, spawn_ranks(w, "nccl", timeline, [(16384, 8192, 8192), (8192, 8192, 8192),
+                                                                   (4096, 10240, 8192)]))
+        sys.exit(0)
     variants = "--variants" in sys.argv  # the order of the pushes and the GEMM, and pushes on several streams
     worlds = (4,) if variants else (4, 2)
     for w in worlds:

@@ -289,6 +289,19 @@ def test_a_repeat_call_still_refuses_a_c_that_overlaps_a(gen):
     with pytest.raises(ValueError, match="shares memory"):  # the same plan (shape, strides, alignment), C = A
         gemmlab.matmul(a, b, a)
     assert _rel(gemmlab.matmul(a, b, c), want) <= TOL["bfloat16"]
+    # outputs taken in turn (each address set checked once and remembered), then C = A again
+    c2 = torch.empty_like(a)
+    for _ in range(3):
+        for out in (c, c2):
+            out.fill_(float("nan"))
+            assert gemmlab.matmul(a, b, out) is out and _rel(out, want) <= TOL["bfloat16"]
+    with pytest.raises(ValueError, match="shares memory"):
+        gemmlab.matmul(a, b, a)
+    big = torch.empty(2 * 256 * 256, dtype=torch.bfloat16, device="cuda")
+    b2 = big[:256 * 256].view(256, 256)
+    b2.copy_(b)
+    with pytest.raises(ValueError, match="shares memory"):  # C over B's second half
+        gemmlab.matmul(a, b2, big[128 * 256:384 * 256].view(256, 256))
 
 
 # -------------------------------------------------------------------------------------------- Linear

@@ -232,6 +232,9 @@ def _scale_vector(home: arrays.Home, s, dev: int, block: bool = False):
     return s.detach().reshape(-1).to(device=f"cuda:{dev}", dtype=torch.float32).clone()
 
 
+DISJOINT_KEPT = 16  # address sets a plan remembers as checked (a tensor-parallel call takes turns over W)
+
+
 def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, beta: float, stream: int,
          scale_a=None, scale_b=None, groups=None, arrivals=None):
     # (a repeat call runs every line below: the common case, operands in place and a new output, takes the
@@ -249,7 +252,7 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
         out = c
         target = home.contiguous(c) if plan.c.copy else c
         pc = ptr(target)
-        if plan.disjoint != (pa, pb, pc):  # (the layouts are the plan's: the same addresses, the same answer)
+        if (pa, pb, pc) not in plan.disjoint:  # (the layouts are the plan's: the same addresses, the same answer)
             span = _span(pc, OperandLayout(req.m, req.n, plan.c.read_ld, plan.c.item, batch=plan.c.batch,
                                            bstride=plan.c.read_bstride))
             for p, lay in ((pa, la), (pb, lb)):
@@ -257,7 +260,9 @@ def _run(plan: Plan, home: arrays.Home, a, b, c, bias, residual, alpha: float, b
                                      bstride=lay.read_bstride)
                 if arrays.overlaps(span, _span(p, read)):
                     raise ValueError("C shares memory with A or B; the result would overwrite its own inputs")
-            plan.disjoint = (pa, pb, pc)
+            if len(plan.disjoint) >= DISJOINT_KEPT:
+                plan.disjoint.clear()
+            plan.disjoint.add((pa, pb, pc))
     if plan.empty_product:
         return out
     pbias = pr = 0

@@ -231,7 +231,9 @@ class Plan:
     waits: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     map_cache: dict = field(default_factory=dict)
-    disjoint: tuple | None = None     # the last (A, B, C) addresses found not to overlap (a given C only)
+    # (A, B, C) address sets found not to overlap (a given C only; the layouts are the plan's, so the same
+    # addresses give the same answer): a few kept, for callers that take turns over several buffers
+    disjoint: set = field(default_factory=set)
     # Read by every launch, so worked out once: the new output's shape, whether the product is empty (nothing to
     # launch), and whether the pack has slots beyond the five every kernel has (alpha, A, B, beta, C).
     out_shape: tuple[int, ...] = field(init=False)

@@ -12,6 +12,13 @@ barriers, timed on the host around a device synchronize (what a user's step pays
 slowest rank's (an all-reduce of the maxima), and a candidate's time the median of its calls. Operands are
 fresh random values per case; the shapes this is for move hundreds of MB per call, past L2.
 
+The model is fed each part's GPU time (the collective's, the GEMM's, the copy reduce-scatter's sum: calls
+queued back to back, `gpu_seconds`), and its times are turned into a call's as timed here: a lone call of a
+part takes its GPU time plus a lead (the timing's floor, an empty call between barriers, and the host's
+queueing before its work starts). One after the other is predicted as the first part's lone call plus the
+second's GPU time (its launch queued under the first's work); the overlapped call as the GEMM's lead plus the
+pipeline, or the timing's floor plus the host's queueing of the whole call where that is longer.
+
 kind "all_gather" (column-parallel): A (M x K) in row shards, each rank's B its K x N / W column slice;
 kind "reduce_scatter" (row-parallel): each rank's K / W slice of A and B, the sum scattered by rows.
 """
@@ -49,6 +56,7 @@ class Row:
     notes: dict[str, str] = field(default_factory=dict)
     predicted: dict[str, float] = field(default_factory=dict)
     spans: dict[str, float] = field(default_factory=dict)  # GPU span per candidate (time_calls), NCCL only
+    gpu: dict[str, float] = field(default_factory=dict)  # the model's parts queued back to back (gpu_seconds)
     transport: str = ""  # the form gemmlab's default call took (its "auto": copy, sequential or ring)
 
     @property
@@ -246,18 +254,55 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     for name in ("gemmlab_copy", "gemmlab_sequential"):  # (what the auto choice weighs: the forms' host times)
         if name in calls:
             row.seconds[f"host_{name}"] = host_seconds(torch, dist, calls[name], dev)
-    c, g_ours, g_torch = times.get("comm"), times.get("gemm_gemmlab"), times.get("gemm_torch")
-    if c and g_ours and g_torch and world > 1:
+    # The model's parts: each one's time on the GPU, queued back to back (a lone call's wall time adds the
+    # host's part: the timing's floor and the time before its work starts, `lead`)
+    parts = ("comm", "gemm_gemmlab", "gemm_torch", *(["slots_sum"] if "slots_sum" in calls else []))
+    row.gpu = {name: gpu_seconds(torch, dist, calls[name], dev) for name in parts}
+    c, g_ours, g_torch = (row.gpu[name] for name in ("comm", "gemm_gemmlab", "gemm_torch"))
+    if c > 0 and g_ours > 0 and g_torch > 0 and world > 1:
         busbw = moved * (world - 1) / world / c
         link = model.Link(busbw, busbw)  # (the kind's own collective, measured)
         ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0],
-                             tail_s=times.get("slots_sum") or 0.0)
+                             tail_s=row.gpu.get("slots_sum", 0.0))
         seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
-        # gemmlab's own call: the overlapped form's time, or the sequential form's where auto chose that
-        mine = ours.sequential_s if way == "sequential" else ours.overlapped_s
-        row.predicted = {"sequential": seq.sequential_s, "overlapped": ours.overlapped_s, "ideal": ours.ideal_s,
-                         "gemmlab": mine, "busbw": busbw, "limiter_link": float(ours.limiter == "link")}
+
+        def lead(name):  # what a lone call of the part takes beyond its GPU time
+            return max(times[name] - row.gpu[name], 0.0)
+        # one after the other: the first part as a lone call, the second's launch queued under the first's work
+        first = "comm" if kind == "all_gather" else "gemm_torch"
+        seq_s = lead(first) + seq.sequential_s
+        if way == "sequential":  # gemmlab's own call: the sequential form where auto chose it ...
+            mine = lead("comm" if kind == "all_gather" else "gemm_gemmlab") + ours.sequential_s
+        else:  # ... else the overlap, from the GEMM's launch on, or the host's queueing where that is longer
+            mine = max(times["floor"] + row.seconds["host_gemmlab"], lead("gemm_gemmlab") + ours.overlapped_s)
+        row.predicted = {"sequential": seq_s, "overlapped": lead("gemm_gemmlab") + ours.overlapped_s,
+                         "ideal": ours.ideal_s, "gemmlab": mine, "busbw": busbw,
+                         "limiter_link": float(ours.limiter == "link")}
     return row
+
+
+def gpu_seconds(torch, dist, call, dev, reps: int = 8) -> float:
+    """The time per call of `reps` calls queued back to back after a barrier (GPUs: between two events on the
+    current stream, so the host's queueing hides under the work; CPU processes: the wall time), the slowest
+    rank's: what a part costs on the GPU once its launch is not waited for."""
+    call()
+    _sync(torch, dev)
+    dist.barrier()
+    _sync(torch, dev)
+    if dev.type == "cuda":
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+        marks[0].record()
+        for _ in range(reps):
+            call()
+        marks[1].record()
+        _sync(torch, dev)
+        t = marks[0].elapsed_time(marks[1]) * 1e-3 / reps
+    else:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            call()
+        t = (time.perf_counter() - t0) / reps
+    return max_over_ranks(torch, dist, t, dev)
 
 
 def gemmlab_matmul(a, b):
