@@ -258,16 +258,19 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     # host's part: the timing's floor and the time before its work starts, `lead`)
     parts = ("comm", "gemm_gemmlab", "gemm_torch", *(["slots_sum"] if "slots_sum" in calls else []))
     row.gpu = {name: gpu_seconds(torch, dist, calls[name], dev) for name in parts}
-    c, g_ours, g_torch = (row.gpu[name] for name in ("comm", "gemm_gemmlab", "gemm_torch"))
+    # (a part queued back to back can take longer a call than alone: a long GEMM's clock under sustained power,
+    # collectives queued behind one another; a lone call bounds it, less the timing's floor)
+    gpu = {name: min(v, max(times[name] - times["floor"], 1e-9)) for name, v in row.gpu.items()}
+    c, g_ours, g_torch = (gpu[name] for name in ("comm", "gemm_gemmlab", "gemm_torch"))
     if c > 0 and g_ours > 0 and g_torch > 0 and world > 1:
         busbw = moved * (world - 1) / world / c
         link = model.Link(busbw, busbw)  # (the kind's own collective, measured)
         ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0],
-                             tail_s=row.gpu.get("slots_sum", 0.0))
+                             tail_s=gpu.get("slots_sum", 0.0))
         seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
 
         def lead(name):  # what a lone call of the part takes beyond its GPU time
-            return max(times[name] - row.gpu[name], 0.0)
+            return times[name] - gpu[name]
         # one after the other: the first part as a lone call, the second's launch queued under the first's work
         first = "comm" if kind == "all_gather" else "gemm_torch"
         seq_s = lead(first) + seq.sequential_s
