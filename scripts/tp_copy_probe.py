@@ -147,7 +147,8 @@ def timeline(torch, dist, rank, world, dev, shapes, calls=12):
         for _ in range(3):
             gd.all_gather_matmul(shard, b, transport="copy")
         torch.cuda.synchronize()
-        ex = exchange.exchange_for(torch, dist, None, rank, world, rows, k, shard.dtype, dev)
+        P = exchange.pieces(rows)  # (the library's exchange: pieces as it pushes them)
+        ex = exchange.exchange_for(torch, dist, None, rank, world, rows, k, shard.dtype, dev, pieces=P)
         c = torch.empty(m, cols, dtype=torch.bfloat16, device=dev)
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(world + 2)]
         samples = []
@@ -161,19 +162,23 @@ def timeline(torch, dist, rank, world, dev, shapes, calls=12):
             e = ex.epoch
             ex.ready.record(here)
             ex.own.copy_(shard)
-            drv.stream_write_value(here.cuda_stream, ex.flag(rank, rank), e)
-            matmul_after(ex.rows_view, b, c, arrivals=Arrivals(ex.flag(rank, 0), rows, e, world, first=rank))
+            for q in range(P):
+                drv.stream_write_value(here.cuda_stream, ex.arrived(rank, rank, q), e)
+            matmul_after(ex.rows_view, b, c, arrivals=Arrivals(ex.arrived(rank, 0), rows // P, e, world * P,
+                                                                first=rank * P))
             ev[1].record(here)
             t_gemm = time.time()
             for p in ex.others:
-                drv.stream_write_value(here.cuda_stream, ex.flag(p, world + rank), e)
+                drv.stream_write_value(here.cuda_stream, ex.done(p, rank), e)
             ex.stream.wait_event(ex.ready)
             side = ex.stream.cuda_stream
             hosts = []
             for i, p in enumerate(ex.push_order):
-                drv.stream_wait_value(side, ex.flag(rank, world + p), e - 1)
-                drv.stream_copy(side, ex.peer_slot_ptr[p], shard.data_ptr(), ex.block_bytes)
-                drv.stream_write_value(side, ex.flag(p, rank), e)
+                drv.stream_wait_value(side, ex.done(rank, p), e - 1)
+                for q in range(P):
+                    off = q * ex.piece_bytes
+                    drv.stream_copy(side, ex.peer_slot_ptr[p] + off, shard.data_ptr() + off, ex.piece_bytes)
+                    drv.stream_write_value(side, ex.arrived(p, rank, q), e)
                 ev[2 + i].record(ex.stream)
                 hosts.append(time.time() - t0)
             here.wait_stream(ex.stream)

@@ -513,3 +513,16 @@ def test_the_copy_reduce_scatters_epilogue_on_the_sum(activation):
     assert float((bare.double() - ref(total.double())).abs().max()) < 1e-5
     half = ops.epilogue_in_place(torch, total.bfloat16(), bias, activation)  # bf16 sums keep their type
     assert half.dtype == torch.bfloat16 and float((half.double() - want).abs().max()) < 5e-2
+
+
+def test_an_all_gathers_block_goes_in_pieces_of_whole_cluster_tiles():
+    """The copy all-gather pushes a block of R rows in 4, 2 or 1 pieces, each a flag of its own and a whole
+    multiple of 256 rows (two 128-row tiles: the GEMM's walk takes a piece's tiles before the next piece's)."""
+    from gemmlab.distributed import exchange
+
+    for rows in (256, 512, 768, 1024, 1536, 2048, 4096, 8192, 100, 1000, 3072):
+        p = exchange.pieces(rows)
+        assert p in (1, 2, 4) and rows % p == 0, rows
+        assert p == 1 or (rows // p) % 256 == 0, rows
+        assert p == max(q for q in (1, 2, 4) if q == 1 or rows % (q * 256) == 0), rows
+    assert [exchange.pieces(r) for r in (4096, 2048, 1024, 512, 256, 300)] == [4, 4, 4, 2, 1, 1]

@@ -158,7 +158,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     import gemmlab.distributed as gd
 
     from .. import formats
-    from ..distributed import model
+    from ..distributed import exchange, model
     from ..distributed.ops import transport_taken
 
     dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
@@ -265,7 +265,9 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     if c > 0 and g_ours > 0 and g_torch > 0 and world > 1:
         busbw = moved * (world - 1) / world / c
         link = model.Link(busbw, busbw)  # (the kind's own collective, measured)
-        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0],
+        # (the copy all-gather pushes each block in pieces, a flag each: the pipeline's pieces)
+        steps = exchange.pieces(mr) if way == "copy" and kind == "all_gather" else chunks[0]
+        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=steps,
                              tail_s=gpu.get("slots_sum", 0.0))
         seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
 

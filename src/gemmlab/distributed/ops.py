@@ -12,10 +12,10 @@ far received from rank - 1 in the same launch (beta = 1: C is that sum), then se
 step is the rank's own rows, with the fused epilogue (bias, activation) on the full sum.
 
 On NCCL groups of CUDA tensors all_gather_matmul runs otherwise by default (transport "copy", exchange.py): the
-copy engines push every shard into every rank's symmetric buffer, each followed by a flag, and one GEMM over all
-of A waits inside its launch for each row block's flag before it reads the block, walking the blocks in the
-order they arrive. The ring below cut the GEMM into W products of 1 / W each, too small to fill the GPU at W = 4,
-while NCCL's kernels took SMs from them (docs/journal.md, "the first run on NCCL").
+copy engines push every shard into every rank's symmetric buffer in pieces (exchange.pieces), each followed by a
+flag, and one GEMM over all of A waits inside its launch for each piece's flag before it reads its rows, walking
+the blocks in the order they arrive. The ring below cut the GEMM into W products of 1 / W each, too small to
+fill the GPU at W = 4, while NCCL's kernels took SMs from them (docs/journal.md, "the first run on NCCL").
 
 Where the copy engines' overlap saves less than its per-peer steps cost (the host's queueing of them, pushes
 landing one after another; small products, many GPUs: model.choose), "auto" runs the sequential form instead
@@ -210,27 +210,33 @@ def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bia
     starts on the rank's own block while the host is still queueing the pushes; the pushes wait only for the
     shard (an event recorded before the GEMM), never for the GEMM, which waits for the other ranks' pushes."""
     a_shard = a_shard.contiguous()  # (a strided shard would be copied by a kernel: no SM may be needed)
-    ex = exchange.exchange_for(torch, dist, group, rank, world, rows, k, a_shard.dtype, a_shard.device)
+    pieces = exchange.pieces(rows)
+    ex = exchange.exchange_for(torch, dist, group, rank, world, rows, k, a_shard.dtype, a_shard.device,
+                               pieces=pieces)
     ex.epoch += 1
     e = ex.epoch
     here = torch.cuda.current_stream(a_shard.device)
     stream = here.cuda_stream
     ex.ready.record(here)  # the shard is written
     ex.own.copy_(a_shard)
-    _driver.stream_write_value(stream, ex.flag(rank, rank), e)
+    for q in range(pieces):
+        _driver.stream_write_value(stream, ex.arrived(rank, rank, q), e)
     out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
     _matmul_after(ex.rows_view, b, out, bias=bias, activation=activation, out_dtype=out_dtype,
-                  arrivals=Arrivals(ex.flag(rank, 0), rows, e, world, first=rank), **params)
+                  arrivals=Arrivals(ex.arrived(rank, 0), rows // pieces, e, world * pieces, first=rank * pieces),
+                  **params)
     gathered = ex.rows_view.clone() if return_gathered else None
     for p in ex.others:  # this rank has read its gathered rows of call e to the end
-        _driver.stream_write_value(stream, ex.flag(p, world + rank), e)
+        _driver.stream_write_value(stream, ex.done(p, rank), e)
     ex.stream.wait_event(ex.ready)
     a_shard.record_stream(ex.stream)  # (its memory is not reused before the pushes have read it)
-    side, src, nbytes = ex.stream.cuda_stream, a_shard.data_ptr(), ex.block_bytes
+    side, src, step = ex.stream.cuda_stream, a_shard.data_ptr(), ex.piece_bytes
     for p in ex.push_order:  # rank - 1, rank - 2, ...: each rank receives rank + 1's block first
-        _driver.stream_wait_value(side, ex.flag(rank, world + p), e - 1)  # p is done with call e - 1
-        _driver.stream_copy(side, ex.peer_slot_ptr[p], src, nbytes)
-        _driver.stream_write_value(side, ex.flag(p, rank), e)
+        _driver.stream_wait_value(side, ex.done(rank, p), e - 1)  # p is done with call e - 1
+        dst = ex.peer_slot_ptr[p]
+        for q in range(pieces):  # piece by piece, each flagged as it lands: the GEMM starts on the first
+            _driver.stream_copy(side, dst + q * step, src + q * step, step)
+            _driver.stream_write_value(side, ex.arrived(p, rank, q), e)
     here.wait_stream(ex.stream)
     return (out, gathered) if return_gathered else out
 
@@ -325,18 +331,18 @@ def _reduce_scatter_by_copy(torch, dist, group, rank, world, a, b_shard, blocks,
         _matmul(a[first:first + rows], b_shard, ex.staging[j], out_dtype=out_dtype, **params)
         ex.made[j].record(here)
         ex.stream.wait_event(ex.made[j])
-        _driver.stream_wait_value(side, ex.flag(rank, world + j), e - 1)  # j is done with call e - 1
+        _driver.stream_wait_value(side, ex.done(rank, j), e - 1)  # j is done with call e - 1
         _driver.stream_copy(side, ex.peer_slot_ptr[j], ex.staging_ptr[j], ex.block_bytes)
-        _driver.stream_write_value(side, ex.flag(j, rank), e)
+        _driver.stream_write_value(side, ex.arrived(j, rank), e)
     first = blocks[rank][0]  # the own rows' partial, under the pushes still on their way
     _matmul(a[first:first + rows], b_shard, ex.own, out_dtype=out_dtype, **params)
     for p in ex.others:  # every other rank's partial of this rank's rows has landed
-        _driver.stream_wait_value(stream, ex.flag(rank, p), e)
+        _driver.stream_wait_value(stream, ex.arrived(rank, p), e)
     # (a new tensor: the buffer is the next call's.) Two slots in one elementwise add, which reads each once at
     # the copy bandwidth; torch's sum over the slots' axis ran at 1.4 TB/s there. Both add in fp32 and round once.
     out = torch.add(ex.buffer[0], ex.buffer[1]) if world == 2 else torch.sum(ex.buffer, dim=0)
     for p in ex.others:  # this rank has read its buffer of call e to the end
-        _driver.stream_write_value(stream, ex.flag(p, world + rank), e)
+        _driver.stream_write_value(stream, ex.done(p, rank), e)
     here.wait_stream(ex.stream)  # (the staging slots are not rewritten before they have left)
     return epilogue_in_place(torch, out, bias, activation)
 

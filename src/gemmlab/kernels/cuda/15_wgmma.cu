@@ -631,6 +631,16 @@ __device__ __forceinline__ void wait_rows(const unsigned* __restrict__ arrive, i
     asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
 
+// Blocks that arrive in pieces (a flag per piece of arrive_rows rows, the pieces of a block pushed one after
+// another): the tile order's groups are made no taller than a piece, so that the walk finishes the tiles of
+// the rows that have arrived before it needs the next piece's rows (a group as tall as a block would reach
+// into the block's last piece with its first tiles). Only where a piece is whole cluster-tile rows.
+__device__ __forceinline__ int arrival_group(int group, const unsigned* arrive, int arrive_rows, int span) {
+    if (arrive == nullptr || arrive_rows <= 0 || arrive_rows % span != 0) return group;
+    const int piece = arrive_rows / span;
+    return piece < group ? piece : group;
+}
+
 __device__ __forceinline__ void st_release_gpu(int* p, int v) {
     asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
@@ -925,7 +935,8 @@ wgmma_body(int M, int N, int K, float alpha, int lda, int ldb, float beta, typen
     const int tiles_n = (opaque(SWAP ? M : N) + BN - 1) / BN;                                     \
     const int ctiles_m = (tiles_m + CLUSTER - 1) / CLUSTER, tiles_one = ctiles_m * tiles_n;       \
     const int tiles = GROUPS ? (1 << 30) : tiles_one * (BATCHED ? opaque(batch) : SPLIT_K);      \
-    const int group = GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1;                              \
+    const int group = arrival_group(GROUP_M / CLUSTER > 0 ? GROUP_M / CLUSTER : 1, arrive, arrive_rows,  \
+                                    BM * CLUSTER);                                                \
     const int k_tiles = (opaque(K) + BK - 1) / BK;                                                \
     const int rank = CLUSTER > 1 ? (int)cluster_rank() : 0;                                       \
     const int cluster_id = opaque(blockIdx.x) / CLUSTER, clusters = opaque(gridDim.x) / CLUSTER;
