@@ -526,3 +526,13 @@ def test_an_all_gathers_block_goes_in_pieces_of_whole_cluster_tiles():
         assert p == 1 or (rows // p) % 256 == 0, rows
         assert p == max(q for q in (1, 2, 4) if q == 1 or rows % (q * 256) == 0), rows
     assert [exchange.pieces(r) for r in (4096, 2048, 1024, 512, 256, 300)] == [4, 4, 4, 2, 1, 1]
+
+
+def test_pieces_that_do_not_divide_the_shard_are_refused_by_name():
+    torch = pytest.importorskip("torch")
+    import gemmlab.distributed as gd
+
+    a, b = torch.zeros(6, 4), torch.zeros(4, 5)
+    for bad in (0, 4, -1, 1.5, True):
+        with pytest.raises(ValueError, match="pieces must be a positive integer that divides the shard's 6 rows"):
+            gd.all_gather_matmul(a, b, pieces=bad)

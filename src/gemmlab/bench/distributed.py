@@ -212,7 +212,9 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         for t in ("copy", "sequential", "ring"):
             if t != way:
                 calls[f"gemmlab_{t}"] = forced(t)
-    named = ("gemmlab_copy", "gemmlab_sequential", "gemmlab_ring")
+        if kind == "all_gather" and exchange.pieces(mr) > 1:  # the copy form with each block in one push
+            calls["gemmlab_copy_whole"] = lambda: gd.all_gather_matmul(shard, b_local, transport="copy", pieces=1)
+    named = ("gemmlab_copy", "gemmlab_sequential", "gemmlab_ring", "gemmlab_copy_whole")
     extra = [name for name in calls if name.startswith("gemmlab_") and name not in named]
     extra += [name for name in named if name in calls]
     calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
@@ -251,7 +253,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra, "floor",
                                                        *(["slots_sum"] if "slots_sum" in calls else []))}
     row.seconds["host_gemmlab"] = host_seconds(torch, dist, calls["gemmlab"], dev)
-    for name in ("gemmlab_copy", "gemmlab_sequential"):  # (what the auto choice weighs: the forms' host times)
+    for name in ("gemmlab_copy", "gemmlab_sequential", "gemmlab_copy_whole"):  # (the forms' host times)
         if name in calls:
             row.seconds[f"host_{name}"] = host_seconds(torch, dist, calls[name], dev)
     # The model's parts: each one's time on the GPU, queued back to back (a lone call's wall time adds the

@@ -99,7 +99,7 @@ def _exchange(dist, send, dst, recv, src, group):
 
 
 def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out_dtype=None, return_gathered=False,
-                      chunks: int = 1, transport: str = "auto", **params):
+                      chunks: int = 1, transport: str = "auto", pieces: int | None = None, **params):
     """C = all_gather(a_shard) @ B (+ bias, activation), M x N on every rank, each shard multiplied as it
     arrives. With `return_gathered`, also the gathered A (M x K). `transport`: "copy" (the copy engines and one
     GEMM that waits for each block, exchange.py; NCCL groups of CUDA tensors), "ring" (NCCL or gloo
@@ -108,9 +108,15 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
     does not pay, else "ring".
     `chunks` (the ring): each shard travels and is multiplied in that many row pieces (schedule.pieces), a
     finer pipeline: the ring then loses one piece of the shorter side instead of one shard
-    (distributed.model.predict). Other keywords go to gemmlab.matmul."""
+    (distributed.model.predict). `pieces` (the copy engines): each shard is pushed in that many row pieces, a
+    flag each, so that the GEMM starts on a block's first rows while the rest travels; it must divide the
+    shard's rows (None: exchange.pieces, 1 to 4 pieces of whole 256-row multiples). Other keywords go to
+    gemmlab.matmul."""
     torch, dist = _torch()
     rows, k, n = _operands("all_gather_matmul", ("A's shard", a_shard), ("B", b), params)
+    if pieces is not None and (not isinstance(pieces, int) or isinstance(pieces, bool) or pieces < 1
+                               or (rows and rows % pieces)):
+        raise ValueError(f"pieces must be a positive integer that divides the shard's {rows} rows, got {pieces!r}")
     rank, world, prev, nxt = _ring(group, dist)
     cuts = _pieces(rows, chunks)
     way = _transport(torch, dist, a_shard, group, transport, chunks, "all_gather", world * rows, n * world, k,
@@ -120,7 +126,7 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
                                      return_gathered, params)
     if way == "copy" and rows > 0 and k > 0:
         return _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
-                               return_gathered, params)
+                               return_gathered, params, pieces)
     gathered = torch.empty((world, rows, k), dtype=a_shard.dtype, device=a_shard.device)
     gathered[rank].copy_(a_shard)
     out = torch.empty((world * rows, n), dtype=_out_dtype(torch, a_shard, out_dtype), device=a_shard.device)
@@ -205,12 +211,12 @@ def _stream_object(torch, raw: int, device):
 
 
 def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
-                    return_gathered, params):
+                    return_gathered, params, pieces=None):
     """all_gather_matmul through the push exchange (exchange.py's steps). The GEMM is queued first, so that it
     starts on the rank's own block while the host is still queueing the pushes; the pushes wait only for the
     shard (an event recorded before the GEMM), never for the GEMM, which waits for the other ranks' pushes."""
     a_shard = a_shard.contiguous()  # (a strided shard would be copied by a kernel: no SM may be needed)
-    pieces = exchange.pieces(rows)
+    pieces = exchange.pieces(rows) if pieces is None else pieces
     ex = exchange.exchange_for(torch, dist, group, rank, world, rows, k, a_shard.dtype, a_shard.device,
                                pieces=pieces)
     ex.epoch += 1
