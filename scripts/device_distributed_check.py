@@ -83,7 +83,7 @@ def main() -> None:
             ours, seq, fused, ideal = s["gemmlab"], s["sequential"], s.get("torch_fused"), r["ideal"]
             best = min((v, c) for c, v in s.items() if c.startswith("gemmlab") and v)
             forms = ", ".join(f"{c[8:]} {seq / v:.2f}" for c, v in s.items()
-                              if c in ("gemmlab_copy", "gemmlab_sequential", "gemmlab_ring", "gemmlab_copy_whole") and v)
+                              if c in ("gemmlab_copy", "gemmlab_sequential", "gemmlab_ring", "gemmlab_copy_pieces") and v)
             hosts = ", ".join(f"{c[13:]} {v * 1e3:.2f}" for c, v in s.items() if c.startswith("host_gemmlab_") and v)
             summary.append(
                 f"W={w} {r['kind']:>14} {r['m']}x{r['n']}x{r['k']} [{r.get('transport') or '-'}]: x sequential "

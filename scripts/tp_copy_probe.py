@@ -6,11 +6,11 @@ of the rotated walk); the pushes alone; NCCL's all-gather; and the plain GEMM wi
 gemmlab.distributed does), after them, and with the pushes on one stream per peer, and the host's time to
 queue one call ("host_us_per_call", ms). Beside them, the reduce-scatter by the copy engines on the same shape
 ("full_rs", its GEMM of M x N x K / W alone "gemm_rs_alone") and the host's time to queue one call of either
-product ("host_ag", "host_rs", ms). With --timeline: one call's steps marked per rank (`timeline`). NVLink
+product ("host_ag", "host_rs", ms). With --timeline [--pieces]: one call's steps marked per rank (`timeline`). NVLink
 multicast off.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-        PYTHONPATH=src python scripts/tp_copy_probe.py [--variants | --timeline]
+        PYTHONPATH=src python scripts/tp_copy_probe.py [--variants | --timeline [--pieces]]
 """
 
 import statistics
@@ -126,11 +126,12 @@ def body(torch, dist, rank, world, dev, shapes, variants=False):
     return res
 
 
-def timeline(torch, dist, rank, world, dev, shapes, calls=12):
+def timeline(torch, dist, rank, world, dev, shapes, calls=12, in_pieces=False):
     """One copy-engine all-gather + GEMM as gemmlab.distributed queues it, its steps marked: per rank, the
     host's start (wall clock, the same on every process of the host) and, from an event at the call's start on
     the GPU, when each push left this GPU (an event after each copy on the exchange stream) and when the GEMM
-    ended; medians over `calls` calls between barriers. Also the reduce-scatter's pushes."""
+    ended; medians over `calls` calls between barriers. Whole blocks, as the library pushes them by default;
+    `in_pieces`: each in exchange.pieces(rows) pieces (all_gather_matmul(pieces=))."""
     import gemmlab.distributed as gd
     from gemmlab.api.call import matmul_after
     from gemmlab.api.launch import Arrivals
@@ -147,7 +148,7 @@ def timeline(torch, dist, rank, world, dev, shapes, calls=12):
         for _ in range(3):
             gd.all_gather_matmul(shard, b, transport="copy")
         torch.cuda.synchronize()
-        P = exchange.pieces(rows)  # (the library's exchange: pieces as it pushes them)
+        P = exchange.pieces(rows) if in_pieces else 1
         ex = exchange.exchange_for(torch, dist, None, rank, world, rows, k, shard.dtype, dev, pieces=P)
         c = torch.empty(m, cols, dtype=torch.bfloat16, device=dev)
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(world + 2)]
@@ -220,7 +221,7 @@ if __name__ == "__main__":
     if "--timeline" in sys.argv:  # one call's steps, marked, per rank
         for w in (4, 2):
             _print_timeline(w, spawn_ranks(w, "nccl", timeline, [(16384, 8192, 8192), (8192, 8192, 8192),
-                                                                   (4096, 10240, 8192)]))
+                                                                   (4096, 10240, 8192)], 12, "--pieces" in sys.argv))
         sys.exit(0)
     variants = "--variants" in sys.argv  # the order of the pushes and the GEMM, and pushes on several streams
     worlds = (4,) if variants else (4, 2)

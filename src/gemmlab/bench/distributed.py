@@ -212,9 +212,10 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         for t in ("copy", "sequential", "ring"):
             if t != way:
                 calls[f"gemmlab_{t}"] = forced(t)
-        if kind == "all_gather" and exchange.pieces(mr) > 1:  # the copy form with each block in one push
-            calls["gemmlab_copy_whole"] = lambda: gd.all_gather_matmul(shard, b_local, transport="copy", pieces=1)
-    named = ("gemmlab_copy", "gemmlab_sequential", "gemmlab_ring", "gemmlab_copy_whole")
+        if kind == "all_gather" and exchange.pieces(mr) > 1:  # the copy form with each block in pieces
+            calls["gemmlab_copy_pieces"] = lambda: gd.all_gather_matmul(shard, b_local, transport="copy",
+                                                                        pieces=exchange.pieces(mr))
+    named = ("gemmlab_copy", "gemmlab_sequential", "gemmlab_ring", "gemmlab_copy_pieces")
     extra = [name for name in calls if name.startswith("gemmlab_") and name not in named]
     extra += [name for name in named if name in calls]
     calls["gemm_gemmlab"] = lambda: gemmlab_matmul(*local)
@@ -253,7 +254,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra, "floor",
                                                        *(["slots_sum"] if "slots_sum" in calls else []))}
     row.seconds["host_gemmlab"] = host_seconds(torch, dist, calls["gemmlab"], dev)
-    for name in ("gemmlab_copy", "gemmlab_sequential", "gemmlab_copy_whole"):  # (the forms' host times)
+    for name in ("gemmlab_copy", "gemmlab_sequential", "gemmlab_copy_pieces"):  # (the forms' host times)
         if name in calls:
             row.seconds[f"host_{name}"] = host_seconds(torch, dist, calls[name], dev)
     # The model's parts: each one's time on the GPU, queued back to back (a lone call's wall time adds the
@@ -267,9 +268,7 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     if c > 0 and g_ours > 0 and g_torch > 0 and world > 1:
         busbw = moved * (world - 1) / world / c
         link = model.Link(busbw, busbw)  # (the kind's own collective, measured)
-        # (the copy all-gather pushes each block in pieces, a flag each: the pipeline's pieces)
-        steps = exchange.pieces(mr) if way == "copy" and kind == "all_gather" else chunks[0]
-        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=steps,
+        ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0],
                              tail_s=gpu.get("slots_sum", 0.0))
         seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
 

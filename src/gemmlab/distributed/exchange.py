@@ -22,9 +22,9 @@ All-gather + GEMM, call e:
 2. the exchange stream waits for the event only (never for the GEMM, which waits for the other ranks' pushes),
    then for p = r - 1, r - 2, ... (each rank's first push goes to the rank before it, so every rank receives
    the block after its own first): wait until p is done with call e - 1, then copy the shard into p's
-   buffer[r] piece by piece (one driver copy each), raising p's flag of each piece as it lands. The GEMM waits
-   per piece and walks groups of tiles no taller than one, so it starts on a block's first rows while the rest
-   of the block is still on its way (`pieces`);
+   buffer[r] (one driver copy; with P pieces, one a piece), raising p's flag of each piece as it lands. The
+   GEMM waits per piece and walks groups of tiles no taller than one, so that with pieces it starts on a
+   block's first rows while the rest is on its way (whole blocks are the default: `pieces`);
 3. the caller's stream waits for the exchange stream (the shard is not read after the call returns).
 The GEMM is queued before the pushes: it starts on the own block while the host still queues them.
 
@@ -84,8 +84,9 @@ def _group_problem(dist, group) -> str | None:
 
 
 def pieces(rows: int) -> int:
-    """The pieces an all-gather's block of `rows` rows is pushed in, each with a flag: 4, 2 or 1, each piece a
-    whole multiple of 256 rows (so that it is whole cluster tiles of the GEMM's walk: 128-row tiles in pairs)."""
+    """The most pieces (4, 2 or 1) a block of `rows` rows can be pushed in with each piece a whole multiple of
+    256 rows (whole cluster tiles of the GEMM's walk: 128-row tiles in pairs); what the harness times beside
+    whole blocks (`all_gather_matmul(pieces=)`)."""
     for p in (4, 2):
         if rows % (p * 256) == 0:
             return p

@@ -17,7 +17,7 @@ as pieces stay large enough for the GEMM's rate, which the model does not see. `
 while communication runs beside it (the copies take SMs and memory bandwidth); 1 until measured.
 
 The all-gather by the copy engines (exchange.py) has the same shape with one GEMM: its blocks arrive one push
-apart, each in pieces (`exchange.pieces`, the model's chunks), and its walk takes them in that order. So has the reduce-scatter by the copy engines, up to its last
+apart (in pieces where asked: the model's chunks), and its walk takes them in that order. So has the reduce-scatter by the copy engines, up to its last
 block: the other ranks' partials are made one after another and pushed as each is done, the own rows' partial
 last; the last partial to arrive (from rank r + 1) lands at max((W - 1) g + c, g + (W - 1) c), which the
 formula's max already covers. Then the W slots are summed (`tail_s`, measured: the sum reads W blocks of

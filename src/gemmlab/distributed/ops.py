@@ -12,9 +12,9 @@ far received from rank - 1 in the same launch (beta = 1: C is that sum), then se
 step is the rank's own rows, with the fused epilogue (bias, activation) on the full sum.
 
 On NCCL groups of CUDA tensors all_gather_matmul runs otherwise by default (transport "copy", exchange.py): the
-copy engines push every shard into every rank's symmetric buffer in pieces (exchange.pieces), each followed by a
-flag, and one GEMM over all of A waits inside its launch for each piece's flag before it reads its rows, walking
-the blocks in the order they arrive. The ring below cut the GEMM into W products of 1 / W each, too small to
+copy engines push every shard into every rank's symmetric buffer (whole, or in `pieces`), each followed by a
+flag, and one GEMM over all of A waits inside its launch for each flag before it reads the rows behind it,
+walking the blocks in the order they arrive. The ring below cut the GEMM into W products of 1 / W each, too small to
 fill the GPU at W = 4, while NCCL's kernels took SMs from them (docs/journal.md, "the first run on NCCL").
 
 Where the copy engines' overlap saves less than its per-peer steps cost (the host's queueing of them, pushes
@@ -99,7 +99,7 @@ def _exchange(dist, send, dst, recv, src, group):
 
 
 def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out_dtype=None, return_gathered=False,
-                      chunks: int = 1, transport: str = "auto", pieces: int | None = None, **params):
+                      chunks: int = 1, transport: str = "auto", pieces: int = 1, **params):
     """C = all_gather(a_shard) @ B (+ bias, activation), M x N on every rank, each shard multiplied as it
     arrives. With `return_gathered`, also the gathered A (M x K). `transport`: "copy" (the copy engines and one
     GEMM that waits for each block, exchange.py; NCCL groups of CUDA tensors), "ring" (NCCL or gloo
@@ -110,12 +110,11 @@ def all_gather_matmul(a_shard, b, group=None, *, bias=None, activation=None, out
     finer pipeline: the ring then loses one piece of the shorter side instead of one shard
     (distributed.model.predict). `pieces` (the copy engines): each shard is pushed in that many row pieces, a
     flag each, so that the GEMM starts on a block's first rows while the rest travels; it must divide the
-    shard's rows (None: exchange.pieces, 1 to 4 pieces of whole 256-row multiples). Other keywords go to
-    gemmlab.matmul."""
+    shard's rows. The default, 1, pushes whole shards: on 4 H200s more pieces cost the host more driver calls
+    than the finer pipeline saved (docs/journal.md, 2026-11-28). Other keywords go to gemmlab.matmul."""
     torch, dist = _torch()
     rows, k, n = _operands("all_gather_matmul", ("A's shard", a_shard), ("B", b), params)
-    if pieces is not None and (not isinstance(pieces, int) or isinstance(pieces, bool) or pieces < 1
-                               or (rows and rows % pieces)):
+    if not isinstance(pieces, int) or isinstance(pieces, bool) or pieces < 1 or (rows and rows % pieces):
         raise ValueError(f"pieces must be a positive integer that divides the shard's {rows} rows, got {pieces!r}")
     rank, world, prev, nxt = _ring(group, dist)
     cuts = _pieces(rows, chunks)
@@ -211,12 +210,11 @@ def _stream_object(torch, raw: int, device):
 
 
 def _gather_by_copy(torch, dist, group, rank, world, a_shard, b, rows, k, n, bias, activation, out_dtype,
-                    return_gathered, params, pieces=None):
+                    return_gathered, params, pieces=1):
     """all_gather_matmul through the push exchange (exchange.py's steps). The GEMM is queued first, so that it
     starts on the rank's own block while the host is still queueing the pushes; the pushes wait only for the
     shard (an event recorded before the GEMM), never for the GEMM, which waits for the other ranks' pushes."""
     a_shard = a_shard.contiguous()  # (a strided shard would be copied by a kernel: no SM may be needed)
-    pieces = exchange.pieces(rows) if pieces is None else pieces
     ex = exchange.exchange_for(torch, dist, group, rank, world, rows, k, a_shard.dtype, a_shard.device,
                                pieces=pieces)
     ex.epoch += 1
