@@ -5,6 +5,7 @@ under cProfile on rank 0 of a group of --gpus GPUs (2 unless given), with the ho
 time per call; the functions that took the most time of their own, per form. NVLink multicast off in every process.
 
     PYTHONPATH=src python scripts/tp_host_profile.py [--shape 2048x1024x1024] [--calls 200] [--gpus 2]
+        [--phases | --ag-phases]
 """
 
 import argparse
@@ -50,6 +51,8 @@ def body(torch, dist, rank, world, dev, shape, calls, phases=False):
         "gemm torch": lambda: torch.matmul(a_slice, b_slice),
     }
     out = {}
+    if phases == "ag":
+        return _ag_phases(torch, dist, dev, gd, shard, b_cols, gathered)
     if phases:
         return _phases(torch, dist, dev, gd, torch_rs, bare_rs, a_slice, b_slice, rows, n)
     for name, fn in forms.items():
@@ -85,6 +88,47 @@ def body(torch, dist, rank, world, dev, shape, calls, phases=False):
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(12)
         out[name] = (host, wall, sorted(each)[len(each) // 2], s.getvalue(), bare)
     return out
+
+
+def _ag_phases(torch, dist, dev, gd, shard, b_cols, gathered, calls=40):
+    """The all-gather's sequential forms timed in parts, one call between barriers, medians (us): torch's (NCCL,
+    then torch.matmul), the bare pair (NCCL, then gemmlab's GEMM on the same gathered A), and gemmlab's form
+    (`transport="sequential"`, whole). Per call: the host's time to the collective's return, to the call's end,
+    the GPU from the call's start to the collective's end (an event after it on the current stream) and to the
+    GEMM's end, and the wall time to the synchronize's return."""
+    forms = {
+        "torch": lambda: torch.matmul(gathered, b_cols),
+        "gemmlab GEMM": lambda: gd.ops._matmul(gathered, b_cols),
+    }
+    res = {}
+    e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+    for name in ("torch", "gemmlab GEMM", "gemmlab form"):
+        rows_ = []
+        for i in range(calls + 5):
+            dist.barrier()
+            torch.cuda.synchronize(dev)
+            e[0].record()
+            t0 = time.perf_counter()
+            if name == "gemmlab form":
+                gd.all_gather_matmul(shard, b_cols, transport="sequential")
+                t1 = time.perf_counter()
+                e[1].record()
+            else:
+                dist.all_gather_into_tensor(gathered, shard)
+                t1 = time.perf_counter()
+                e[1].record()
+                forms[name]()
+            t2 = time.perf_counter()
+            e[2].record()
+            torch.cuda.synchronize(dev)
+            t3 = time.perf_counter()
+            if i >= 5:
+                rows_.append(((t1 - t0) * 1e6, (t2 - t0) * 1e6, e[0].elapsed_time(e[1]) * 1e3,
+                              e[0].elapsed_time(e[2]) * 1e3, (t3 - t0) * 1e6))
+        t = torch.tensor(rows_, dtype=torch.float64, device=dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # (the slowest rank's, call by call)
+        res[name] = [float(c) for c in t.median(0).values.cpu()]
+    return res
 
 
 def _phases(torch, dist, dev, gd, torch_rs, bare_rs, a_slice, b_slice, rows, n):
@@ -139,10 +183,18 @@ def main():
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--gpus", type=int, default=2, help="ranks, one GPU each")
     ap.add_argument("--phases", action="store_true", help="the reduce-scatter's GEMM and NCCL call timed apart")
+    ap.add_argument("--ag-phases", action="store_true", help="the all-gather's sequential forms timed in parts")
     args = ap.parse_args()
     from gemmlab.bench.distributed import spawn_ranks
 
     shape = tuple(int(v) for v in args.shape.lower().split("x"))
+    if args.ag_phases:
+        got = spawn_ranks(args.gpus, "nccl", body, shape, args.calls, "ag")
+        print(f"all-gather {args.shape} over {args.gpus}: {'form':>14} {'host NCCL us':>13} {'host all us':>12} "
+              f"{'GPU to NCCL end':>16} {'GPU to GEMM end':>16} {'wall':>7}")
+        for name, med in got.items():
+            print(f"{'':>{len(args.shape) + 20}} {name:>14} " + " ".join(f"{v:12.1f}" for v in med))
+        return
     if args.phases:
         got = spawn_ranks(args.gpus, "nccl", body, shape, args.calls, True)
         print(got.pop("plan"))
