@@ -156,6 +156,13 @@ def test_the_model_by_hand():
     assert q.comm_s == pytest.approx(4096 * 8192 * 2 * 0.5 / 50e9 + 1e-6) and q.limiter == "math"
     one = predict("all_gather", 64, 64, 64, 1, 1e-5, link)
     assert one.comm_s == 0 and one.overlapped_s == one.sequential_s == 1e-5 and one.efficiency == 1
+    # blocks that are launches of their own: each block's GEMM as timed, not a W-th of the whole
+    c2 = q.comm_s
+    blocks = predict("reduce_scatter", 4096, 8192, 2048, 2, 5e-3, link, block_s=3e-3, tail_s=1e-4)
+    assert blocks.overlapped_s == pytest.approx(max(2 * 3e-3, c2 + 3e-3) + 1e-4)
+    assert blocks.sequential_s == q.sequential_s and blocks.ideal_s == q.ideal_s  # (the parts alone: unchanged)
+    with pytest.raises(ValueError, match="block_s must be >= 0"):
+        predict("reduce_scatter", 4096, 8192, 2048, 2, 5e-3, link, block_s=-1.0)
 
 
 # ----------------------------------------------------------------------------------------- on gloo, CPU

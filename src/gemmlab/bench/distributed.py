@@ -200,6 +200,8 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         slots = torch.zeros(world, mr, n, dtype=dt, device=dev)
         calls["slots_sum"] = ((lambda: torch.add(slots[0], slots[1])) if world == 2 else  # (as the copy path sums)
                               (lambda: torch.sum(slots, dim=0)))
+        # the copy path's GEMMs: one of M / W rows per block, each its own launch (its own last wave)
+        calls["gemm_block"] = lambda: gemmlab_matmul(a_local[:mr], b_local)
     way = None
     if backend == "nccl":  # (the default is the copy engines or the sequential form: every form timed beside it)
         way = transport_taken(kind, shard if kind == "all_gather" else a_local, m, n, k, chunks=chunks[0])
@@ -252,14 +254,14 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
     calls["floor"] = lambda: None  # (the timing's own floor: a barrier, then nothing queued, then a sync)
     times = time_calls(torch, dist, calls, dev, budget_ms, rounds, spans=row.spans)
     row.seconds = {name: times.get(name) for name in (*CANDIDATES, *extra, "floor",
-                                                       *(["slots_sum"] if "slots_sum" in calls else []))}
+                                                       *[x for x in ("slots_sum", "gemm_block") if x in calls])}
     row.seconds["host_gemmlab"] = host_seconds(torch, dist, calls["gemmlab"], dev)
     for name in ("gemmlab_copy", "gemmlab_sequential", "gemmlab_copy_pieces"):  # (the forms' host times)
         if name in calls:
             row.seconds[f"host_{name}"] = host_seconds(torch, dist, calls[name], dev)
     # The model's parts: each one's time on the GPU, queued back to back (a lone call's wall time adds the
     # host's part: the timing's floor and the time before its work starts, `lead`)
-    parts = ("comm", "gemm_gemmlab", "gemm_torch", *(["slots_sum"] if "slots_sum" in calls else []))
+    parts = ("comm", "gemm_gemmlab", "gemm_torch", *[x for x in ("slots_sum", "gemm_block") if x in calls])
     row.gpu = {name: gpu_seconds(torch, dist, calls[name], dev) for name in parts}
     # (a part queued back to back can take longer a call than alone: a long GEMM's clock under sustained power,
     # collectives queued behind one another; a lone call bounds it, less the timing's floor)
@@ -269,7 +271,8 @@ def _case(torch, dist, rank, world, backend, kind, m, n, k, dtype, budget_ms, ro
         busbw = moved * (world - 1) / world / c
         link = model.Link(busbw, busbw)  # (the kind's own collective, measured)
         ours = model.predict(kind, m, n, k, world, g_ours, link, a.element_size(), chunks=chunks[0],
-                             tail_s=gpu.get("slots_sum", 0.0))
+                             tail_s=gpu.get("slots_sum", 0.0),
+                             block_s=gpu.get("gemm_block") if way == "copy" and kind == "reduce_scatter" else None)
         seq = model.predict(kind, m, n, k, world, g_torch, link, a.element_size())
 
         def lead(name):  # what a lone call of the part takes beyond its GPU time

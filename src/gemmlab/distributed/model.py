@@ -113,7 +113,8 @@ class Prediction:
 
 
 def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, link: Link, elem: int = 2,
-            gemm_slowdown: float = 1.0, chunks: int = 1, tail_s: float = 0.0) -> Prediction:
+            gemm_slowdown: float = 1.0, chunks: int = 1, tail_s: float = 0.0,
+            block_s: float | None = None) -> Prediction:
     """The times of a tensor-parallel product of global shape M x N x K over `world` ranks.
 
     kind "all_gather": column-parallel, A (M x K) gathered from row blocks, each rank multiplying by its
@@ -122,13 +123,17 @@ def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, 
     scattered by rows; `gemm_seconds` is that M x N x K/W product. `elem`: bytes per element moved (A's for
     the all-gather, C's for the reduce-scatter). `chunks`: pieces per block of the ring. `tail_s`: work after
     the last block that nothing overlaps (the copy reduce-scatter's sum of the slots), added to the overlapped
-    time."""
+    time. `block_s`: the time of one block's GEMM where each block is a launch of its own (the copy
+    reduce-scatter's M / W rows: a smaller product, whose last wave of tiles fills the GPU less than 1 / W of
+    the whole does), in place of gemm_seconds / W."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if chunks < 1:
         raise ValueError(f"chunks must be >= 1, got {chunks}")
     if tail_s < 0:
         raise ValueError(f"tail_s must be >= 0, got {tail_s}")
+    if block_s is not None and block_s < 0:
+        raise ValueError(f"block_s must be >= 0, got {block_s}")
     if min(m, n, k) < 0 or world < 1:
         raise ValueError(f"need M, N, K >= 0 and a world size >= 1, got {m} x {n} x {k} over {world}")
     nbytes = float(m) * (k if kind == "all_gather" else n) * elem
@@ -137,7 +142,7 @@ def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, 
     seq = comm + gemm
     if world == 1:
         return Prediction(kind, world, comm, gemm, seq, seq, seq)
-    g = gemm * gemm_slowdown / (world * chunks)
+    g = (gemm / world if block_s is None else block_s) * gemm_slowdown / chunks
     c = comm / ((world - 1) * chunks)
     overlapped = max(world * chunks * g, (world - 1) * chunks * c + g) + tail_s
     return Prediction(kind, world, comm, gemm, seq, max(comm, gemm), overlapped)
