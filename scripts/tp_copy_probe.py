@@ -6,11 +6,12 @@ of the rotated walk); the pushes alone; NCCL's all-gather; and the plain GEMM wi
 gemmlab.distributed does), after them, and with the pushes on one stream per peer, and the host's time to
 queue one call ("host_us_per_call", ms). Beside them, the reduce-scatter by the copy engines on the same shape
 ("full_rs", its GEMM of M x N x K / W alone "gemm_rs_alone") and the host's time to queue one call of either
-product ("host_ag", "host_rs", ms). With --timeline [--pieces]: one call's steps marked per rank (`timeline`). NVLink
+product ("host_ag", "host_rs", ms). With --timeline [--pieces]: one call's steps marked per rank (`timeline`); with --interleave, the call
+after each of the bench's other candidates (`interleave`). NVLink
 multicast off.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-        PYTHONPATH=src python scripts/tp_copy_probe.py [--variants | --timeline [--pieces]]
+        PYTHONPATH=src python scripts/tp_copy_probe.py [--variants | --timeline [--pieces] | --interleave]
 """
 
 import statistics
@@ -203,6 +204,63 @@ def timeline(torch, dist, rank, world, dev, shapes, calls=12, in_pieces=False):
     return out
 
 
+def interleave(torch, dist, rank, world, dev, shapes, calls=12):
+    """The library's copy all-gather timed as the bench times it (one call between barriers, the slowest rank's
+    median) alone, then in turn with each of the bench's other candidates (one of them, then one of ours): does
+    a neighbour slow the call after it?"""
+    import statistics
+
+    import gemmlab.distributed as gd
+
+    out = []
+    for m, n, k in shapes:
+        rows, cols = m // world, n // world
+        g = torch.Generator(device=dev).manual_seed(3)
+        a = torch.randn(m, k, generator=g, device=dev).bfloat16()
+        b = torch.randn(k, cols, generator=g, device=dev).bfloat16()
+        shard = a[rank * rows:(rank + 1) * rows].contiguous()
+        gathered = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
+        ours = lambda: gd.all_gather_matmul(shard, b, transport="copy")  # noqa: E731
+        others = {"nothing": None,
+                  "NCCL + torch.matmul": lambda: torch.matmul(dist.all_gather_into_tensor(gathered, shard) or gathered,
+                                                              b),
+                  "the sequential form": lambda: gd.all_gather_matmul(shard, b, transport="sequential"),
+                  "the ring": lambda: gd.all_gather_matmul(shard, b, transport="ring")}
+        try:
+            from torch.distributed import _symmetric_memory as symm
+
+            name = dist.group.WORLD.group_name
+            symm.enable_symm_mem_for_group(name)
+            others["torch's fused"] = lambda: torch.ops.symm_mem.fused_all_gather_matmul(
+                shard, [b], gather_dim=0, group_name=name)
+        except Exception:  # noqa: BLE001 - a torch without it: left out
+            pass
+
+        def one(fn):
+            dist.barrier()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            return time.perf_counter() - t0
+
+        for fn in [ours, *(f for f in others.values() if f)]:
+            fn()
+        torch.cuda.synchronize()
+        res = {}
+        for label, other in others.items():
+            xs = []
+            for _ in range(calls):
+                if other is not None:
+                    one(other)
+                xs.append(one(ours))
+            v = torch.tensor(xs, dtype=torch.float64, device=dev)
+            dist.all_reduce(v, op=dist.ReduceOp.MAX)
+            res[label] = statistics.median(v.tolist()) * 1e3
+        out.append(((m, n, k), res))
+    return out
+
+
 def _print_timeline(world, got):
     for shape, rows_ in got:
         print(f"W={world} {'x'.join(map(str, shape))}: per rank, ms (medians): start after the first rank | host: "
@@ -218,6 +276,12 @@ if __name__ == "__main__":
     import sys
 
     from gemmlab.bench.distributed import spawn_ranks
+    if "--interleave" in sys.argv:  # the library's call after each of the bench's other candidates
+        for w in (4,):
+            for shape, res in spawn_ranks(w, "nccl", interleave, [(16384, 8192, 8192), (8192, 8192, 8192)]):
+                print(f"W={w} {'x'.join(map(str, shape))}: the copy all-gather, ms, after: " +
+                      ", ".join(f"{k} {v:.3f}" for k, v in res.items()), flush=True)
+        sys.exit(0)
     if "--timeline" in sys.argv:  # one call's steps, marked, per rank
         for w in (4, 2):
             _print_timeline(w, spawn_ranks(w, "nccl", timeline, [(16384, 8192, 8192), (8192, 8192, 8192),
