@@ -236,6 +236,33 @@ def interleave(torch, dist, rank, world, dev, shapes, calls=12):
         except Exception:  # noqa: BLE001 - a torch without it: left out
             pass
 
+        from gemmlab.api.call import matmul_after
+        from gemmlab.api.launch import Arrivals
+        from gemmlab.distributed import exchange
+        from gemmlab.runtime import launch as drv
+
+        ex = exchange.exchange_for(torch, dist, None, rank, world, rows, k, shard.dtype, shard.device)
+        c_kept = torch.empty(m, cols, dtype=torch.bfloat16, device=dev)
+
+        def replica(new_c):  # the library's steps by hand (as --timeline runs them, without its events)
+            ex.epoch += 1
+            e = ex.epoch
+            here = torch.cuda.current_stream()
+            ex.ready.record(here)
+            ex.own.copy_(shard)
+            drv.stream_write_value(here.cuda_stream, ex.arrived(rank, rank), e)
+            c = torch.empty(m, cols, dtype=torch.bfloat16, device=dev) if new_c else c_kept
+            matmul_after(ex.rows_view, b, c, arrivals=Arrivals(ex.arrived(rank, 0), rows, e, world, first=rank))
+            for p in ex.others:
+                drv.stream_write_value(here.cuda_stream, ex.done(p, rank), e)
+            ex.stream.wait_event(ex.ready)
+            for p in ex.push_order:
+                drv.stream_wait_value(ex.stream.cuda_stream, ex.done(rank, p), e - 1)
+                drv.stream_copy(ex.stream.cuda_stream, ex.peer_slot_ptr[p], shard.data_ptr(), ex.block_bytes)
+                drv.stream_write_value(ex.stream.cuda_stream, ex.arrived(p, rank), e)
+            here.wait_stream(ex.stream)
+            return c
+
         def one(fn):
             dist.barrier()
             torch.cuda.synchronize()
@@ -248,6 +275,12 @@ def interleave(torch, dist, rank, world, dev, shapes, calls=12):
             fn()
         torch.cuda.synchronize()
         res = {}
+        for label, fn in (("alone: the library's call", ours), ("the replica", lambda: replica(False)),
+                          ("the replica, a new C each call", lambda: replica(True))):
+            xs = [one(fn) for _ in range(calls)]
+            v = torch.tensor(xs, dtype=torch.float64, device=dev)
+            dist.all_reduce(v, op=dist.ReduceOp.MAX)
+            res[label] = statistics.median(v.tolist()) * 1e3
         for label, other in others.items():
             xs = []
             for _ in range(calls):
