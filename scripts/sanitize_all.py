@@ -3,7 +3,8 @@
 payloads that reach the rungs' special paths (sanitize_tensor.py: rung 15's schedules, clusters, TMA stores,
 stream-K; sanitize_deferred.py: deferred stores over several tiles; sanitize_skinny.py: rung 16's splits and
 layouts; sanitize_batched.py: batches; sanitize_transposed.py: rung 10 reading B^T in place;
-sanitize_hopper_steps.py: rungs 12-14's tilings, layouts and epilogues; sanitize_fp8.py: 8-bit products).
+sanitize_hopper_steps.py: rungs 12-14's tilings, layouts and epilogues; sanitize_fp8.py: 8-bit products;
+sanitize_arrivals.py: rung 15's launch that waits for row blocks).
 Run after every
 kernel change:
 
@@ -54,7 +55,7 @@ for spec in registry.all_specs():
 torch.cuda.synchronize()
 print(f"sanitize_all: {ran} rung, dtype and shape cases")
 PAYLOADS = ("sanitize_tensor.py", "sanitize_deferred.py", "sanitize_skinny.py", "sanitize_batched.py",
-            "sanitize_transposed.py", "sanitize_hopper_steps.py", "sanitize_fp8.py")
+            "sanitize_transposed.py", "sanitize_hopper_steps.py", "sanitize_fp8.py", "sanitize_arrivals.py")
 for payload in () if "--rungs-only" in sys.argv or only else PAYLOADS:
     runpy.run_path(str(HERE / payload), run_name="__main__")
 print("sanitize_all: done")

@@ -21,7 +21,7 @@ for m, n, k, rows, first, params in cases:
     a = torch.rand(m, k, device="cuda").to(torch.bfloat16)
     b = torch.rand(k, n, device="cuda").to(torch.bfloat16)
     flags = torch.full((blocks,), 3, dtype=torch.int32, device="cuda")
-    c = matmul_after(a, b, arrivals=Arrivals(flags.data_ptr(), rows, 3, blocks, first=first), **params)
+    c = matmul_after(a, b, arrivals=Arrivals(flags.data_ptr(), rows, 3, blocks, first=first), kernel="wgmma", **params)
     torch.cuda.synchronize()
     err = float((c.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm())
     assert err < 1e-2, (m, n, k, rows, first, err)

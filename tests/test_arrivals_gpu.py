@@ -40,7 +40,8 @@ def test_a_launch_that_waits_for_rows_matches_float64(case):
     flags = torch.full((blocks,), 7, dtype=torch.int32, device="cuda")  # every block present for epoch 7
     for epoch in (7, 6):  # (a flag past the epoch counts as present: the count may run ahead)
         c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        out = matmul_after(a, b, c, arrivals=Arrivals(flags.data_ptr(), rows, epoch, blocks, first=first), **params)
+        out = matmul_after(a, b, c, arrivals=Arrivals(flags.data_ptr(), rows, epoch, blocks, first=first),
+                           kernel="wgmma", **params)
         torch.cuda.synchronize()
         assert out is c and not torch.isnan(c).any(), case
         err = float((c.double() - want).norm() / want.norm())
