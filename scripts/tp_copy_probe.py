@@ -18,6 +18,52 @@ import statistics
 import time
 
 
+def _operands(torch, dev, rank, world, m, n, k):
+    """(rows, cols, A, this rank's B columns, its shard of A): the same random values on every rank."""
+    rows, cols = m // world, n // world
+    g = torch.Generator(device=dev).manual_seed(3)
+    a = torch.randn(m, k, generator=g, device=dev).bfloat16()
+    b = torch.randn(k, cols, generator=g, device=dev).bfloat16()
+    return rows, cols, a, b, a[rank * rows:(rank + 1) * rows].contiguous()
+
+
+def _replica(ex, shard, b, c, rank, world, marks=None):
+    """Queue one copy all-gather + GEMM by hand, step for step as gemmlab.distributed does (its exchange `ex`,
+    whole blocks or ex.pieces pieces, into C = `c`). `marks` (optional, a callable): called with ("gemm",) once
+    the GEMM is queued and ("push", i) once push i is queued, to mark them."""
+    import torch
+
+    from gemmlab.api.call import matmul_after
+    from gemmlab.api.launch import Arrivals
+    from gemmlab.runtime import launch as drv
+
+    P, rows = ex.pieces, ex.rows
+    ex.epoch += 1
+    e = ex.epoch
+    here = torch.cuda.current_stream()
+    ex.ready.record(here)
+    ex.own.copy_(shard)
+    for q in range(P):
+        drv.stream_write_value(here.cuda_stream, ex.arrived(rank, rank, q), e)
+    matmul_after(ex.rows_view, b, c, arrivals=Arrivals(ex.arrived(rank, 0), rows // P, e, world * P, first=rank * P))
+    if marks:
+        marks("gemm")
+    for p in ex.others:
+        drv.stream_write_value(here.cuda_stream, ex.done(p, rank), e)
+    ex.stream.wait_event(ex.ready)
+    side = ex.stream.cuda_stream
+    for i, p in enumerate(ex.push_order):
+        drv.stream_wait_value(side, ex.done(rank, p), e - 1)
+        for q in range(P):
+            off = q * ex.piece_bytes
+            drv.stream_copy(side, ex.peer_slot_ptr[p] + off, shard.data_ptr() + off, ex.piece_bytes)
+            drv.stream_write_value(side, ex.arrived(p, rank, q), e)
+        if marks:
+            marks("push", i)
+    here.wait_stream(ex.stream)
+    return c
+
+
 def body(torch, dist, rank, world, dev, shapes, variants=False):
     import gemmlab
     import gemmlab.distributed as gd
@@ -27,11 +73,8 @@ def body(torch, dist, rank, world, dev, shapes, variants=False):
 
     res = []
     for m, n, k in shapes:
-        rows, cols = m // world, n // world
-        g = torch.Generator(device=dev).manual_seed(3)
-        a = torch.randn(m, k, generator=g, device=dev).bfloat16()
-        b = torch.randn(k, cols, generator=g, device=dev).bfloat16()
-        shard = a[rank * rows:(rank + 1) * rows].contiguous()
+        rows, cols, a, b, shard = _operands(torch, dev, rank, world, m, n, k)
+        g = torch.Generator(device=dev).manual_seed(4)
         gath = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
         for _ in range(3):
             gd.all_gather_matmul(shard, b, transport="copy")
@@ -134,18 +177,11 @@ def timeline(torch, dist, rank, world, dev, shapes, calls=12, in_pieces=False):
     ended; medians over `calls` calls between barriers. Whole blocks, as the library pushes them by default;
     `in_pieces`: each in exchange.pieces(rows) pieces (all_gather_matmul(pieces=))."""
     import gemmlab.distributed as gd
-    from gemmlab.api.call import matmul_after
-    from gemmlab.api.launch import Arrivals
     from gemmlab.distributed import exchange
-    from gemmlab.runtime import launch as drv
 
     out = []
     for m, n, k in shapes:
-        rows, cols = m // world, n // world
-        g = torch.Generator(device=dev).manual_seed(3)
-        a = torch.randn(m, k, generator=g, device=dev).bfloat16()
-        b = torch.randn(k, cols, generator=g, device=dev).bfloat16()
-        shard = a[rank * rows:(rank + 1) * rows].contiguous()
+        rows, cols, a, b, shard = _operands(torch, dev, rank, world, m, n, k)
         for _ in range(3):
             gd.all_gather_matmul(shard, b, transport="copy")
         torch.cuda.synchronize()
@@ -158,32 +194,18 @@ def timeline(torch, dist, rank, world, dev, shapes, calls=12, in_pieces=False):
             dist.barrier()
             torch.cuda.synchronize()
             t0 = time.time()
-            here = torch.cuda.current_stream()
-            ev[0].record(here)
-            ex.epoch += 1
-            e = ex.epoch
-            ex.ready.record(here)
-            ex.own.copy_(shard)
-            for q in range(P):
-                drv.stream_write_value(here.cuda_stream, ex.arrived(rank, rank, q), e)
-            matmul_after(ex.rows_view, b, c, arrivals=Arrivals(ex.arrived(rank, 0), rows // P, e, world * P,
-                                                                first=rank * P))
-            ev[1].record(here)
-            t_gemm = time.time()
-            for p in ex.others:
-                drv.stream_write_value(here.cuda_stream, ex.done(p, rank), e)
-            ex.stream.wait_event(ex.ready)
-            side = ex.stream.cuda_stream
-            hosts = []
-            for i, p in enumerate(ex.push_order):
-                drv.stream_wait_value(side, ex.done(rank, p), e - 1)
-                for q in range(P):
-                    off = q * ex.piece_bytes
-                    drv.stream_copy(side, ex.peer_slot_ptr[p] + off, shard.data_ptr() + off, ex.piece_bytes)
-                    drv.stream_write_value(side, ex.arrived(p, rank, q), e)
-                ev[2 + i].record(ex.stream)
-                hosts.append(time.time() - t0)
-            here.wait_stream(ex.stream)
+            ev[0].record(torch.cuda.current_stream())
+            hosts, at = [], {}
+
+            def marks(what, i=0):  # the GEMM's end on the caller's stream; each push's on the exchange's
+                if what == "gemm":
+                    ev[1].record(torch.cuda.current_stream())
+                    at["gemm"] = time.time()
+                else:
+                    ev[2 + i].record(ex.stream)
+                    hosts.append(time.time() - t0)
+            _replica(ex, shard, b, c, rank, world, marks)
+            t_gemm = at["gemm"]
             torch.cuda.synchronize()
             end = time.time() - t0
             samples.append([t0, (t_gemm - t0) * 1e3, *(h * 1e3 for h in hosts), end * 1e3,
@@ -214,11 +236,7 @@ def interleave(torch, dist, rank, world, dev, shapes, calls=12):
 
     out = []
     for m, n, k in shapes:
-        rows, cols = m // world, n // world
-        g = torch.Generator(device=dev).manual_seed(3)
-        a = torch.randn(m, k, generator=g, device=dev).bfloat16()
-        b = torch.randn(k, cols, generator=g, device=dev).bfloat16()
-        shard = a[rank * rows:(rank + 1) * rows].contiguous()
+        rows, cols, a, b, shard = _operands(torch, dev, rank, world, m, n, k)
         gathered = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
         ours = lambda: gd.all_gather_matmul(shard, b, transport="copy")  # noqa: E731
         others = {"nothing": None,
@@ -236,32 +254,14 @@ def interleave(torch, dist, rank, world, dev, shapes, calls=12):
         except Exception:  # noqa: BLE001 - a torch without it: left out
             pass
 
-        from gemmlab.api.call import matmul_after
-        from gemmlab.api.launch import Arrivals
         from gemmlab.distributed import exchange
-        from gemmlab.runtime import launch as drv
 
         ex = exchange.exchange_for(torch, dist, None, rank, world, rows, k, shard.dtype, shard.device)
         c_kept = torch.empty(m, cols, dtype=torch.bfloat16, device=dev)
 
-        def replica(new_c):  # the library's steps by hand (as --timeline runs them, without its events)
-            ex.epoch += 1
-            e = ex.epoch
-            here = torch.cuda.current_stream()
-            ex.ready.record(here)
-            ex.own.copy_(shard)
-            drv.stream_write_value(here.cuda_stream, ex.arrived(rank, rank), e)
+        def replica(new_c):  # the library's steps by hand, into a kept C or a new one
             c = torch.empty(m, cols, dtype=torch.bfloat16, device=dev) if new_c else c_kept
-            matmul_after(ex.rows_view, b, c, arrivals=Arrivals(ex.arrived(rank, 0), rows, e, world, first=rank))
-            for p in ex.others:
-                drv.stream_write_value(here.cuda_stream, ex.done(p, rank), e)
-            ex.stream.wait_event(ex.ready)
-            for p in ex.push_order:
-                drv.stream_wait_value(ex.stream.cuda_stream, ex.done(rank, p), e - 1)
-                drv.stream_copy(ex.stream.cuda_stream, ex.peer_slot_ptr[p], shard.data_ptr(), ex.block_bytes)
-                drv.stream_write_value(ex.stream.cuda_stream, ex.arrived(p, rank), e)
-            here.wait_stream(ex.stream)
-            return c
+            return _replica(ex, shard, b, c, rank, world)
 
         def one(fn):
             dist.barrier()
