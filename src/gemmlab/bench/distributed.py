@@ -75,7 +75,6 @@ def run(world: int, shapes: Iterable[Sequence[int]] = SHAPES, kinds: Sequence[st
     `chunks`: row pieces per shard of gemmlab's rings; the first is "gemmlab" (and the model's), each other
     "gemmlab_<chunks>"."""
     import torch
-    import torch.multiprocessing as mp
 
     cases = [(kind, *map(int, s)) for kind in kinds for s in shapes]
     chunks = tuple(chunks)
