@@ -394,8 +394,8 @@ def time_calls(torch, dist, calls: dict, dev, budget_ms: float, rounds: int,
     """Median over calls of the slowest rank's time per call, candidates in turn within each round (the first
     of a round moves along), after one warm-up call each; the number of calls per round from the budget.
     `spans` (a dict, GPUs only): filled with each candidate's median GPU span, the slowest rank's, from an event
-    recorded on the current stream before the call to one after it (what the call's work took on the GPU,
-    waits for other ranks included, without the host's queueing before it or the synchronisation after it)."""
+    recorded on the current stream before the call to one after it (the call on the GPU, waits for other ranks
+    included, and the host's queueing where the idle GPU waits for it; not the synchronisation after it)."""
     names = list(calls)
     timed_spans = spans is not None and dev.type == "cuda"
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if timed_spans else None

@@ -59,8 +59,8 @@ class Pull:
 class ProcessTimes:
     """Where one process's wall time went, in seconds from the parent's start of the processes: `started` when
     its function began (the interpreter and the modules it was spawned with loaded), `first` when it asked for
-    its first item (its own imports and setup done), `last` when it found the queue empty, `done` when its
-    result was put back (None where it never got there)."""
+    its first item (its own imports and setup done), `last` when it found the queue empty (each None where the
+    process never got there), `done` when its result or its error was put back."""
 
     gpu: int
     started: float
