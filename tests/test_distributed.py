@@ -464,6 +464,16 @@ def test_auto_overlaps_where_the_saving_pays_for_the_hosts_steps():
     # the decision is the model's: no host cost and any saving takes the overlap; a slower host, neither shape
     assert model.choose("all_gather", 1024, 4096, 4096, 4, per_peer_s=0.0)[0] == "copy"
     assert model.choose("all_gather", 16384, 8192, 8192, 4, per_peer_s=1.0)[0] == "sequential"
+    # the pairs of forms timed side by side on 2 and 4 H200s (docs/journal.md), in the order they measured
+    for kind, shape, world, way in [("all_gather", (2048, 8192, 8192), 2, "copy"),
+                                    ("all_gather", (4096, 10240, 8192), 2, "copy"),
+                                    ("all_gather", (4096, 10240, 8192), 4, "sequential"),
+                                    ("all_gather", (2048, 8192, 8192), 4, "sequential"),
+                                    ("all_gather", (8192, 8192, 8192), 4, "copy"),
+                                    ("reduce_scatter", (2048, 8192, 8192), 2, "copy"),
+                                    ("reduce_scatter", (4096, 10240, 8192), 4, "copy"),
+                                    ("reduce_scatter", (2048, 8192, 8192), 4, "sequential")]:
+        assert model.choose(kind, *shape, world)[0] == way, (kind, shape, world)
     # more GPUs, more per-peer steps for the same saving
     saves = {w: model.choose("reduce_scatter", 8192, 8192, 8192, w) for w in (2, 4, 8)}
     assert saves[2][2] < saves[4][2] < saves[8][2]

@@ -53,9 +53,9 @@ REFERENCE_RATE = {"float16": 700e12, "bfloat16": 700e12, "float8_e4m3fn": 1300e1
 # What the copy engines' form costs per peer beyond its model (the host's queueing of a GEMM or copy, an event
 # and two stream memory operations per peer; on the all-gather also its pushes landing one after another, which
 # the model does not see), fitted to both forms timed side by side (4 H200s, NVLink, 2 and 4 GPUs, five shapes
-# of 2048-16384 rows: docs/journal.md, "the sequential form"): each value the middle of the range that orders
-# every measured pair of forms as measured.
-PER_PEER_COST_S = {"all_gather": 0.09e-3, "reduce_scatter": 0.03e-3}
+# of 2048-16384 rows, three runs on three machines: docs/journal.md, "a lone call's lead"): each value the middle
+# of the range that orders every measured pair of forms as measured (all-gather 0.061-0.075 ms).
+PER_PEER_COST_S = {"all_gather": 0.068e-3, "reduce_scatter": 0.03e-3}
 # The reduce-scatter's sum of the W slots reads W blocks and writes one (torch's sum: 2.3 TB/s measured on 4).
 SUM_BPS = 2.3e12
 
