@@ -142,14 +142,17 @@ def test_tune_jobs_spread_back_in_order_and_refuse_mixed_gpus(monkeypatch):
 
     jobs = [("sgemm", (512, 512, 512)), ("sgemm", (4096, 4096, 4096)), ("wgmma", (1024, 1024, 1024))]
 
-    def fake(fn, items, costs, gpus, budget_s, names=("H100", "H100")):
+    def fake(fn, items, costs, gpus, budget_s, names=("H100", "H100"), timings=None):
         assert fn is search._tune_share and budget_s == 5.0
+        if timings is not None:
+            timings.extend(spread.ProcessTimes(g, 0.1, 2.0, 7.0, 7.2) for g in range(gpus))
         return [(share, [(names[g], search.TuneResult(items[i][0], "c", items[i][1], None, 0.0, None)) for i in share])
                 for g, share in enumerate(spread.deal(costs, gpus))]
 
     monkeypatch.setattr(spread, "run_spread", fake)
-    got = search.tune_jobs(jobs, 5.0, gpus=2)
-    assert [(r.kernel, r.shape) for r in got] == jobs
-    monkeypatch.setattr(spread, "run_spread", lambda *a: fake(*a, names=("H100", "H200")))
+    timings = []
+    got = search.tune_jobs(jobs, 5.0, gpus=2, timings=timings)
+    assert [(r.kernel, r.shape) for r in got] == jobs and [t.gpu for t in timings] == [0, 1]
+    monkeypatch.setattr(spread, "run_spread", lambda *a, **kw: fake(*a, names=("H100", "H200"), **kw))
     with pytest.raises(ValueError, match="the GPUs differ"):
         search.tune_jobs(jobs, 5.0, gpus=2)

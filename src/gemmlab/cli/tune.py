@@ -54,11 +54,16 @@ def tune(
         if torch.cuda.device_count() < gpus:
             fail(f"--gpus {gpus}: this host has {torch.cuda.device_count()} GPUs")
         jobs = [(spec.name, s) for spec in specs for s in shapes]
+        timings: list = []
         with console.status(f"{len(jobs)} searches over {gpus} GPUs, {budget_s:.0f} s each"):
             try:
-                spread = dict(zip(jobs, tune_jobs(jobs, budget_s, gpus)))
+                spread = dict(zip(jobs, tune_jobs(jobs, budget_s, gpus, timings=timings)))
             except ValueError as exc:
                 fail(str(exc))
+        if timings:
+            from ..bench.spread import times_note
+
+            console.print(times_note(timings), highlight=False, soft_wrap=True)
     cache = api.tuned_cache(info)
     table = Table(title=f"tuned on {info.name} ({info.arch}, {info.sm_count} SMs)")
     for col in ("kernel", "shape class", "tuned on", "tried", "default TFLOP/s", "best TFLOP/s", "best parameters"):

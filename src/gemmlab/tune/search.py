@@ -264,16 +264,17 @@ def _tune_share(share: list[tuple[str, tuple[int, int, int]]], budget_s: float) 
     return [(name, tune(registry.get(kernel), tuple(shape), budget_s=budget_s)) for kernel, shape in share]
 
 
-def tune_jobs(jobs: list[tuple[str, tuple[int, int, int]]], budget_s: float, gpus: int = 1) -> list[TuneResult]:
+def tune_jobs(jobs: list[tuple[str, tuple[int, int, int]]], budget_s: float, gpus: int = 1,
+              timings: list | None = None) -> list[TuneResult]:
     """Every (kernel name, shape) searched within `budget_s` each, in `jobs` order: on this GPU one after the
     other, or spread over `gpus` GPUs of the host, one process each, every search's candidates timed side by
     side on one GPU (so no comparison crosses GPUs). ValueError where the GPUs differ: the store keeps one
-    device's winners."""
+    device's winners. `timings` (a list): filled with each process's `bench.spread.ProcessTimes` where spread."""
     if gpus <= 1 or len(jobs) <= 1:
         return [tune(registry.get(kernel), shape, budget_s=budget_s) for kernel, shape in jobs]
     from ..bench import spread
 
-    parts = spread.run_spread(_tune_share, list(jobs), [1.0] * len(jobs), gpus, budget_s)
+    parts = spread.run_spread(_tune_share, list(jobs), [1.0] * len(jobs), gpus, budget_s, timings=timings)
     names = {name for _, results in parts for name, _ in results}
     if len(names) > 1:
         raise ValueError(f"the GPUs differ ({', '.join(sorted(names))}): tune them one at a time")
