@@ -6,9 +6,8 @@ of the rotated walk); the pushes alone; NCCL's all-gather; and the plain GEMM wi
 gemmlab.distributed does), after them, and with the pushes on one stream per peer, and the host's time to
 queue one call ("host_us_per_call", ms). Beside them, the reduce-scatter by the copy engines on the same shape
 ("full_rs", its GEMM of M x N x K / W alone "gemm_rs_alone") and the host's time to queue one call of either
-product ("host_ag", "host_rs", ms). With --timeline [--pieces]: one call's steps marked per rank (`timeline`); with --interleave, the call
-after each of the bench's other candidates (`interleave`). NVLink
-multicast off.
+product ("host_ag", "host_rs", ms). With --timeline [--pieces]: one call's steps marked per rank (`timeline`);
+with --interleave, the call after each of the bench's other candidates (`interleave`). NVLink multicast off.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
         PYTHONPATH=src python scripts/tp_copy_probe.py [--variants | --timeline [--pieces] | --interleave]

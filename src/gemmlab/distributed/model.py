@@ -17,13 +17,13 @@ as pieces stay large enough for the GEMM's rate, which the model does not see. `
 while communication runs beside it (the copies take SMs and memory bandwidth); 1 until measured.
 
 The all-gather by the copy engines (exchange.py) has the same shape with one GEMM: its blocks arrive one push
-apart (in pieces where asked: the model's chunks), and its walk takes them in that order. So has the reduce-scatter by the copy engines, up to its last
-block: the other ranks' partials are made one after another and pushed as each is done, the own rows' partial
-last; the last partial to arrive (from rank r + 1) lands at max((W - 1) g + c, g + (W - 1) c), which the
-formula's max already covers. Then the W slots are summed (`tail_s`, measured: the sum reads W blocks of
-the output and writes one). What the ring lost beyond the model (each step's GEMM too small to
-fill the GPU, NCCL's kernels taking SMs) it does not have; what it adds is the host's time to queue a call
-(docs/journal.md, "the first run on NCCL").
+apart (in pieces where asked: the model's chunks), and its walk takes them in that order. So has the
+reduce-scatter by the copy engines, up to its last block: the other ranks' partials are made one after another
+and pushed as each is done, the own rows' partial last; the last partial to arrive (from rank r + 1) lands at
+max((W - 1) g + c, g + (W - 1) c), which the formula's max already covers. Then the W slots are summed
+(`tail_s`, measured: the sum reads W blocks of the output and writes one). What the ring lost beyond the model
+(each step's GEMM too small to fill the GPU, NCCL's kernels taking SMs) it does not have; what it adds is the
+host's time to queue a call (docs/journal.md, "the first run on NCCL").
 
 Whether the overlap pays (`choose`): the copy engines' form queues a GEMM, a push and their flags per peer,
 where the sequential form queues one collective and one GEMM. Where the time the overlap saves (sequential -

@@ -14,8 +14,9 @@ step is the rank's own rows, with the fused epilogue (bias, activation) on the f
 On NCCL groups of CUDA tensors all_gather_matmul runs otherwise by default (transport "copy", exchange.py): the
 copy engines push every shard into every rank's symmetric buffer (whole, or in `pieces`), each followed by a
 flag, and one GEMM over all of A waits inside its launch for each flag before it reads the rows behind it,
-walking the blocks in the order they arrive. The ring below cut the GEMM into W products of 1 / W each, too small to
-fill the GPU at W = 4, while NCCL's kernels took SMs from them (docs/journal.md, "the first run on NCCL").
+walking the blocks in the order they arrive. The ring below cut the GEMM into W products of 1 / W each, too
+small to fill the GPU at W = 4, while NCCL's kernels took SMs from them (docs/journal.md, "the first run on
+NCCL").
 
 Where the copy engines' overlap saves less than its per-peer steps cost (the host's queueing of them, pushes
 landing one after another; small products, many GPUs: model.choose), "auto" runs the sequential form instead
