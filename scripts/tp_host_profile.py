@@ -92,19 +92,44 @@ def body(torch, dist, rank, world, dev, shape, calls, phases=False):
 
 def _ag_phases(torch, dist, dev, gd, shard, b_cols, gathered, calls=40):
     """The all-gather's sequential forms timed in parts, one call between barriers, medians (us): torch's (NCCL,
-    then torch.matmul), the bare pair (NCCL, then gemmlab's GEMM on the same gathered A), and gemmlab's form
-    (`transport="sequential"`, whole). Per call: the host's time to the collective's return, to the call's end,
-    the GPU from the call's start to the collective's end (an event after it on the current stream) and to the
-    GEMM's end, and the wall time to the synchronize's return."""
+    then torch.matmul), the bare pair (NCCL, then gemmlab's GEMM on the same gathered A), gemmlab's form
+    (`transport="sequential"`, whole), and two replicas of the form's steps with the host's clock read between
+    them (as the form; and with C allocated before the collective). Per call: the host's time to the
+    collective's return, to the call's end, the GPU from the call's start to the collective's end (an event
+    after it on the current stream) and to the GEMM's end, the wall time to the synchronize's return; for the
+    replicas also the host's time at each step (`steps`)."""
+    ops = gd.ops
+    world = dist.get_world_size()
+    rows, k = shard.shape
+    n = b_cols.shape[1]
+
+    def replica(marks, out_first):
+        out = torch.empty((world * rows, n), dtype=shard.dtype, device=dev) if out_first else None
+        marks.append(time.perf_counter())
+        kept = ops._Kept(torch, None, "gathered", (world * rows, k), shard.dtype, shard.device)
+        marks.append(time.perf_counter())
+        dist.all_gather_into_tensor(kept.tensor, shard)
+        marks.append(time.perf_counter())
+        if out is None:
+            out = torch.empty((world * rows, n), dtype=shard.dtype, device=dev)
+        marks.append(time.perf_counter())
+        ops._matmul(kept.tensor, b_cols, out)
+        marks.append(time.perf_counter())
+        kept.done(torch)
+
     forms = {
-        "torch": lambda: torch.matmul(gathered, b_cols),
-        "gemmlab GEMM": lambda: gd.ops._matmul(gathered, b_cols),
+        "torch": lambda m: torch.matmul(gathered, b_cols),
+        "gemmlab GEMM": lambda m: ops._matmul(gathered, b_cols),
+        "gemmlab form": None,
+        "replica": lambda m: replica(m, False),
+        "replica, C first": lambda m: replica(m, True),
     }
-    res = {}
+    res, steps = {}, {}
     e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-    for name in ("torch", "gemmlab GEMM", "gemmlab form"):
-        rows_ = []
+    for name, fn in forms.items():
+        rows_, marks_ = [], []
         for i in range(calls + 5):
+            marks = []
             dist.barrier()
             torch.cuda.synchronize(dev)
             e[0].record()
@@ -113,11 +138,15 @@ def _ag_phases(torch, dist, dev, gd, shard, b_cols, gathered, calls=40):
                 gd.all_gather_matmul(shard, b_cols, transport="sequential")
                 t1 = time.perf_counter()
                 e[1].record()
+            elif name.startswith("replica"):
+                fn(marks)
+                t1 = marks[2]
+                e[1].record()
             else:
                 dist.all_gather_into_tensor(gathered, shard)
                 t1 = time.perf_counter()
                 e[1].record()
-                forms[name]()
+                fn(marks)
             t2 = time.perf_counter()
             e[2].record()
             torch.cuda.synchronize(dev)
@@ -125,9 +154,14 @@ def _ag_phases(torch, dist, dev, gd, shard, b_cols, gathered, calls=40):
             if i >= 5:
                 rows_.append(((t1 - t0) * 1e6, (t2 - t0) * 1e6, e[0].elapsed_time(e[1]) * 1e3,
                               e[0].elapsed_time(e[2]) * 1e3, (t3 - t0) * 1e6))
+                if marks:
+                    marks_.append([(t - t0) * 1e6 for t in marks])
         t = torch.tensor(rows_, dtype=torch.float64, device=dev)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)  # (the slowest rank's, call by call)
         res[name] = [float(c) for c in t.median(0).values.cpu()]
+        if marks_:
+            steps[name] = [sorted(c)[len(c) // 2] for c in zip(*marks_)]
+    res["steps"] = steps
     return res
 
 
@@ -192,8 +226,13 @@ def main():
         got = spawn_ranks(args.gpus, "nccl", body, shape, args.calls, "ag")
         print(f"all-gather {args.shape} over {args.gpus}: {'form':>14} {'host NCCL us':>13} {'host all us':>12} "
               f"{'GPU to NCCL end':>16} {'GPU to GEMM end':>16} {'wall':>7}")
+        steps = got.pop("steps")
         for name, med in got.items():
-            print(f"{'':>{len(args.shape) + 20}} {name:>14} " + " ".join(f"{v:12.1f}" for v in med))
+            print(f"{'':>{len(args.shape) + 20}} {name:>16} " + " ".join(f"{v:12.1f}" for v in med))
+        print("rank 0's host, us from the call's start: before the kept buffer / before NCCL / after it / before "
+              "the GEMM / after its launch")
+        for name, marks in steps.items():
+            print(f"{name:>18} " + " ".join(f"{v:8.1f}" for v in marks))
         return
     if args.phases:
         got = spawn_ranks(args.gpus, "nccl", body, shape, args.calls, True)
