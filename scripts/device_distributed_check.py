@@ -87,7 +87,8 @@ def main() -> None:
             hosts = ", ".join(f"{c[13:]} {v * 1e3:.2f}" for c, v in s.items() if c.startswith("host_gemmlab_") and v)
             summary.append(
                 f"W={w} {r['kind']:>14} {r['m']}x{r['n']}x{r['k']} [{r.get('transport') or '-'}]: x sequential "
-                f"{seq / ours:.2f} (by name: {forms}), of ideal {ideal / ours:.0%}, host "
+                f"{seq / ours:.2f} (by name: {forms}), of ideal {ideal / ours:.0%} (comm / GEMM "
+                f"{r.get('balance') or float('nan'):.2f}{', within 2x' if r.get('balanced') else ''}), host "
                 f"{(s.get('host_gemmlab') or float('nan')) * 1e3:.2f} ms ({hosts}), x torch fused "
                 f"{fused / ours if fused else float('nan'):.2f}, best {best[1]} ({ideal / best[0]:.0%} of ideal); "
                 f"model / measured gemmlab {p.get('gemmlab', p.get('overlapped', float('nan'))) / ours:.2f}, "

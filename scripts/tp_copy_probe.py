@@ -11,6 +11,7 @@ with --interleave, the call after each of the bench's other candidates (`interle
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
         PYTHONPATH=src python scripts/tp_copy_probe.py [--variants | --timeline [--pieces] | --interleave]
+            [--gpus 4,2] [--shapes 16384x8192x8192,...]   (--timeline's world sizes and shapes)
 """
 
 import statistics
@@ -314,10 +315,13 @@ if __name__ == "__main__":
                 print(f"W={w} {'x'.join(map(str, shape))}: the copy all-gather, ms, after: " +
                       ", ".join(f"{k} {v:.3f}" for k, v in res.items()), flush=True)
         sys.exit(0)
+    def _option(name, default):  # "--gpus 4,2", "--shapes 2048x8192x8192,..."
+        return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
     if "--timeline" in sys.argv:  # one call's steps, marked, per rank
-        for w in (4, 2):
-            _print_timeline(w, spawn_ranks(w, "nccl", timeline, [(16384, 8192, 8192), (8192, 8192, 8192),
-                                                                   (4096, 10240, 8192)], 12, "--pieces" in sys.argv))
+        shapes = [tuple(int(v) for v in s.split("x"))
+                  for s in _option("--shapes", "16384x8192x8192,8192x8192x8192,4096x10240x8192").split(",")]
+        for w in (int(v) for v in _option("--gpus", "4,2").split(",")):
+            _print_timeline(w, spawn_ranks(w, "nccl", timeline, shapes, 12, "--pieces" in sys.argv))
         sys.exit(0)
     variants = "--variants" in sys.argv  # the order of the pushes and the GEMM, and pushes on several streams
     worlds = (4,) if variants else (4, 2)

@@ -96,3 +96,19 @@ def test_the_link_microbenchmark_on_gloo(tmp_path):
                                  "--out", str(tmp_path / "link.json")])
     assert r.exit_code == 0, r.output
     assert "bus bandwidth" in r.output and "model link" in r.output and (tmp_path / "link.json").exists()
+
+
+def test_balance_says_which_cases_the_ideal_bound_judges():
+    def row(comm, gemm):
+        return tp.Row("all_gather", 8, 8, 8, 2, "nccl", "bfloat16", seconds={"comm": comm, "gemm_gemmlab": gemm})
+
+    assert row(1.0, 2.0).balance == pytest.approx(0.5) and row(1.0, 2.0).balanced
+    assert row(2.0, 1.0).balanced and row(1.0, 1.0).balanced
+    assert row(1.0, 2.01).balanced is False and row(2.01, 1.0).balanced is False
+    assert row(None, 1.0).balance is None and row(None, 1.0).balanced is None
+    d = row(0.3, 1.2).to_dict()
+    assert d["balance"] == pytest.approx(0.25) and d["balanced"] is False and d["ideal"] == 1.2
+    r = row(0.9, 1.0)
+    r.seconds.update(sequential=1.9, gemmlab=1.0)
+    cells = tp.table([r])[0]
+    assert cells[tp.TABLE_HEADER.index("comm / GEMM")] == "0.90 *"

@@ -36,6 +36,7 @@ KINDS = ("all_gather", "reduce_scatter")
 ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # M x N x K (the full product) of the tensor-parallel figures in docs/performance.md
 SHAPES = ((8192, 28672, 8192), (16384, 8192, 8192), (4096, 10240, 8192))
+BALANCED = 2.0  # collective / GEMM within this factor either way: a case where overlap can nearly halve the call
 CANDIDATES = ("gemmlab", "sequential", "torch_fused", "comm", "gemm_gemmlab", "gemm_torch")
 
 
@@ -65,8 +66,22 @@ class Row:
         c, g = self.seconds.get("comm"), self.seconds.get("gemm_gemmlab")
         return None if c is None or g is None else max(c, g)
 
+    @property
+    def balance(self) -> float | None:
+        """The collective alone over gemmlab's GEMM alone: the overlap's most (the ideal bound over the sequential
+        sum) is 1 + min(b, 1 / b), so it matters most near 1."""
+        c, g = self.seconds.get("comm"), self.seconds.get("gemm_gemmlab")
+        return None if not c or not g else c / g
+
+    @property
+    def balanced(self) -> bool | None:
+        """Whether the collective and the GEMM alone are within BALANCED of each other: the cases the overlap's
+        share of the ideal bound is judged on (where one part is much longer, its own time is the call's)."""
+        b = self.balance
+        return None if b is None else 1 / BALANCED <= b <= BALANCED
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ideal": self.ideal}
+        return {**asdict(self), "ideal": self.ideal, "balance": self.balance, "balanced": self.balanced}
 
 
 def run(world: int, shapes: Iterable[Sequence[int]] = SHAPES, kinds: Sequence[str] = KINDS, backend: str = "nccl",
@@ -455,6 +470,7 @@ def table(rows: Sequence[Row]) -> list[list[str]]:
         p = r.predicted
         out.append([
             r.kind, f"{r.m}x{r.n}x{r.k}", str(r.world), r.transport or "-", ms("comm"), ms("gemm_gemmlab"),
+            "-" if r.balance is None else f"{r.balance:.2f}" + (" *" if r.balanced else ""),
             ms("sequential"), ms("gemmlab"), ms("host_gemmlab"),
             ms("torch_fused") if fused else r.notes.get("torch_fused", "-")[:40],
             f"{seq / ours:.2f}x" if seq and ours else "-",
@@ -467,6 +483,6 @@ def table(rows: Sequence[Row]) -> list[list[str]]:
     return out
 
 
-TABLE_HEADER = ["kind", "M x N x K", "GPUs", "form", "comm ms", "GEMM ms", "sequential ms", "gemmlab ms", "host ms",
+TABLE_HEADER = ["kind", "M x N x K", "GPUs", "form", "comm ms", "GEMM ms", "comm / GEMM", "sequential ms", "gemmlab ms", "host ms",
                 "torch fused ms", "x sequential", "of ideal", "x torch fused",
                 "model / measured (gemmlab / sequential)", "limit"]
