@@ -6,6 +6,8 @@
         python3 scripts/ncu_once.py --kernel sgemm --dtype float32 --n 4096
     ncu --clock-control none -k regex:gemm --launch-skip 2 --launch-count 1 --section SpeedOfLight \
         python3 scripts/ncu_once.py --kernel cublas --dtype bfloat16 --n 4096
+    ncu --clock-control none -k regex:"wgmma|nvjet" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+        python3 scripts/ncu_once.py --kernel cublas --batch 96 --shape 2048x2048x128
     ncu --clock-control none -k regex:wgmma --launch-skip 2 --launch-count 1 --section WarpStateStats \
         python3 scripts/ncu_once.py --dtype e4m3 --scales block --shape 4096x7168x16384
 """
@@ -22,6 +24,7 @@ ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "b
 ap.add_argument("--scales", default="tensor", help="e4m3: tensor, row or block (1 x 128 of A, 128 x 128 of W)")
 ap.add_argument("--n", type=int, default=4096)
 ap.add_argument("--shape", default="", help="MxNxK (instead of --n)")
+ap.add_argument("--batch", type=int, default=0, help="a batch of this many products (bfloat16; cublas: torch.bmm)")
 ap.add_argument("--weight", action="store_true", help="B as a linear layer's weight, W.t() with W of N x K (bfloat16)")
 ap.add_argument("--pitch", action="store_true", help="A and B in rows padded to whole 128-byte lines (bfloat16)")
 ap.add_argument("--act", default="", help="fused bias (per column) and this activation ('none': bias alone)")
@@ -40,6 +43,18 @@ if args.dtype == "e4m3":  # 8-bit: W (N x K) quantized, B = W.t(); torch._scaled
             torch._scaled_mm(qa, qw.t(), scale_a=sa.reshape(()), scale_b=sw.reshape(()), out_dtype=torch.bfloat16)
         else:
             gemmlab.matmul(qa, qw.t(), scale_a=sa, scale_b=sw.t(), kernel=args.kernel, **params)
+    torch.cuda.synchronize()
+    raise SystemExit(0)
+if args.batch:  # a batch of equal products, bf16 torch tensors: torch.bmm against gemmlab.matmul
+    import torch
+
+    a = torch.randn(args.batch, m, k, device="cuda").bfloat16()
+    b = torch.randn(args.batch, k, n, device="cuda").bfloat16()
+    for _ in range(4):
+        if args.kernel == "cublas":
+            torch.bmm(a, b)
+        else:
+            gemmlab.matmul(a, b, kernel=args.kernel, **params)
     torch.cuda.synchronize()
     raise SystemExit(0)
 if args.dtype == "bfloat16":  # CuPy has no bfloat16 everywhere: torch tensors
