@@ -800,3 +800,31 @@ def test_auto_takes_narrow_tiles_on_small_m(mnk, rng):
         assert plan.spec.name == "wgmma" and plan.params["BN"] == 64, plan.params
         got, ref = c.double().cpu().numpy(), a64 @ w64.T
         assert np.isfinite(got).all() and np.abs(got - ref).max() / np.abs(ref).max() <= 1e-5, (mnk, plan.params)
+
+
+@pytest.mark.parametrize("params", [dict(), dict(DEFER=0), dict(BM=64, BN=256, STAGES=4, SCHEDULE=2, HELD=2, CLUSTER=1),
+                                    dict(BM=128, BN=128, STAGES=5, SCHEDULE=2), dict(BM=256, BN=128, STAGES=3, DEFER=0)],
+                         ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "defaults")
+@pytest.mark.parametrize("alpha", [1.0, -0.75])
+@pytest.mark.parametrize("form", ["plain", "bias_gelu", "residual"])
+def test_tma_store_epilogue_forms_every_element(params, alpha, form, rng):
+    """The copy engine's epilogue (16-bit C, beta == 0) compiles a form per case: with or without a residual,
+    alpha 1 (no multiply) or not, each schedule's stores (deferred, box by box, ping-pong). Edge tiles both ways
+    (300 x 520), every element against float64, C filled with NaN first."""
+    torch = pytest.importorskip("torch")
+    m, n, k = 300, 520, 200
+    a, a64 = _make("bfloat16", (m, k), rng)
+    b, b64 = _make("bfloat16", (k, n), rng)
+    kw, want = {}, alpha * (a64 @ b64)
+    if form == "bias_gelu":
+        vec = rng.uniform(-1, 1, n).astype(np.float32)
+        kw = dict(bias=torch.tensor(vec, device="cuda"), activation="gelu_tanh")
+        want = ACTS["gelu_tanh"](want + vec.astype(np.float64))
+    elif form == "residual":
+        r, r64 = _make("bfloat16", (m, n), rng)
+        kw, want = dict(residual=r), want + r64
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    gemmlab.matmul(a, b, c, alpha=alpha, kernel="wgmma", **kw, **params)
+    got = _host(c)
+    bad = ~(np.abs(got - want) <= 1e-2 * (np.abs(want) + np.abs(want).max()))  # (NaN counts as bad)
+    assert not bad.any(), (params, alpha, form, np.argwhere(bad)[:5])

@@ -229,9 +229,13 @@ __device__ __forceinline__ void load_bias_cols(float2 (&bcol)[8], const float* _
 // interleaves (GELU's multi-function operations) before anything waits.
 // HALVES: 8 pairs at a time (the deferred stores' fp16 GELU and SiLU, whose exponential forms need more
 // temporaries than the registers beside the held outputs allow for 16).
-// `res` (not null: a residual whose rows allow pairs; it points at the consumer's first row and the tile's
-// first column) adds R's pair at the same place after the activation (zero outside C).
-template <int C_TYPE, int MT, int ACC, int ACT, int BIAS, bool HALVES = false>
+// RES: `res` (a residual whose rows allow pairs; it points at the consumer's first row and the tile's first
+// column) adds R's pair at the same place after the activation (zero outside C). Compiled in only where a call
+// has one: a runtime test per pair was if-converted by ptxas into a predicated load, two adds and the bounds
+// tests on every pair of every plain tile, which ncu counted (96 x 2048 x 2048 x 128: 129 M instructions
+// against cuBLAS's 41 M; the store-bound epilogue issues them all).
+// UNIT: alpha is 1 (the caller's test, uniform over the grid): no multiply per element.
+template <int C_TYPE, int MT, int ACC, int ACT, int BIAS, bool HALVES = false, bool RES = false, bool UNIT = false>
 __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float (&acc)[MT][ACC], int cb, float alpha,
                                          const float2 (&bcol)[8], const float (&brow)[MT][2],
                                          const typename Out<C_TYPE>::T* __restrict__ res = nullptr, int ldr = 0,
@@ -252,9 +256,15 @@ __device__ __forceinline__ void pack_box(unsigned (&out)[MT][2][8], const float 
                 const float b1 = BIAS == EPI_BIAS_COL   ? bcol[jj].y
                                  : BIAS == EPI_BIAS_ROW ? brow[mt][h]
                                                         : bcol[jj].y + brow[mt][h];
-                float v0 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a0, b0) : alpha * a0);
-                float v1 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a1, b1) : alpha * a1);
-                if (res != nullptr) {
+                float v0, v1;
+                if constexpr (UNIT) {
+                    v0 = activate_direct<C_TYPE, ACT>(BIAS ? a0 + b0 : a0);
+                    v1 = activate_direct<C_TYPE, ACT>(BIAS ? a1 + b1 : a1);
+                } else {
+                    v0 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a0, b0) : alpha * a0);
+                    v1 = activate_direct<C_TYPE, ACT>(BIAS ? fmaf(alpha, a1, b1) : alpha * a1);
+                }
+                if constexpr (RES) {
                     const int r = acc_row(mt, warp, g, h), c = 64 * cb + 8 * jj + 2 * t;
                     if (r < rows_left && c < cols_left) {
                         const float2 rr = Out<C_TYPE>::load2(res + (size_t)r * ldr + c);
@@ -353,8 +363,13 @@ __device__ __forceinline__ void store_tma(const TensorMap* map, unsigned buf, in
 #pragma unroll
     for (int cb = 0; cb < ACC / 32; ++cb) {
         unsigned out[MT][2][8];
-        pack_box<C_TYPE, MT, ACC, ACT, BIAS>(out, acc, cb, alpha, bcol, brow, res, ldr, rows_left, cols_left, warp,
-                                             g, t);
+        if (res != nullptr)
+            pack_box<C_TYPE, MT, ACC, ACT, BIAS, false, true>(out, acc, cb, alpha, bcol, brow, res, ldr, rows_left,
+                                                              cols_left, warp, g, t);
+        else if (alpha == 1.0f)
+            pack_box<C_TYPE, MT, ACC, ACT, BIAS, false, false, true>(out, acc, cb, alpha, bcol, brow);
+        else
+            pack_box<C_TYPE, MT, ACC, ACT, BIAS>(out, acc, cb, alpha, bcol, brow);
         if (cb + 1 < ACC / 32) load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, cb + 1, t);
         if (tid_wg == 0) TRACE_EPILOGUE(barrier - 1, unit, 1 + 3 * cb);
         store_box<MT, ACC / 32>(map, buf, out, cb, row0, col0, warp, g, t, tid_wg, barrier, unit, z);
@@ -379,7 +394,10 @@ __device__ __forceinline__ void pack_tile(unsigned (&held)[ACC / 32][MT][2][8], 
 #pragma unroll
     for (int cb = 0; cb < ACC / 32; ++cb) {
         constexpr bool HALVES = C_TYPE == 2 && (ACT == EPI_ACT_GELU_TANH || ACT == EPI_ACT_SILU);
-        pack_box<C_TYPE, MT, ACC, ACT, BIAS, HALVES>(held[cb], acc, cb, alpha, bcol, brow);
+        if (alpha == 1.0f)
+            pack_box<C_TYPE, MT, ACC, ACT, BIAS, HALVES, false, true>(held[cb], acc, cb, alpha, bcol, brow);
+        else
+            pack_box<C_TYPE, MT, ACC, ACT, BIAS, HALVES>(held[cb], acc, cb, alpha, bcol, brow);
         if (cb + 1 < ACC / 32) load_bias_cols<BIAS>(bcol, bias, bias_mode, col0, cols_left, cb + 1, t);
         // fp16: one box's activations at a time (their exponential forms, interleaved over all boxes, run out
         // of registers beside `held`). bf16's one MUFU.TANH per element fits: boxes interleave (measured: GELU's
