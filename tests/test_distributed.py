@@ -358,11 +358,16 @@ def test_explain_names_the_link_or_the_math():
     from gemmlab.kernels import registry
 
     g = rs.prediction.gemm_s
-    bare = predict("reduce_scatter", 8192, 8192, 28672, 2, g, Link(REFERENCE_BUSBW[2], REFERENCE_BUSBW[2]))
+    bare = predict("reduce_scatter", 8192, 8192, 28672, 2, g, Link(REFERENCE_BUSBW[2], REFERENCE_BUSBW[2]),
+                   step_bps=tpa.tp.REFERENCE_PUSH_BPS)
     tail = rs.prediction.overlapped_s - bare.overlapped_s
     dram = tpa.explain(registry.get("wgmma"), 8192, 8192, 14336, None, "h100", dtype="bfloat16").ceilings.dram_bps
     assert tail == pytest.approx(3 * 4096 * 8192 * 2 / dram) and "the sum of the 2 slots" in rs.paragraph
     assert "slots" not in v.paragraph  # (the all-gather has no sum)
+    # the pipeline's blocks move by the copy engines' push, faster than a step of the collective
+    assert "pushed by the copy engines at 383 GB/s" in v.paragraph
+    slow = explain_tensor_parallel("all_gather", 16384, 8192, 8192, 4, device="h100", push_bps=REFERENCE_BUSBW[4])
+    assert slow.prediction.overlapped_s > v.prediction.overlapped_s and slow.prediction.comm_s == v.prediction.comm_s
     with pytest.raises(ValueError, match="multiples of 4"):
         explain_tensor_parallel("all_gather", 16384, 8190, 8192, 4, device="h100")
     with pytest.raises(ValueError, match="no reference bus bandwidth for 3 GPUs"):
@@ -472,8 +477,23 @@ def test_auto_overlaps_where_the_saving_pays_for_the_hosts_steps():
                                     ("all_gather", (8192, 8192, 8192), 4, "copy"),
                                     ("reduce_scatter", (2048, 8192, 8192), 2, "copy"),
                                     ("reduce_scatter", (4096, 10240, 8192), 4, "copy"),
-                                    ("reduce_scatter", (2048, 8192, 8192), 4, "sequential")]:
+                                    ("reduce_scatter", (2048, 8192, 8192), 4, "sequential"),
+                                    # shapes whose collective and GEMM are within 2 x of each other (2 H200s)
+                                    ("reduce_scatter", (16384, 8192, 2048), 2, "copy"),
+                                    ("reduce_scatter", (16384, 2048, 8192), 2, "copy"),
+                                    ("reduce_scatter", (8192, 4096, 4096), 2, "copy"),
+                                    ("all_gather", (16384, 2048, 8192), 2, "copy"),
+                                    ("all_gather", (8192, 4096, 4096), 2, "copy")]:
         assert model.choose(kind, *shape, world)[0] == way, (kind, shape, world)
+    # the copy form's blocks move at the push rate: at NCCL's bus bandwidth the first of those took the
+    # sequential form, which measured 0.99 x NCCL + torch.matmul where the copy form measured 1.40
+    ref = model.reference_busbw(2)
+    assert model.choose("reduce_scatter", 16384, 8192, 2048, 2, push_bps=ref)[0] == "sequential"
+    p = model.predict("all_gather", 4096, 4096, 4096, 2, 1e-3, model.Link(ref, ref), step_bps=2 * ref)
+    q = model.predict("all_gather", 4096, 4096, 4096, 2, 1e-3, model.Link(ref, ref))
+    assert p.sequential_s == q.sequential_s and p.comm_s == q.comm_s and p.overlapped_s <= q.overlapped_s
+    with pytest.raises(ValueError, match="step_bps must be > 0"):
+        model.predict("all_gather", 64, 64, 64, 2, 1e-3, model.Link(ref, ref), step_bps=0.0)
     # more GPUs, more per-peer steps for the same saving
     saves = {w: model.choose("reduce_scatter", 8192, 8192, 8192, w) for w in (2, 4, 8)}
     assert saves[2][2] < saves[4][2] < saves[8][2]

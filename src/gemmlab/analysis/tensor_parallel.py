@@ -41,8 +41,11 @@ def rank_shape(kind: str, m: int, n: int, k: int, world: int) -> tuple[int, int,
 
 
 def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, kernel: str = "wgmma",
-                            dtype: str = "bfloat16", busbw: float | None = None, device=None) -> Verdict:
-    """The model's verdict on a tensor-parallel product of full shape M x N x K over `world` GPUs."""
+                            dtype: str = "bfloat16", busbw: float | None = None, device=None,
+                            push_bps: float = tp.REFERENCE_PUSH_BPS) -> Verdict:
+    """The model's verdict on a tensor-parallel product of full shape M x N x K over `world` GPUs: the collective
+    at `busbw` (one after the other), the pipeline's blocks pushed by the copy engines at `push_bps` (the form
+    gemmlab.distributed takes on NCCL)."""
     if kind not in tp.KINDS:
         raise ValueError(f"kind must be one of {tp.KINDS}, got {kind!r}")
     if world < 1 or min(m, n, k) < 1:
@@ -59,6 +62,8 @@ def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, ke
         source = "given"
     if busbw <= 0:
         raise ValueError(f"the bus bandwidth must be > 0, got {busbw}")
+    if not push_bps > 0:
+        raise ValueError(f"the push rate must be > 0, got {push_bps}")
     spec = registry.get(kernel)
     rm, rn, rk = rank_shape(kind, m, n, k, world)
     e = explain(spec, rm, rn, rk, None, device, dtype=dtype)
@@ -69,7 +74,7 @@ def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, ke
     # engines")
     sums = kind == "reduce_scatter" and world > 1
     tail = (world + 1) * (m // world) * n * elem / e.ceilings.dram_bps if sums else 0.0
-    p = tp.predict(kind, m, n, k, world, gemm_s, tp.Link(busbw, busbw), elem, tail_s=tail)
+    p = tp.predict(kind, m, n, k, world, gemm_s, tp.Link(busbw, busbw), elem, tail_s=tail, step_bps=push_bps)
     collective = "all-gather of A" if kind == "all_gather" else "reduce-scatter of the partial sums"
     moved = m * (k if kind == "all_gather" else n) * elem
     which = ("the link: the collective takes longer than each rank's GEMM, so the GEMM hides under it"
@@ -80,7 +85,8 @@ def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, ke
             f"bound); "
             f"the {collective}, {moved / 1e6:.0f} MB, takes {p.comm_s * 1e3:.3f} ms at {busbw / 1e9:.0f} GB/s bus "
             f"bandwidth ({source}). It is limited by {which}. Sequential: {p.sequential_s * 1e3:.3f} ms; perfect "
-            f"overlap: {p.ideal_s * 1e3:.3f} ms; the pipeline of {world} blocks: {p.overlapped_s * 1e3:.3f} ms "
+            f"overlap: {p.ideal_s * 1e3:.3f} ms; the pipeline of {world} blocks, each pushed by the copy engines at "
+            f"{push_bps / 1e9:.0f} GB/s: {p.overlapped_s * 1e3:.3f} ms "
             f"({p.efficiency:.0%} of perfect, {p.speedup:.2f}x sequential), losing one block of the shorter side"
             + (f", then the sum of the {world} slots of its rows, at least {tail * 1e3:.3f} ms at the DRAM bandwidth."
                if tail else "."))

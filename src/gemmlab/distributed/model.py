@@ -29,9 +29,10 @@ Whether the overlap pays (`choose`): the copy engines' form queues a GEMM, a pus
 where the sequential form queues one collective and one GEMM. Where the time the overlap saves (sequential -
 overlapped) is less than what those per-peer steps cost beyond the model (PER_PEER_COST_S, fitted to both forms
 measured), the GPU waits for the host or for the last push and the call is slower than doing the two one after
-the other (2048 x 8192 x 8192 on 4 GPUs: 0.52-0.66 x sequential); `choose` then names the sequential form. It
-predicts from the reference host's rates (REFERENCE_BUSBW, REFERENCE_RATE, PER_PEER_COST_S), not from a
-measurement of the caller's machine.
+the other (2048 x 8192 x 8192 on 4 GPUs: 0.52-0.66 x sequential); `choose` then names the sequential form. The
+copy form's blocks move by the copy engines' push (`step_bps`), faster than a step of NCCL's collective, which
+the sequential form keeps. It predicts from the reference host's rates (REFERENCE_BUSBW, REFERENCE_PUSH_BPS,
+REFERENCE_RATE, PER_PEER_COST_S), not from a measurement of the caller's machine.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ REFERENCE_RATE = {"float16": 700e12, "bfloat16": 700e12, "float8_e4m3fn": 1300e1
 PER_PEER_COST_S = {"all_gather": 0.068e-3, "reduce_scatter": 0.03e-3}
 # The reduce-scatter's sum of the W slots reads W blocks and writes one (torch's sum: 2.3 TB/s measured on 4).
 SUM_BPS = 2.3e12
+# The copy engines' push of one block to one peer over NVLink 4 (`gemmlab micro --link`'s peer copy: 383 GB/s on
+# two H200s, whose NVLink is the H100 SXM's). The copy forms move each block by such a push, one peer at a time
+# (each rank sends one block and receives one per step), not at NCCL's bus bandwidth: 16384 x 8192 x 2048 reduce-
+# scattered on 2 GPUs took 0.76 ms by copy where NCCL's collective alone took 0.64 (docs/journal.md).
+REFERENCE_PUSH_BPS = 383e9
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ class Prediction:
 
 def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, link: Link, elem: int = 2,
             gemm_slowdown: float = 1.0, chunks: int = 1, tail_s: float = 0.0,
-            block_s: float | None = None) -> Prediction:
+            block_s: float | None = None, step_bps: float | None = None) -> Prediction:
     """The times of a tensor-parallel product of global shape M x N x K over `world` ranks.
 
     kind "all_gather": column-parallel, A (M x K) gathered from row blocks, each rank multiplying by its
@@ -125,7 +131,9 @@ def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, 
     the last block that nothing overlaps (the copy reduce-scatter's sum of the slots), added to the overlapped
     time. `block_s`: the time of one block's GEMM where each block is a launch of its own (the copy
     reduce-scatter's M / W rows: a smaller product, whose last wave of tiles fills the GPU less than 1 / W of
-    the whole does), in place of gemm_seconds / W."""
+    the whole does), in place of gemm_seconds / W. `step_bps`: the rate of one block's transfer in the pipeline
+    (the copy forms' push), in place of the collective's time over its W - 1 steps; the sequential time keeps
+    the collective's."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if chunks < 1:
@@ -134,6 +142,8 @@ def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, 
         raise ValueError(f"tail_s must be >= 0, got {tail_s}")
     if block_s is not None and block_s < 0:
         raise ValueError(f"block_s must be >= 0, got {block_s}")
+    if step_bps is not None and not step_bps > 0:
+        raise ValueError(f"step_bps must be > 0, got {step_bps}")
     if min(m, n, k) < 0 or world < 1:
         raise ValueError(f"need M, N, K >= 0 and a world size >= 1, got {m} x {n} x {k} over {world}")
     nbytes = float(m) * (k if kind == "all_gather" else n) * elem
@@ -143,7 +153,7 @@ def predict(kind: str, m: int, n: int, k: int, world: int, gemm_seconds: float, 
     if world == 1:
         return Prediction(kind, world, comm, gemm, seq, seq, seq)
     g = (gemm / world if block_s is None else block_s) * gemm_slowdown / chunks
-    c = comm / ((world - 1) * chunks)
+    c = comm / ((world - 1) * chunks) if step_bps is None else nbytes / world / step_bps / chunks
     overlapped = max(world * chunks * g, (world - 1) * chunks * c + g) + tail_s
     return Prediction(kind, world, comm, gemm, seq, max(comm, gemm), overlapped)
 
@@ -164,10 +174,13 @@ def slots_sum_seconds(m: int, n: int, world: int, elem: int, bps: float = SUM_BP
 
 
 def choose(kind: str, m: int, n: int, k: int, world: int, dtype: str = "bfloat16", *, busbw: float | None = None,
-           rate: float | None = None, per_peer_s: float | None = None) -> tuple[str, Prediction, float]:
+           rate: float | None = None, per_peer_s: float | None = None,
+           push_bps: float | None = None) -> tuple[str, Prediction, float]:
     """("copy" or "sequential", the copy form's prediction, its per-peer cost over all peers): the copy engines'
     overlap where the time it saves exceeds that cost (PER_PEER_COST_S a peer unless `per_peer_s` is given),
-    else the collective and the GEMM one after the other. The rates default to the reference host's."""
+    else the collective and the GEMM one after the other. The copy form's blocks move at the push rate
+    (REFERENCE_PUSH_BPS unless `push_bps`), the sequential form's collective at NCCL's bus bandwidth; the
+    rates default to the reference host's."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if dtype not in REFERENCE_RATE:
@@ -178,7 +191,8 @@ def choose(kind: str, m: int, n: int, k: int, world: int, dtype: str = "bfloat16
     cols, depth = (n // max(world, 1), k) if kind == "all_gather" else (n, k // max(world, 1))
     gemm = 2.0 * m * cols * depth / (rate if rate is not None else REFERENCE_RATE[dtype])
     tail = slots_sum_seconds(m, n, world, elem) if kind == "reduce_scatter" else 0.0
-    p = predict(kind, m, n, k, world, gemm, Link(bw, bw), elem, tail_s=tail)
+    p = predict(kind, m, n, k, world, gemm, Link(bw, bw), elem, tail_s=tail,
+                step_bps=push_bps if push_bps is not None else REFERENCE_PUSH_BPS)
     cost = (world - 1) * (per_peer_s if per_peer_s is not None else PER_PEER_COST_S[kind])
     pays = world > 1 and p.sequential_s - p.overlapped_s > cost
     return ("copy" if pays else "sequential"), p, cost
