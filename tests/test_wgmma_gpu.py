@@ -803,7 +803,8 @@ def test_auto_takes_narrow_tiles_on_small_m(mnk, rng):
 
 
 @pytest.mark.parametrize("params", [dict(), dict(DEFER=0), dict(BM=64, BN=256, STAGES=4, SCHEDULE=2, HELD=2, CLUSTER=1),
-                                    dict(BM=128, BN=128, STAGES=5, SCHEDULE=2), dict(BM=256, BN=128, STAGES=3, DEFER=0)],
+                                    dict(BM=128, BN=128, STAGES=5, SCHEDULE=2),
+                                    dict(BM=256, BN=128, STAGES=3, DEFER=0)],
                          ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "defaults")
 @pytest.mark.parametrize("alpha", [1.0, -0.75])
 @pytest.mark.parametrize("form", ["plain", "bias_gelu", "residual"])

@@ -483,6 +483,6 @@ def table(rows: Sequence[Row]) -> list[list[str]]:
     return out
 
 
-TABLE_HEADER = ["kind", "M x N x K", "GPUs", "form", "comm ms", "GEMM ms", "comm / GEMM", "sequential ms", "gemmlab ms", "host ms",
-                "torch fused ms", "x sequential", "of ideal", "x torch fused",
+TABLE_HEADER = ["kind", "M x N x K", "GPUs", "form", "comm ms", "GEMM ms", "comm / GEMM", "sequential ms", "gemmlab ms",
+                "host ms", "torch fused ms", "x sequential", "of ideal", "x torch fused",
                 "model / measured (gemmlab / sequential)", "limit"]
