@@ -483,7 +483,8 @@ def test_auto_overlaps_where_the_saving_pays_for_the_hosts_steps():
                                     ("reduce_scatter", (16384, 2048, 8192), 2, "copy"),
                                     ("reduce_scatter", (8192, 4096, 4096), 2, "copy"),
                                     ("all_gather", (16384, 2048, 8192), 2, "copy"),
-                                    ("all_gather", (8192, 4096, 4096), 2, "copy")]:
+                                    ("all_gather", (8192, 4096, 4096), 2, "copy"),
+                                    ("all_gather", (16384, 8192, 2048), 2, "copy")]:
         assert model.choose(kind, *shape, world)[0] == way, (kind, shape, world)
     # the copy form's blocks move at the push rate: at NCCL's bus bandwidth the first of those took the
     # sequential form, which measured 0.99 x NCCL + torch.matmul where the copy form measured 1.40
