@@ -11,8 +11,8 @@ Steps (every log under $OUT, or ./out), NVLink multicast off in this process and
 4. with --spread G: the shape suite (`gemmlab bench --suite`) over G GPUs with an empty kernel cache, then over
    one GPU and over G with it warm, each timed on the host.
 The table gives, per W, kind and shape: the form gemmlab's default call took, gemmlab against sequential (and
-each form by name), its share of the ideal bound, against torch's fused operator, and the model's times over
-the measured ones.
+each form by name), its share of the ideal bound and comm / GEMM, against torch's fused operator, and the
+model's times over the measured ones; then per W the verdict lines (`bench.distributed.verdict`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from gemmlab.bench import distributed as tp  # noqa: E402  (the rows' verdict lines)
+
 OUT = Path(os.environ.get("OUT", "out")).resolve()
 ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -78,7 +81,8 @@ def main() -> None:
         if rc or not path.exists():
             summary.append(f"bench --distributed {w}: FAIL (rc {rc})")
             continue
-        for r in json.loads(path.read_text()):
+        rows = json.loads(path.read_text())
+        for r in rows:
             s, p = r["seconds"], r["predicted"]
             ours, seq, fused, ideal = s["gemmlab"], s["sequential"], s.get("torch_fused"), r["ideal"]
             best = min((v, c) for c, v in s.items() if c.startswith("gemmlab") and v)
@@ -94,6 +98,7 @@ def main() -> None:
                 f"model / measured gemmlab {p.get('gemmlab', p.get('overlapped', float('nan'))) / ours:.2f}, "
                 f"sequential {p.get('sequential', float('nan')) / seq:.2f}, slots sum "
                 f"{(s.get('slots_sum') or float('nan')) * 1e3:.3f} ms")
+        summary += tp.verdict([tp.Row.from_dict(r) for r in rows])
     if args.spread > 1 and have >= args.spread:
         cache = tempfile.mkdtemp(prefix="gemmlab-spread-cache-")
         took = {}

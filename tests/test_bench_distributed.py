@@ -112,3 +112,27 @@ def test_balance_says_which_cases_the_ideal_bound_judges():
     r.seconds.update(sequential=1.9, gemmlab=1.0)
     cells = tp.table([r])[0]
     assert cells[tp.TABLE_HEADER.index("comm / GEMM")] == "0.90 *"
+
+
+def test_the_verdict_counts_each_criterion_per_world():
+    def row(kind, world, comm, gemm, seq, ours, fused=None, pred=None):
+        r = tp.Row(kind, 8192, 8192, 8192, world, "nccl", "bfloat16",
+                   seconds={"comm": comm, "gemm_gemmlab": gemm, "sequential": seq, "gemmlab": ours,
+                            "torch_fused": fused})
+        r.predicted = pred or {}
+        return r
+
+    rows = [row("all_gather", 2, 0.2, 1.0, 1.2, 1.1, fused=1.3, pred={"sequential": 1.25, "gemmlab": 1.5}),
+            row("reduce_scatter", 2, 0.8, 1.0, 1.8, 1.2, fused=1.1, pred={"sequential": 1.8, "gemmlab": 1.2}),
+            row("all_gather", 4, 1.0, 1.0, 2.0, 2.1)]
+    lines = tp.verdict(rows)
+    assert "W=2: never slower than sequential: 2 of 2 (worst 1.09, AG 8192x8192x8192)" in lines
+    # only the reduce-scatter is balanced (0.8 / 1.0); its share of the ideal bound: 1.0 / 1.2
+    assert ("W=2: of the ideal bound where comm / GEMM is within 2 x: 1 case(s), 83%-83% (worst RS 8192x8192x8192)"
+            in lines)
+    assert "W=2: at or above torch's fused operator: 1 of 2 (0.92-1.18 x)" in lines
+    assert "W=2: model within 15%: sequential 2 of 2, gemmlab 1 of 2" in lines
+    assert "W=4: never slower than sequential: 0 of 1 (worst 0.95, AG 8192x8192x8192)" in lines
+    assert not any(line.startswith("W=4: at or above") for line in lines)  # (no fused operator measured)
+    back = tp.Row.from_dict(rows[1].to_dict())
+    assert back.balance == rows[1].balance and back.seconds == rows[1].seconds

@@ -83,6 +83,12 @@ class Row:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ideal": self.ideal, "balance": self.balance, "balanced": self.balanced}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Row":
+        """A row as `to_dict` wrote it (the derived fields are recomputed)."""
+        names = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
 
 def run(world: int, shapes: Iterable[Sequence[int]] = SHAPES, kinds: Sequence[str] = KINDS, backend: str = "nccl",
         dtype: str = "bfloat16", budget_ms: float = 300.0, rounds: int = 5, chunks: Sequence[int] = (1,)) -> list[Row]:
@@ -480,6 +486,46 @@ def table(rows: Sequence[Row]) -> list[list[str]]:
              else "-"),
             ("link" if p.get("limiter_link") else "math") if p else "-",
         ])
+    return out
+
+
+MODEL_TOLERANCE = 0.15  # the model's predicted time within this share of the measured one
+
+
+def verdict(rows: Sequence[Row]) -> list[str]:
+    """One line per world size and criterion, over the rows measured on NCCL: gemmlab's call against sequential
+    (never slower), its share of the ideal bound on the balanced cases (the collective and the GEMM within
+    BALANCED of each other), against torch's fused operator, and the model's predictions within
+    MODEL_TOLERANCE of the measurements."""
+    out = []
+    for w in sorted({r.world for r in rows}):
+        rs = [r for r in rows if r.world == w and r.seconds.get("gemmlab") and r.seconds.get("sequential")]
+        if not rs:
+            continue
+
+        def name(r):
+            return f"{'AG' if r.kind == 'all_gather' else 'RS'} {r.m}x{r.n}x{r.k}"
+        x_seq = sorted((r.seconds["sequential"] / r.seconds["gemmlab"], name(r)) for r in rs)
+        out.append(f"W={w}: never slower than sequential: {sum(v >= 1 for v, _ in x_seq)} of {len(rs)} "
+                   f"(worst {x_seq[0][0]:.2f}, {x_seq[0][1]})")
+        shares = sorted((r.ideal / r.seconds["gemmlab"], name(r)) for r in rs if r.balanced and r.ideal)
+        out.append(f"W={w}: of the ideal bound where comm / GEMM is within {BALANCED:g} x: " +
+                   (f"{len(shares)} case(s), {shares[0][0]:.0%}-{shares[-1][0]:.0%} (worst {shares[0][1]})" if shares
+                    else "no case"))
+        fused = [r.seconds["torch_fused"] / r.seconds["gemmlab"] for r in rs if r.seconds.get("torch_fused")]
+        if fused:
+            out.append(f"W={w}: at or above torch's fused operator: {sum(v >= 1 for v in fused)} of {len(fused)} "
+                       f"({min(fused):.2f}-{max(fused):.2f} x)")
+        within = {"sequential": [0, 0], "gemmlab": [0, 0]}
+        for r in rs:
+            for what in within:
+                pred = r.predicted.get(what)
+                if pred:
+                    within[what][0] += abs(pred / r.seconds[what] - 1) <= MODEL_TOLERANCE
+                    within[what][1] += 1
+        if any(n for _, n in within.values()):
+            out.append(f"W={w}: model within {MODEL_TOLERANCE:.0%}: " +
+                       ", ".join(f"{what} {k} of {n}" for what, (k, n) in within.items()))
     return out
 
 

@@ -250,6 +250,8 @@ def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], b
                 for c, v in r.seconds.items() if c.startswith("gemmlab_") and v]
         if more:
             console.print(f"{r.kind} {r.m}x{r.n}x{r.k}: " + ", ".join(more), highlight=False)
+    for line in tp.verdict(rows):
+        console.print(line, highlight=False)
     target = (out or Path("gemmlab-results")) / f"distributed-{world}-{backend}.json"
     atomic_write(target, json.dumps([r.to_dict() for r in rows], indent=1))
     console.print(f"written: {target}", highlight=False)
