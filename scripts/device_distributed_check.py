@@ -18,7 +18,6 @@ model's times over the measured ones; then per W the verdict lines (`bench.distr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -28,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from gemmlab.bench import distributed as tp  # noqa: E402  (the rows' verdict lines)
+from gemmlab.bench import distributed as tp  # noqa: E402  (the rows and their verdict lines)
+from gemmlab.bench.records import load  # noqa: E402
 
 OUT = Path(os.environ.get("OUT", "out")).resolve()
 ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -77,11 +77,11 @@ def main() -> None:
                 f"link-{w}.log", t_link)
         rc = run([sys.executable, "-m", "gemmlab", "bench", "--distributed", str(w), "--chunks", args.chunks,
                   "--budget-ms", args.budget_ms, "--out", str(OUT), *shapes], f"bench-{w}.log", t_bench)
-        path = OUT / f"distributed-{w}-nccl.json"
-        if rc or not path.exists():
+        path = OUT / "results.json"  # (each world size's rows merge into it, in its runs: bench.distributed)
+        rows = [r.to_dict() for r in tp.rows_of(load([path])) if r.world == w] if path.exists() else []
+        if rc or not rows:
             summary.append(f"bench --distributed {w}: FAIL (rc {rc})")
             continue
-        rows = json.loads(path.read_text())
         for r in rows:
             s, p = r["seconds"], r["predicted"]
             ours, seq, fused, ideal = s["gemmlab"], s["sequential"], s.get("torch_fused"), r["ideal"]

@@ -63,9 +63,22 @@ def test_the_cli_prints_and_writes_the_rows(tmp_path):
                                    "--budget-ms", "20", "--out", str(tmp_path), "--chunks", "1,2"])
     assert res.exit_code == 0, res.output
     assert "tensor-parallel products over 2 ranks" in res.output and "2 pieces" in res.output
-    rows = json.loads((tmp_path / "distributed-2-gloo.json").read_text())
+    doc = json.loads((tmp_path / "results.json").read_text())
+    rows = [run["distributed"] for run in doc["runs"]]
     assert [r["kind"] for r in rows] == ["all_gather", "reduce_scatter"] and rows[0]["ideal"] > 0
     assert rows[0]["seconds"]["gemmlab_2"] > 0 and rows[0]["errors"]["gemmlab_2"] < 1e-5
+    # a record per call timed, each the whole product; the report's section with its table and figure
+    kinds = {(r["kernel"], r["params"]["kind"]) for r in doc["records"]}
+    assert {("gemmlab", "all_gather"), ("sequential", "reduce_scatter"), ("gemmlab_2", "all_gather")} <= kinds
+    report = (tmp_path / "report.md").read_text()
+    assert "Tensor-parallel products over 2 GPUs (gloo, float32)" in report and "comm / GEMM" in report
+    assert "never slower than sequential" in report and list((tmp_path / "figures").glob("tensor_parallel*.png"))
+    # a second world size into the same directory: one results file and one report with both
+    again = CliRunner().invoke(app, ["bench", "--distributed", "1", "--backend", "gloo", "--shape", "8x12x16",
+                                     "--budget-ms", "20", "--out", str(tmp_path)])
+    assert again.exit_code == 0, again.output
+    report = (tmp_path / "report.md").read_text()
+    assert "over 2 GPUs (gloo" in report and "over 1 GPU (gloo" in report
     bad = CliRunner().invoke(app, ["bench", "--distributed", "2", "--backend", "gloo", "--chunks", "0"])
     assert bad.exit_code != 0 and "chunks must be positive" in bad.output
     bad = CliRunner().invoke(app, ["bench", "--distributed", "3", "--backend", "gloo", "--shape", "8x12x16"])

@@ -271,3 +271,35 @@ def test_grouped_products_get_their_own_section_out_of_the_ladder():
     assert [row[0] for row in table.rows] == ["gemmlab wgmma", "torch._grouped_mm", "loop of torch.mm"]
     assert [row[3] for row in table.rows] == ["1.10x", "1.00x", "0.44x"]
     assert not any("bf16" in s.title.lower() and "Grouped" not in s.title for s in secs)
+
+
+def test_tensor_parallel_rows_get_their_own_section_latest_run_per_problem():
+    from gemmlab.bench import distributed as tp
+
+    def row(world, seq, ours, m=8192):
+        return tp.Row("all_gather", m, 8192, 8192, world, "nccl", "bfloat16", transport="copy",
+                      seconds={"comm": 0.4e-3, "gemm_gemmlab": 0.7e-3, "sequential": seq, "gemmlab": ours,
+                               "torch_fused": 1.0e-3}, errors={"gemmlab": 1e-3, "sequential": 1e-3})
+
+    older = tp.to_results([row(2, 1.2e-3, 1.1e-3), row(4, 1.0e-3, 0.9e-3)])
+    newer = tp.to_results([row(2, 1.2e-3, 0.8e-3)])
+    for run, when in zip(older.runs + newer.runs, ("2026-01-01T00:00:00", "2026-01-01T00:00:01",
+                                                    "2026-01-02T00:00:00")):
+        run["started_at"] = when
+    res = Results.merge(synthetic(), older, newer)
+    ctx = ReportContext(res)
+    groups = ctx.tensor_parallel()
+    assert sorted((world, len(rows)) for (_, world, _, _), rows in groups.items()) == [(2, 1), (4, 1)]
+    (two,) = [rows for (_, world, _, _), rows in groups.items() if world == 2]
+    assert two[0]["seconds"]["gemmlab"] == 0.8e-3  # the later run of the same problem
+    # its records are whole products over several GPUs: not points of the ladder's sections
+    assert all(r.run_id not in {run["run_id"] for run in older.runs + newer.runs}
+               for g in ctx.gpus() for r in ctx.gpu_records(g))
+    secs = [s for s in build_report(res) if s.name == "tensor_parallel"]
+    assert [s.title.split(" (")[0] for s in secs] == ["Tensor-parallel products over 2 GPUs",
+                                                      "Tensor-parallel products over 4 GPUs"]
+    table = secs[0].tables()[0]
+    assert table.column("x sequential") == ["1.50x"] and table.column("comm / GEMM") == ["0.57 *"]
+    fig = secs[0].figures()[0].figure
+    widths = sorted(round(p.get_width(), 3) for p in fig.axes[0].patches)
+    assert widths == [1.2, 1.5, 1.714]  # torch's fused operator, gemmlab, the ideal bound: x sequential

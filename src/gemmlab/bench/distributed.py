@@ -30,7 +30,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 KINDS = ("all_gather", "reduce_scatter")
 ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -490,6 +490,60 @@ def table(rows: Sequence[Row]) -> list[list[str]]:
 
 
 MODEL_TOLERANCE = 0.15  # the model's predicted time within this share of the measured one
+# The calls of a row that become result records: (name in Row.seconds, family, label). gemmlab's forms by name
+# follow gemmlab's own call; the peers are timed in the same processes.
+RECORDED = (("gemmlab", "gpu", "gemmlab.distributed"), ("sequential", "gpu_peer", "NCCL + torch.matmul"),
+            ("torch_fused", "gpu_peer", "torch's fused operator"))
+
+
+class _Call(NamedTuple):  # what a result record says of a call (bench.verified.torch_call_run)
+    kernel: str
+    label: str
+    family: str
+    rung: None
+    idea: str
+    params: dict
+
+
+class _Timed(NamedTuple):
+    median_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"median_ms": self.median_ms, "samples": 1, "method": "lone calls between barriers, the slowest "
+                "rank's, median over rounds", "l2": "warm"}
+
+
+def to_results(rows: Sequence[Row], command: str = ""):
+    """The rows as `Results`, a run per row (one problem: kind, full shape, world size) with the row itself in
+    the run's metadata ("distributed", which the report's tensor-parallel section reads), and a record per call
+    timed: gemmlab's call and its forms by name, sequential NCCL + torch.matmul and torch's fused operator, each
+    the whole product over the row's GPUs (TFLOP/s of all of them) with its error against float64."""
+    from ..formats import number_format
+    from .records import Results
+    from .verified import torch_call_run
+
+    runs, records = [], []
+    for r in rows:
+        about = {"world": r.world, "kind": r.kind, "backend": r.backend, "transport": r.transport}
+        run, record, finish = torch_call_run(command, ("distributed", r.to_dict()), dtype=r.dtype, m=r.m, n=r.n,
+                                             k=r.k, fmt=number_format(r.dtype), peak=None)
+        forms = [(name, "gpu", f"gemmlab.distributed, {name[8:]} by name") for name in r.seconds
+                 if name.startswith("gemmlab_") and r.seconds[name]]
+        for name, family, label in (*RECORDED[:1], *forms, *RECORDED[1:]):
+            t = r.seconds.get(name)
+            if not t:
+                continue
+            shown = f"{label} ({r.transport})" if name == "gemmlab" and r.transport else label
+            records.append(record(_Call(name, shown, family, None, f"{r.kind.replace('_', '-')} over {r.world} GPUs",
+                                        about), err=r.errors.get(name), t=_Timed(t * 1e3)))
+        finish()
+        runs.append(run)
+    return Results(records, runs)
+
+
+def rows_of(results) -> list[Row]:
+    """The tensor-parallel rows kept in results' runs (`to_results`), in run order."""
+    return [Row.from_dict(run["distributed"]) for run in results.runs if isinstance(run.get("distributed"), dict)]
 
 
 def verdict(rows: Sequence[Row]) -> list[str]:

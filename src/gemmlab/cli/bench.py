@@ -219,13 +219,12 @@ def _measure_problems(problems, measure, peer_kernel: str, peer_name: str, capti
 
 
 def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], budget_ms, out, chunks: str) -> None:
-    import json
-
+    from rich.markup import escape
     from rich.table import Table
 
     from ..bench import distributed as tp
+    from ..bench.records import Results, load
     from ..bench.sweep import parse_shape
-    from ..files import atomic_write
     from ._app import fail
 
     try:
@@ -252,9 +251,18 @@ def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], b
             console.print(f"{r.kind} {r.m}x{r.n}x{r.k}: " + ", ".join(more), highlight=False)
     for line in tp.verdict(rows):
         console.print(line, highlight=False)
-    target = (out or Path("gemmlab-results")) / f"distributed-{world}-{backend}.json"
-    atomic_write(target, json.dumps([r.to_dict() for r in rows], indent=1))
-    console.print(f"written: {target}", highlight=False)
+    results = tp.to_results(rows, command=" ".join(["gemmlab", *sys.argv[1:]]))
+    target = out or Path("gemmlab-results") / results.runs[0]["run_id"]
+    earlier = target / "results.json"
+    if earlier.exists():  # (another world size or backend into the same directory: one report of all of them)
+        try:
+            results = Results.merge(load([earlier]), results)
+        except ValueError as exc:  # (not overwritten: this run goes into a directory of its own inside it)
+            target = target / results.runs[0]["run_id"]
+            console.print(f"[yellow]warning: {escape(str(exc))}; this run is written to {target}[/yellow]",
+                          highlight=False)
+    paths = _measure.write_outputs(results, target, report=True, at=None)
+    console.print("written: " + ", ".join(str(p) for key, p in paths.items() if key != "figures"), highlight=False)
 
 
 def _bench_grouped(groups: Optional[int], spread: str, shapes, dtype: Optional[str], budget_ms, out) -> None:

@@ -82,7 +82,10 @@ class ReportContext:
         # Runs of grouped products (`bench.grouped`, 8-bit ones included): their own section too.
         self._grouped = {run.get("run_id"): run["grouped"] for run in self.results.runs if run.get("grouped")}
         self._fp8_runs -= set(self._grouped)
-        self._own_runs = self._layer_runs | self._fp8_runs | set(self._grouped)
+        # Runs of tensor-parallel products (`bench.distributed`): whole products over several GPUs, their own section.
+        self._distributed = [run for run in self.results.runs if isinstance(run.get("distributed"), dict)]
+        self._own_runs = self._layer_runs | self._fp8_runs | set(self._grouped) | {
+            run.get("run_id") for run in self._distributed}
         latest: dict[tuple, Record] = {}
         for r in self.results.ok():
             k = _identity(r)
@@ -140,6 +143,23 @@ class ReportContext:
         for r in self._latest:
             if r.run_id in self._grouped:
                 out.setdefault((r.gpu, r.fmt, r.run_id), (self._grouped[r.run_id], []))[1].append(r)
+        return out
+
+    def tensor_parallel(self) -> dict[tuple, list[dict]]:
+        """Tensor-parallel measurements (`bench.distributed`), {(GPU, world size, backend, dtype): the rows as
+        saved}, each problem (kind and full shape) once: from the run that started last."""
+        latest: dict[tuple, tuple[str, str, dict]] = {}
+        for run in self._distributed:
+            row = run["distributed"]
+            gpu = (run.get("environment") or {}).get("gpu", "")
+            key = (gpu, row.get("world"), row.get("backend"), row.get("dtype"), row.get("kind"), row.get("m"),
+                   row.get("n"), row.get("k"))
+            when = str(run.get("started_at") or "")
+            if key not in latest or when >= latest[key][0]:
+                latest[key] = (when, gpu, row)
+        out: dict[tuple, list[dict]] = {}
+        for key, (_, gpu, row) in latest.items():
+            out.setdefault(key[:4], []).append(row)
         return out
 
     def layers(self) -> dict[tuple, list[Record]]:

@@ -172,3 +172,30 @@ def _cpu_vs_gpu(gpu: Series, cpu: Series, title: str) -> Figure:
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left", ncol=2)
     return fig
+
+
+def tensor_parallel(items: list[tuple[str, dict[str, float]]], title: str) -> Figure:
+    """Per case (a label), horizontal bars of each call's speed against sequential (sequential time over its
+    time), with a line at 1: gemmlab's call, torch's fused operator and the ideal bound, where measured."""
+    with no_tex():
+        return _tensor_parallel([(plain(k), v) for k, v in items], plain(title))
+
+
+def _tensor_parallel(items: list[tuple[str, dict[str, float]]], title: str) -> Figure:
+    names = [n for n in ("gemmlab", "torch fused", "ideal") if any(n in v for _, v in items)]
+    colours = _colours(names)
+    fig = Figure(figsize=(8.5, 0.3 * len(items) * max(1, len(names)) + 1.8))
+    ax = fig.subplots()
+    height = 0.8 / max(1, len(names))
+    for j, name in enumerate(names):
+        ys = [i + j * height for i, (_, v) in enumerate(items) if name in v]
+        xs = [v[name] for _, v in items if name in v]
+        ax.barh(ys, xs, height=height, color=colours[name], label=name)
+    ax.set_yticks([i + height * (len(names) - 1) / 2 for i in range(len(items))], [k for k, _ in items])
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="black", linewidth=1.2)
+    ax.set_xlabel("x sequential (the collective, then the GEMM; higher is better)")
+    ax.set_title(title)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    return fig

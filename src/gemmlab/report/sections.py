@@ -439,6 +439,49 @@ def grouped_products(ctx: ReportContext) -> list[Section]:
     return out
 
 
+def tensor_parallel(ctx: ReportContext) -> list[Section]:
+    """One section per GPU, world size, backend and format measured by `gemmlab bench --distributed`: the
+    harness's table (each product against sequential NCCL + torch.matmul, the ideal bound and torch's fused
+    operator; comm / GEMM; the model over the measurement), its verdict lines and a figure."""
+    from ..bench import distributed as tp
+
+    out = []
+    for (gpu, world, backend, dtype), saved in ctx.tensor_parallel().items():
+        rows = [tp.Row.from_dict(d) for d in saved]
+        s = Section(f"Tensor-parallel products over {world} GPU{'' if world == 1 else 's'} ({backend}, {dtype})" + (f", {gpu}" if gpu else ""))
+        s.blocks.append(Paragraph(
+            "Each product is the full M x N x K over the GPUs: the all-gather's A gathered from row blocks before "
+            "each rank's N / W columns, the reduce-scatter's K-slices summed and scattered by rows after. gemmlab's "
+            "call (its `form`: the copy engines or the collective then one GEMM) is timed against NCCL's collective "
+            "then torch.matmul (sequential) and torch's fused operator in the same processes, each call between "
+            "barriers, the slowest rank's median; every call was first checked against float64. The ideal bound is "
+            "the longer of the collective and the GEMM alone; comm / GEMM marks (*) the cases where the two are "
+            "within 2 x, where overlap matters most."
+            + (" On gloo (CPU processes) the times check the harness, not the speed." if backend == "gloo" else "")))
+        s.blocks.append(Table(list(tp.TABLE_HEADER), tp.table(rows), align=["l", "l"] + ["r"] * (len(tp.TABLE_HEADER) - 2)))
+        lines = tp.verdict(rows)
+        if lines:
+            s.blocks.append(Bullets(lines))
+        items = []
+        for r in rows:
+            seq, ours = r.seconds.get("sequential"), r.seconds.get("gemmlab")
+            if not seq or not ours:
+                continue
+            v = {"gemmlab": seq / ours}
+            if r.seconds.get("torch_fused"):
+                v["torch fused"] = seq / r.seconds["torch_fused"]
+            if r.ideal:
+                v["ideal"] = seq / r.ideal
+            items.append((f"{'AG' if r.kind == 'all_gather' else 'RS'} {r.m}x{r.n}x{r.k}", v))
+        if items:
+            name = _slug(f"tensor parallel {world} {backend} {dtype} {gpu}")
+            s.blocks.append(Figure(name, figures.tensor_parallel(items, f"x sequential over {world} GPUs"),
+                                   "Each call's speed against sequential NCCL + torch.matmul, and the ideal bound "
+                                   "(the longer part alone)."))
+        out.append(s)
+    return out
+
+
 def _grouped_model(m: dict | None) -> str:
     """The models' sentence of a grouped run (bench.grouped.model), or nothing."""
     if not m:
@@ -574,5 +617,5 @@ def _slug(text: str) -> str:
 
 
 for _builder in (overview, ladder_story, throughput, end_to_end, cpu_and_gpu, table1, fused_layers, fp8_products,
-                 grouped_products, trust, all_results, method):
+                 grouped_products, tensor_parallel, trust, all_results, method):
     register(_builder)
