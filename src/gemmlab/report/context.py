@@ -106,7 +106,7 @@ class ReportContext:
         """The GPUs, in the order their results appear."""
         seen: list[str] = []
         for r in self._latest:
-            if r.is_gpu and r.gpu not in seen:
+            if r.is_gpu and r.gpu and r.gpu not in seen:  # (tensor-parallel calls on gloo ran on no GPU)
                 seen.append(r.gpu)
         return seen
 
@@ -144,6 +144,12 @@ class ReportContext:
             if r.run_id in self._grouped:
                 out.setdefault((r.gpu, r.fmt, r.run_id), (self._grouped[r.run_id], []))[1].append(r)
         return out
+
+    @property
+    def tensor_parallel_runs(self) -> set:
+        """The run ids of tensor-parallel measurements: their calls are lone calls between barriers over several
+        GPUs, timed as the section on them says, not by the events and flushes of the other GPU records."""
+        return {run.get("run_id") for run in self._distributed}
 
     def tensor_parallel(self) -> dict[tuple, list[dict]]:
         """Tensor-parallel measurements (`bench.distributed`), {(GPU, world size, backend, dtype): the rows as

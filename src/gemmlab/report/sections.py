@@ -109,7 +109,7 @@ def overview(ctx: ReportContext) -> Section:
                 f"(SMs x FP32 lanes x 2 x clock), DRAM peak {num(r.peak_dram_gbps, 4)} GB/s. "
                 f"Driver {r.driver or '?'}, CUDA runtime {r.cuda_runtime or '?'}, NVRTC {r.nvrtc or '?'}, "
                 f"CuPy {r.cupy or '?'}."))
-    else:
+    elif ctx.cpu_records():
         s.blocks.append(Paragraph("No GPU results: this report shows the CPU ladder only."))
     if recs:
         any_r = recs[-1]
@@ -497,7 +497,7 @@ def _grouped_model(m: dict | None) -> str:
 
 
 def trust(ctx: ReportContext) -> Section | None:
-    recs = [r for r in ctx.records if r.is_gpu]
+    recs = [r for r in ctx.records if r.is_gpu and r.run_id not in ctx.tensor_parallel_runs]
     if not recs and not ctx.records:
         return None
     s = Section("Is my number reasonable?")
@@ -608,6 +608,10 @@ def method(ctx: ReportContext) -> Section:
         "other formats; torch.matmul, with TF32 off in fp32; gemmlab's Triton matmul) are timed interleaved in "
         "rounds, so ratios between them are measured side by side; ratios never cross number formats.",
         "CPU timing: the host's monotonic clock around each call, after a warm-up call that compiles it.",
+        *(["Tensor-parallel products (`bench --distributed`): one process per GPU; each call between barriers, "
+           "timed on the host around a synchronize, the slowest rank's time; candidates interleaved in rounds, "
+           "the median over them; every call checked against the float64 product of the full operands first."]
+          if ctx.tensor_parallel_runs else []),
         "docs/harness.md explains the method and why it was chosen.",
     ])])
 
