@@ -151,3 +151,31 @@ def test_the_verdict_counts_each_criterion_per_world():
     assert not any(line.startswith("W=4: at or above") for line in lines)  # (no fused operator measured)
     back = tp.Row.from_dict(rows[1].to_dict())
     assert back.balance == rows[1].balance and back.seconds == rows[1].seconds
+
+
+def test_balanced_shapes_put_the_collective_near_the_gemm():
+    from gemmlab.distributed import model
+
+    for world in (2, 4, 8):
+        shapes = tp.balanced_shapes(world)
+        (m, n, k), (m2, n2, k2) = shapes
+        assert (m, k) == (16384, 8192) and (m2, n2) == (16384, 8192) and n == k2 and n % (256 * world) == 0
+        rate, bw = model.REFERENCE_RATE["bfloat16"], model.reference_busbw(world)
+        for kind, (mm, nn, kk) in (("all_gather", shapes[0]), ("reduce_scatter", shapes[1])):
+            p = model.predict(kind, mm, nn, kk, world, 2 * mm * nn * kk / world / rate, model.Link(bw, bw))
+            assert 1 / 1.25 <= p.comm_s / p.gemm_s <= 1.25, (world, kind, p.comm_s / p.gemm_s)
+    with pytest.raises(ValueError, match="2 or more GPUs"):
+        tp.balanced_shapes(1)
+    with pytest.raises(ValueError, match="no reference GEMM rate"):
+        tp.balanced_shapes(2, "float64")
+
+
+def test_balanced_is_refused_where_it_means_nothing():
+    from typer.testing import CliRunner
+
+    from gemmlab.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "--distributed", "2", "--backend", "gloo", "--balanced"])
+    assert res.exit_code != 0 and "goes with NCCL" in res.output
+    res = CliRunner().invoke(app, ["bench", "--balanced"])
+    assert res.exit_code != 0 and "--balanced goes with --distributed" in res.output

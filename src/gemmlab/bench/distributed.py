@@ -37,6 +37,23 @@ ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHME
 # M x N x K (the full product) of the tensor-parallel figures in docs/performance.md
 SHAPES = ((8192, 28672, 8192), (16384, 8192, 8192), (4096, 10240, 8192))
 BALANCED = 2.0  # collective / GEMM within this factor either way: a case where overlap can nearly halve the call
+
+
+def balanced_shapes(world: int, dtype: str = "bfloat16", m: int = 16384, other: int = 8192) -> list[tuple]:
+    """Two full products whose collective and GEMM the reference model puts nearest each other over `world`
+    GPUs: the all-gather's comm / GEMM is about (W - 1) R / (B N) (R the GEMM's rate, B the collective's bus
+    bandwidth), the reduce-scatter's the same with K for N, so M x N* x `other` and M x `other` x K* with N* = K*
+    = (W - 1) R / B, rounded to a multiple of 256 W (whole tiles on every rank). Each product runs as both kinds;
+    one of each pair is balanced for the all-gather, the other for the reduce-scatter."""
+    from ..distributed import model
+
+    if world < 2:
+        raise ValueError(f"balanced shapes need 2 or more GPUs, got {world}")
+    if dtype not in model.REFERENCE_RATE:
+        raise ValueError(f"no reference GEMM rate for {dtype!r} (known: {', '.join(model.REFERENCE_RATE)})")
+    step = 256 * world
+    best = max(step, round((world - 1) * model.REFERENCE_RATE[dtype] / model.reference_busbw(world) / step) * step)
+    return [(m, best, other), (m, other, best)]
 CANDIDATES = ("gemmlab", "sequential", "torch_fused", "comm", "gemm_gemmlab", "gemm_torch")
 
 

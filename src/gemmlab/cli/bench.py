@@ -59,6 +59,10 @@ def bench(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="with --suite: spread the shapes over this many GPUs of "
                                                             "this host (one process each, torch beside gemmlab on "
                                                             "each), merged into one result"),
+    balanced: bool = typer.Option(False, "--balanced", help="with --distributed: also two products whose collective "
+                                                            "and GEMM the reference model puts nearest each other "
+                                                            "(N or K = (W - 1) x GEMM rate / bus bandwidth), where "
+                                                            "overlap matters most"),
     chunks: str = typer.Option("1", "--chunks", help="with --distributed: row pieces per shard of gemmlab's rings, "
                                                      "comma-separated (each timed; the first is the model's)"),
     grouped: Optional[int] = typer.Option(None, "--grouped", help="instead of the ladder: grouped products of "
@@ -74,8 +78,12 @@ def bench(
     With --batch: batched products against torch; with --suite: the shape suite against torch
     (GPU and torch needed for both)."""
     if distributed is not None:
-        _bench_distributed(distributed, backend, shape, dtype, budget_ms, out, chunks)
+        _bench_distributed(distributed, backend, shape, dtype, budget_ms, out, chunks, balanced)
         return
+    if balanced:
+        from ._app import fail
+
+        fail("--balanced goes with --distributed N")
     if grouped is not None or "--spread" in sys.argv:
         _bench_grouped(grouped, spread, shape, dtype, budget_ms, out)
         return
@@ -218,7 +226,8 @@ def _measure_problems(problems, measure, peer_kernel: str, peer_name: str, capti
         raise typer.Exit(1)
 
 
-def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], budget_ms, out, chunks: str) -> None:
+def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], budget_ms, out, chunks: str,
+                       balanced: bool = False) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -230,6 +239,10 @@ def _bench_distributed(world: int, backend: str, shapes, dtype: Optional[str], b
     try:
         problems = [parse_shape(s) for s in shapes] if shapes else list(tp.SHAPES)
         dt = dtype or ("float32" if backend == "gloo" else "bfloat16")
+        if balanced:
+            if backend != "nccl":
+                raise ValueError("--balanced takes its shapes from the GPUs' reference rates: it goes with NCCL")
+            problems += [s for s in tp.balanced_shapes(world, dt) if s not in problems]
         try:
             pieces = tuple(int(c) for c in chunks.split(","))
         except ValueError:
