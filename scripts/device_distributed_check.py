@@ -1,7 +1,7 @@
 """One command on a host of several GPUs for the tensor-parallel products; a summary table is printed last.
 
     PYTHONPATH=src python3 scripts/device_distributed_check.py [--gpus 2,4] [--chunks 1,2,4] [--budget-ms 300]
-        [--timeouts 600,300,900] [--shapes MxNxK,...] [--no-link] [--spread 4]
+        [--timeouts 600,300,900] [--shapes MxNxK,...] [--balanced] [--no-link] [--spread 4]
 
 Steps (every log under $OUT, or ./out), NVLink multicast off in this process and every one it starts:
 1. the two-GPU tests (tests/test_distributed_gpu.py);
@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--budget-ms", default="300")
     ap.add_argument("--timeouts", default="600,300,900", help="seconds for the tests, each link and each bench")
     ap.add_argument("--shapes", default="", help="full products M x N x K, comma-separated (default: the bench's)")
+    ap.add_argument("--balanced", action="store_true", help="also the bench's balanced products (--balanced)")
     ap.add_argument("--no-link", action="store_true", help="leave out gemmlab micro --link")
     ap.add_argument("--no-tests", action="store_true", help="leave out the two-GPU tests")
     ap.add_argument("--spread", type=int, default=0, help="time the suite over this many GPUs against one")
@@ -76,6 +77,7 @@ def main() -> None:
             run([sys.executable, "-m", "gemmlab", "micro", "--link", str(w), "--out", str(OUT / f"link-{w}.json")],
                 f"link-{w}.log", t_link)
         rc = run([sys.executable, "-m", "gemmlab", "bench", "--distributed", str(w), "--chunks", args.chunks,
+                  *(["--balanced"] if args.balanced else []),
                   "--budget-ms", args.budget_ms, "--out", str(OUT), *shapes], f"bench-{w}.log", t_bench)
         path = OUT / "results.json"  # (each world size's rows merge into it, in its runs: bench.distributed)
         rows = [r.to_dict() for r in tp.rows_of(load([path])) if r.world == w] if path.exists() else []
