@@ -365,7 +365,8 @@ def test_explain_names_the_link_or_the_math():
     assert tail == pytest.approx(3 * 4096 * 8192 * 2 / dram) and "the sum of the 2 slots" in rs.paragraph
     assert "slots" not in v.paragraph  # (the all-gather has no sum)
     # the pipeline's blocks move by the copy engines' push, faster than a step of the collective
-    assert "pushed by the copy engines at 383 GB/s" in v.paragraph
+    assert "pushed by the copy engines at 383 GB/s" in v.paragraph and "under the bound" in v.paragraph
+    assert "comm / GEMM 1.41 (within 2 x" in v.paragraph  # (0.746 ms of collective against a 0.530 ms GEMM)
     slow = explain_tensor_parallel("all_gather", 16384, 8192, 8192, 4, device="h100", push_bps=REFERENCE_BUSBW[4])
     assert slow.prediction.overlapped_s > v.prediction.overlapped_s and slow.prediction.comm_s == v.prediction.comm_s
     with pytest.raises(ValueError, match="multiples of 4"):

@@ -84,10 +84,15 @@ def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, ke
             f"{rm}x{rn}x{rk}, at best {gemm_s * 1e3:.3f} ms by {spec.name}'s model (its {e.prediction.limiter.resource} "
             f"bound); "
             f"the {collective}, {moved / 1e6:.0f} MB, takes {p.comm_s * 1e3:.3f} ms at {busbw / 1e9:.0f} GB/s bus "
-            f"bandwidth ({source}). It is limited by {which}. Sequential: {p.sequential_s * 1e3:.3f} ms; perfect "
+            f"bandwidth ({source}); comm / GEMM {p.comm_s / gemm_s:.2f}"
+            + (" (within 2 x: overlap can take the call near the longer part alone)" if 0.5 <= p.comm_s / gemm_s <= 2
+               else "") +
+            f". It is limited by {which}. Sequential: {p.sequential_s * 1e3:.3f} ms; perfect "
             f"overlap: {p.ideal_s * 1e3:.3f} ms; the pipeline of {world} blocks, each pushed by the copy engines at "
             f"{push_bps / 1e9:.0f} GB/s: {p.overlapped_s * 1e3:.3f} ms "
             f"({p.efficiency:.0%} of perfect, {p.speedup:.2f}x sequential), losing one block of the shorter side"
-            + (f", then the sum of the {world} slots of its rows, at least {tail * 1e3:.3f} ms at the DRAM bandwidth."
-               if tail else "."))
+            + (f", then the sum of the {world} slots of its rows, at least {tail * 1e3:.3f} ms at the DRAM bandwidth"
+               if tail else "")
+            + (" (under the bound: the pushes move the blocks faster than the collective's steps)."
+               if p.overlapped_s < p.ideal_s else "."))
     return Verdict(kind, m, n, k, world, (rm, rn, rk), busbw, source, p, e.prediction.limiter.resource, para)
