@@ -139,7 +139,8 @@ def test_a_dtype_with_every_shape_failed_has_no_mean():
 def test_summary_line():
     bf = suite.summarize(_hand_made())["bfloat16"]
     assert bf.line() == ("bfloat16: 4 shapes, geometric mean x cuBLAS 1.587, worst 0.250 at 64 x 64 x 131072; "
-                         "1 failed: 3000 x 3000 x 3000")
+                         "1 below 0.9: 64 x 64 x 131072 (0.250); 1 failed: 3000 x 3000 x 3000")
+    assert bf.below == ((0.25, (64, 64, 131072)),)
     fp = suite.summarize(_hand_made())["float32"]
     assert fp.line() == "float32: 1 shapes, geometric mean x cuBLAS 1.500, worst 1.500 at 512 x 512 x 512"
 
@@ -273,3 +274,11 @@ def test_bench_suite_exits_0_when_every_shape_verified(monkeypatch, tmp_path):
     assert r.exit_code == 0, r.output
     assert asked["dtypes"] == ["float32"] and asked["groups"] is None and asked["budget_ms"] == 20
     assert "W.t()" in r.output and "0.800" in r.output and "16 skinny" in r.output  # the rung auto ran
+
+
+def test_the_summary_names_every_shape_below_the_line_lowest_first():
+    recs = (_timed("bfloat16", (512, 512, 512), 0.8, 1.0) + _timed("bfloat16", (1024, 1024, 1024), 0.5, 1.0)
+            + _timed("bfloat16", (2048, 2048, 2048), 1.1, 1.0) + _timed("bfloat16", (4096, 4096, 4096), 0.9, 1.0))
+    s = suite.summarize(Results(recs, []))["bfloat16"]
+    assert [sh for _, sh in s.below] == [(1024, 1024, 1024), (512, 512, 512)]  # (0.9 itself is not below)
+    assert "2 below 0.9: 1024 x 1024 x 1024 (0.500), 512 x 512 x 512 (0.800)" in s.line()

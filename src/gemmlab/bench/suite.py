@@ -57,6 +57,7 @@ TOLERANCE = {d: tolerance(d) for d in DTYPES}  # the formats table's, as every o
 DEFAULT_BUDGET_MS = 80.0  # sampling budget per call and shape (scripts/shape_suite.py's --budget-ms 40, doubled)
 ROUNDS = 4  # least rounds of the interleaved timing
 GEMMLAB, TORCH = "gemmlab", "torch_matmul"  # the records' kernel names
+BELOW = 0.9  # a shape under this many times cuBLAS's speed is named in the summary
 
 
 # ------------------------------------------------------------------------------------------ the cases
@@ -302,12 +303,17 @@ class Summary:
     worst: float | None
     worst_shape: Shape | None
     failures: tuple[Shape, ...] = ()
+    below: tuple[tuple[float, Shape], ...] = ()  # (ratio, shape) of the timed shapes under BELOW, lowest first
 
     def line(self) -> str:
-        """`<dtype>: N shapes, geometric mean x cuBLAS G, worst W at M x N x K`, then the failures if any."""
+        """`<dtype>: N shapes, geometric mean x cuBLAS G, worst W at M x N x K`, then the shapes below BELOW and
+        the failures, if any."""
         geo = f"{self.geomean:.3f}" if self.geomean is not None else "-"
         worst = f"{self.worst:.3f} at {' x '.join(map(str, self.worst_shape))}" if self.worst is not None else "-"
         text = f"{self.dtype}: {self.count} shapes, geometric mean x cuBLAS {geo}, worst {worst}"
+        if self.below:
+            text += f"; {len(self.below)} below {BELOW:g}: " + ", ".join(
+                f"{' x '.join(map(str, sh))} ({r:.3f})" for r, sh in self.below)
         if self.failures:
             text += f"; {len(self.failures)} failed: " + ", ".join(" x ".join(map(str, s)) for s in self.failures)
         return text
@@ -336,10 +342,11 @@ def summarize(results: Results) -> dict[str, Summary]:
         failures = tuple(p.shape for p in rows if p.ratio is None)
         geo = math.exp(sum(math.log(r) for r, _ in timed) / len(timed)) if timed else None
         worst = min(timed) if timed else (None, None)
-        out[dt] = Summary(dt, len(rows), geo, worst[0], worst[1], failures)
+        out[dt] = Summary(dt, len(rows), geo, worst[0], worst[1], failures,
+                          tuple(sorted((r, sh) for r, sh in timed if r < BELOW)))
     return out
 
 
-__all__ = ["DEFAULT_BUDGET_MS", "DTYPES", "GEMMLAB", "GROUPS", "LONG_K", "MODELS", "ODD", "Pair", "SQUARE",
+__all__ = ["BELOW", "DEFAULT_BUDGET_MS", "DTYPES", "GEMMLAB", "GROUPS", "LONG_K", "MODELS", "ODD", "Pair", "SQUARE",
            "Summary", "TOLERANCE", "TORCH", "WIDE", "b_layout", "cases", "group_of", "measure", "pairs",
            "parse_dtypes", "parse_groups", "summarize"]
