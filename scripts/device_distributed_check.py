@@ -80,11 +80,11 @@ def main() -> None:
                   *(["--balanced"] if args.balanced else []),
                   "--budget-ms", args.budget_ms, "--out", str(OUT), *shapes], f"bench-{w}.log", t_bench)
         path = OUT / "results.json"  # (each world size's rows merge into it, in its runs: bench.distributed)
-        rows = [r.to_dict() for r in tp.rows_of(load([path])) if r.world == w] if path.exists() else []
+        rows = [r for r in tp.rows_of(load([path])) if r.world == w] if path.exists() else []
         if rc or not rows:
             summary.append(f"bench --distributed {w}: FAIL (rc {rc})")
             continue
-        for r in rows:
+        for r in (row.to_dict() for row in rows):
             s, p = r["seconds"], r["predicted"]
             ours, seq, fused, ideal = s["gemmlab"], s["sequential"], s.get("torch_fused"), r["ideal"]
             best = min((v, c) for c, v in s.items() if c.startswith("gemmlab") and v)
@@ -100,7 +100,7 @@ def main() -> None:
                 f"model / measured gemmlab {p.get('gemmlab', p.get('overlapped', float('nan'))) / ours:.2f}, "
                 f"sequential {p.get('sequential', float('nan')) / seq:.2f}, slots sum "
                 f"{(s.get('slots_sum') or float('nan')) * 1e3:.3f} ms")
-        summary += tp.verdict([tp.Row.from_dict(r) for r in rows])
+        summary += tp.verdict(rows)
     if args.spread > 1 and have >= args.spread:
         cache = tempfile.mkdtemp(prefix="gemmlab-spread-cache-")
         took = {}

@@ -85,8 +85,8 @@ def explain_tensor_parallel(kind: str, m: int, n: int, k: int, world: int, *, ke
             f"bound); "
             f"the {collective}, {moved / 1e6:.0f} MB, takes {p.comm_s * 1e3:.3f} ms at {busbw / 1e9:.0f} GB/s bus "
             f"bandwidth ({source}); comm / GEMM {p.comm_s / gemm_s:.2f}"
-            + (" (within 2 x: overlap can take the call near the longer part alone)" if 0.5 <= p.comm_s / gemm_s <= 2
-               else "") +
+            + (f" (within {tp.BALANCED:g} x: overlap can take the call near the longer part alone)"
+               if tp.balanced(p.comm_s, gemm_s) else "") +
             f". It is limited by {which}. Sequential: {p.sequential_s * 1e3:.3f} ms; perfect "
             f"overlap: {p.ideal_s * 1e3:.3f} ms; the pipeline of {world} blocks, each pushed by the copy engines at "
             f"{push_bps / 1e9:.0f} GB/s: {p.overlapped_s * 1e3:.3f} ms "

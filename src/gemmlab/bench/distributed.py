@@ -36,9 +36,6 @@ KINDS = ("all_gather", "reduce_scatter")
 ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # M x N x K (the full product) of the tensor-parallel figures in docs/performance.md
 SHAPES = ((8192, 28672, 8192), (16384, 8192, 8192), (4096, 10240, 8192))
-BALANCED = 2.0  # collective / GEMM within this factor either way: a case where overlap can nearly halve the call
-
-
 def balanced_shapes(world: int, dtype: str = "bfloat16", m: int = 16384, other: int = 8192) -> list[tuple]:
     """Two full products whose collective and GEMM the reference model puts nearest each other over `world`
     GPUs: the all-gather's comm / GEMM is about (W - 1) R / (B N) (R the GEMM's rate, B the collective's bus
@@ -92,10 +89,17 @@ class Row:
 
     @property
     def balanced(self) -> bool | None:
-        """Whether the collective and the GEMM alone are within BALANCED of each other: the cases the overlap's
-        share of the ideal bound is judged on (where one part is much longer, its own time is the call's)."""
-        b = self.balance
-        return None if b is None else 1 / BALANCED <= b <= BALANCED
+        """Whether the collective and the GEMM alone are within `distributed.model.BALANCED` of each other: the
+        cases the overlap's share of the ideal bound is judged on (where one part is much longer, its own time is
+        the call's)."""
+        from ..distributed.model import balanced
+
+        return None if self.balance is None else balanced(self.seconds["comm"], self.seconds["gemm_gemmlab"])
+
+    @property
+    def label(self) -> str:
+        """The case in short: "AG 16384x8192x8192" (all-gather) or "RS ..." (reduce-scatter)."""
+        return f"{'AG' if self.kind == 'all_gather' else 'RS'} {self.m}x{self.n}x{self.k}"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ideal": self.ideal, "balance": self.balance, "balanced": self.balanced}
@@ -526,8 +530,8 @@ class _Timed(NamedTuple):
     median_ms: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {"median_ms": self.median_ms, "samples": 1, "method": "lone calls between barriers, the slowest "
-                "rank's, median over rounds", "l2": "warm"}
+        return {"median_ms": self.median_ms, "method": "lone calls between barriers, the slowest rank's, median "
+                "over rounds", "l2": "warm"}
 
 
 def to_results(rows: Sequence[Row], command: str = ""):
@@ -564,22 +568,20 @@ def rows_of(results) -> list[Row]:
 
 
 def verdict(rows: Sequence[Row]) -> list[str]:
-    """One line per world size and criterion, over the rows measured on NCCL: gemmlab's call against sequential
-    (never slower), its share of the ideal bound on the balanced cases (the collective and the GEMM within
-    BALANCED of each other), against torch's fused operator, and the model's predictions within
-    MODEL_TOLERANCE of the measurements."""
+    """One line per world size and criterion, over the rows given: gemmlab's call against sequential (never
+    slower), its share of the ideal bound on the balanced cases (`Row.balanced`), against torch's fused
+    operator, and the model's predictions within MODEL_TOLERANCE of the measurements."""
+    from ..distributed.model import BALANCED
+
     out = []
     for w in sorted({r.world for r in rows}):
         rs = [r for r in rows if r.world == w and r.seconds.get("gemmlab") and r.seconds.get("sequential")]
         if not rs:
             continue
-
-        def name(r):
-            return f"{'AG' if r.kind == 'all_gather' else 'RS'} {r.m}x{r.n}x{r.k}"
-        x_seq = sorted((r.seconds["sequential"] / r.seconds["gemmlab"], name(r)) for r in rs)
+        x_seq = sorted((r.seconds["sequential"] / r.seconds["gemmlab"], r.label) for r in rs)
         out.append(f"W={w}: never slower than sequential: {sum(v >= 1 for v, _ in x_seq)} of {len(rs)} "
                    f"(worst {x_seq[0][0]:.2f}, {x_seq[0][1]})")
-        shares = sorted((r.ideal / r.seconds["gemmlab"], name(r)) for r in rs if r.balanced and r.ideal)
+        shares = sorted((r.ideal / r.seconds["gemmlab"], r.label) for r in rs if r.balanced and r.ideal)
         out.append(f"W={w}: of the ideal bound where comm / GEMM is within {BALANCED:g} x: " +
                    (f"{len(shares)} case(s), {shares[0][0]:.0%}-{shares[-1][0]:.0%} (worst {shares[0][1]})" if shares
                     else "no case"))

@@ -57,6 +57,16 @@ REFERENCE_RATE = {"float16": 700e12, "bfloat16": 700e12, "float8_e4m3fn": 1300e1
 # of 2048-16384 rows, three runs on three machines: docs/journal.md, "a lone call's lead"): each value the middle
 # of the range that orders every measured pair of forms as measured (all-gather 0.061-0.075 ms).
 PER_PEER_COST_S = {"all_gather": 0.068e-3, "reduce_scatter": 0.03e-3}
+# The collective and the GEMM within this factor of each other, either way: where overlap can nearly halve a call
+# (at most from their sum to the longer), so where a product's share of the ideal bound is judged.
+BALANCED = 2.0
+
+
+def balanced(comm_s: float, gemm_s: float) -> bool:
+    """Whether the collective and the GEMM alone are within BALANCED of each other."""
+    return comm_s > 0 and gemm_s > 0 and 1 / BALANCED <= comm_s / gemm_s <= BALANCED
+
+
 # The reduce-scatter's sum of the W slots reads W blocks and writes one (torch's sum: 2.3 TB/s measured on 4).
 SUM_BPS = 2.3e12
 # The copy engines' push of one block to one peer over NVLink 4 (`gemmlab micro --link`'s peer copy: 383 GB/s on

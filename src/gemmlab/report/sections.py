@@ -20,7 +20,7 @@ from ..bench.records import COMPUTE, END_TO_END, GPU, GPU_PEER, OK, Record
 from ..bench.timing import GRAPH, throttle_names
 from . import figures
 from ..bench.formats import FORMATS
-from .context import REFERENCE, ReportContext, l2_state, ladder_key
+from .context import REFERENCE, ReportContext, l2_state
 from .document import Bullets, Figure, Paragraph, Section, Table
 
 Builder = Callable[[ReportContext], Union[Section, list[Section], None]]
@@ -472,7 +472,7 @@ def tensor_parallel(ctx: ReportContext) -> list[Section]:
                 v["torch fused"] = seq / r.seconds["torch_fused"]
             if r.ideal:
                 v["ideal"] = seq / r.ideal
-            items.append((f"{'AG' if r.kind == 'all_gather' else 'RS'} {r.m}x{r.n}x{r.k}", v))
+            items.append((r.label, v))
         if items:
             name = _slug(f"tensor parallel {world} {backend} {dtype} {gpu}")
             s.blocks.append(Figure(name, figures.tensor_parallel(items, f"x sequential over {world} GPUs"),
